@@ -121,7 +121,9 @@ def union(starts, ends) -> Intervals:
 
 def _combine(a: Intervals, b: Intervals, keep_a: bool, keep_b: bool, both: bool) -> Intervals:
     """Boolean combination via elementary segments between all boundaries."""
-    points = np.unique(np.concatenate([a.starts, a.ends, b.starts, b.ends]))
+    # sort + dedupe: np.unique on int64 is hash-based (and slow) in numpy >= 2.3
+    points = np.sort(np.concatenate([a.starts, a.ends, b.starts, b.ends]))
+    points = points[np.concatenate([[True], points[1:] != points[:-1]])]
     if points.size < 2:
         return Intervals.empty()
     seg_s, seg_e = points[:-1], points[1:]

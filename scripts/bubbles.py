@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Compute-stream bubbles: gaps inside step windows, each classed exactly once.
+
+Classes: released by a collective (one of --family ends inside the gap, at most --tolerance-us
+before its end), a collective running but not releasing, another stream busy (compute elsewhere,
+memcpy), or nothing running on any stream (host/dispatch bubble). The four add up to the gap total.
+--consumer REGEX adds producer-to-consumer lags; --plot draws one step window as a timeline.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from ditpar import cli
+from ditpar.bubbles import CLASSES, BubbleReport, analyse
+from ditpar.collectives import us
+
+PROG = "bubbles.py"
+TOOL = "bubbles"
+# start/end stay exact integer ns: an epoch timestamp in us as a float loses digits
+GAP_COLS = ["rank", "step", "start_ns", "end_ns", "dur_us", "released_us", "running_us", "other_us",
+            "idle_us", "release_family"]
+
+
+def build_parser():
+    parser = cli.make_parser(
+        PROG, __doc__.strip().splitlines()[0],
+        "python scripts/bubbles.py run/rank0_ascend_pt --family alltoall --consumer FlashAttention --plot t.png",
+    )
+    parser.add_argument("paths", nargs="+", metavar="PATH", help="profile folder(s) or file(s), one or many ranks")
+    parser.add_argument("--rank", type=int, action="append", help="analyse only this rank (repeatable)")
+    parser.add_argument("--family", help="comma-separated families that may release a gap (default: any collective)")
+    parser.add_argument("--tolerance-us", type=float, default=20.0,
+                        help="a release ends at most this long before the gap end (default 20)")
+    parser.add_argument("--consumer", metavar="REGEX",
+                        help="compute kernels whose start is measured from the latest preceding collective's end")
+    parser.add_argument("--stream", help="compute stream to analyse (default: the busiest compute stream per rank)")
+    parser.add_argument("--plot-rank", type=int, help="rank drawn by --plot (default: the first analysed)")
+    parser.add_argument("--plot-step", type=int, help="step window drawn by --plot (default: the first)")
+    parser.add_argument("--plot-range-us", type=float, nargs=2, metavar=("FROM", "TO"),
+                        help="draw only this part of the window, in us from the window start")
+    cli.add_output_args(parser, csv=True, plot=True)
+    return parser
+
+
+def gap_frame(report: BubbleReport):
+    import pandas as pd
+
+    frames = [r.gaps.assign(rank=r.rank) for r in report.ranks]
+    gaps = pd.concat(frames, ignore_index=True)
+    for col in ("dur", *CLASSES):
+        gaps[f"{col}_us"] = gaps[f"{col}_ns"] / 1000.0
+    return gaps[GAP_COLS]
+
+
+def totals_us(totals: dict[str, int]) -> dict[str, float]:
+    return {k.replace("_ns", "_us"): us(v) for k, v in totals.items()}
+
+
+def family_rows(frame) -> list[dict]:
+    return [{"family": r.family, "count": int(r.count), "union_us": us(r.union_ns), "exposed_us": us(r.exposed_ns),
+             "releases": int(r.releases), "released_us": us(r.released_ns)} for r in frame.itertuples()]
+
+
+def payload(report: BubbleReport) -> dict:
+    ranks = [{"rank": r.rank, "stream": r.stream, "windows": len(r.windows), "gaps": len(r.gaps),
+              **totals_us(r.totals), "by_family": family_rows(r.by_family)} for r in report.ranks]
+    return {**totals_us(report.totals()), "by_family": family_rows(report.by_family()),
+            "releasing_families": report.families or "any", "tolerance_us": us(report.tolerance_ns),
+            "ranks": ranks, "consumer": report.lag_summary}
+
+
+def print_text(report: BubbleReport) -> None:
+    out = sys.stdout.write
+    fams = ",".join(report.families) if report.families else "any collective"
+    out(f"Compute-stream gaps inside step windows; release by {fams} within {us(report.tolerance_ns):g} us; times in us\n")
+    rows = [{"rank": r.rank, "stream": r.stream or "(none)", "windows": len(r.windows), "gaps": len(r.gaps),
+             **totals_us(r.totals)} for r in report.ranks]
+    cols = ["rank", "stream", "windows", "gaps", "gaps_total_us", "released_us", "running_us", "other_us",
+            "idle_us", "busy_us"]
+    out(cli.format_table(rows, cols, digits=3) + "\n\n")
+    tot = totals_us(report.totals())
+    out("All ranks: " + ", ".join(f"{k} {v:.3f}" for k, v in tot.items()) + "\n\n")
+    out("Per family (exposed = inside compute gaps; released = credited releases)\n")
+    out(cli.format_table(family_rows(report.by_family()), digits=3) + "\n")
+    if report.lag_summary:
+        s = report.lag_summary
+        out(f"\nConsumers /{s['pattern']}/: {s['consumers']} kernels, {s['with_producer']} after a collective, "
+            f"{s['started_during_collective']} started while one ran, {s['within_tolerance']} within tolerance\n")
+        if s["median_lag_us"] is not None:
+            out(f"lag us: median {s['median_lag_us']:.3f}, p10 {s['p10_lag_us']:.3f}, p90 {s['p90_lag_us']:.3f}, "
+                f"min {s['min_lag_us']:.3f}, max {s['max_lag_us']:.3f}\n")
+        out(cli.format_table(s["histogram"], ["bin", "count"]) + "\n")
+
+
+def main() -> None:
+    args = build_parser().parse_args()
+
+    def body() -> int:
+        from ditpar.readers import load_profiles
+
+        ps = load_profiles(args.paths)
+        families = [f.strip() for f in args.family.split(",") if f.strip()] if args.family else None
+        report = analyse(ps, ranks=args.rank, families=families, tolerance_us=args.tolerance_us,
+                         consumer=args.consumer, stream=args.stream)
+        if args.plot:
+            from ditpar.plots_timeline import plot_window
+
+            plot_window(ps, report, args.plot, rank=args.plot_rank, step=args.plot_step,
+                        range_us=args.plot_range_us)
+        if args.csv:
+            cli.write_csv(args.csv, gap_frame(report))
+        if args.json:
+            cli.print_json(TOOL, payload(report))
+        else:
+            print_text(report)
+        return 0
+
+    cli.run(PROG, body)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""Collective attribution per rank x (family, communicator): count, sum, union, exposed, bandwidth.
+
+Also: calls-per-layer reconciliation (--layers), cross-family overlap on merged intervals, a
+per-stream table with a check that no compute kernel runs on a communication stream, and a
+multi-rank summary (slowest rank, per-family skew). Exit 1 when a check fails.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from ditpar import cli
+from ditpar.collectives import CollectiveReport, analyse
+
+PROG = "collectives.py"
+TOOL = "collectives"
+MAIN = ["rank", "family", "group", "group_role", "count", "sum_us", "union_us", "union_over_sum",
+        "exposed_us", "mean_us", "median_us", "p90_us", "bytes", "bandwidth_GBps", "transit_us", "wait_us", "idle_us"]
+JSON_COLS = ["rank", "family", "group", "group_name", "group_role", "count", "sum_us", "union_us",
+             "union_over_sum", "exposed_us", "mean_us", "median_us", "p90_us", "bytes", "bandwidth_GBps",
+             "transit_us", "wait_us", "idle_us", "wait_share"]
+RANK_COLS = ["rank", "comm_union_us", "comm_exposed_us", "overlap_pct", "compute_union_us", "span_us"]
+
+
+def build_parser():
+    parser = cli.make_parser(
+        PROG, __doc__.strip().splitlines()[0],
+        "python scripts/collectives.py run/rank0_ascend_pt run/rank1_ascend_pt --layers 40 --steps 4",
+    )
+    parser.add_argument("paths", nargs="+", metavar="PATH",
+                        help="profile folders or files (Ascend *_ascend_pt, Kineto .json/.json.gz); one or many ranks")
+    parser.add_argument("--rank", type=int, action="append", help="analyse only this rank (repeatable)")
+    parser.add_argument("--family", help="comma-separated families to keep (e.g. alltoall,allgather)")
+    parser.add_argument("--layers", type=int, help="DiT layers per step, for the calls-per-layer check")
+    parser.add_argument("--steps", type=int,
+                        help="steps in the capture (default: the profile's step windows)")
+    cli.add_output_args(parser, csv=True, plot=False)
+    return parser
+
+
+def records(frame, columns):
+    """DataFrame rows as dicts over the given columns (NaN kept; the JSON writer turns it into null)."""
+    return [] if frame is None else frame[columns].to_dict("records")
+
+
+def payload(report: CollectiveReport, unclassified) -> dict:
+    layers = None if report.layers is None else report.layers.to_dict("records")
+    return {
+        "collectives": records(report.table, JSON_COLS),
+        "ranks": records(report.ranks, RANK_COLS),
+        "checks": report.checks,
+        "slowest_rank": report.slowest_rank, "slowest_by": report.slowest_by,
+        "family_skew": report.skew.to_dict("records"),
+        "cross_family_overlap": report.overlap.to_dict("records"),
+        "streams": report.streams.to_dict("records"),
+        "calls_per_layer": layers,
+        "unclassified": dict(unclassified),
+    }
+
+
+def print_text(report: CollectiveReport, unclassified) -> None:
+    out = sys.stdout.write
+    out("Collectives per rank x (family, group); times in us, exposed = not overlapped by any compute\n")
+    out(cli.format_table(report.table, MAIN, digits=3) + "\n\n")
+    out("Per rank, whole capture, all families merged (memcpy/memset in neither set)\n")
+    out(cli.format_table(report.ranks, RANK_COLS, digits=3) + "\n\n")
+    if not report.overlap.empty:
+        out("Cross-family overlap on merged intervals (share of the smaller union)\n")
+        out(cli.format_table(report.overlap, digits=3) + "\n\n")
+    out("Streams (busy = union of the stream's events)\n")
+    out(cli.format_table(report.streams, digits=3) + "\n\n")
+    if len(report.ranks) > 1:
+        out(f"Slowest rank: {report.slowest_rank} (by {report.slowest_by}); per-family skew across ranks:\n")
+        out(cli.format_table(report.skew, digits=3) + "\n\n")
+    if report.layers is not None:
+        out("Calls per layer = count / (layers x steps)\n")
+        out(cli.format_table(report.layers, digits=3) + "\n\n")
+    if unclassified:
+        top = ", ".join(f"{k} x{v}" for k, v in list(unclassified.most_common(5)))
+        out(f"Unclassified event names (not counted as collectives): {top}\n\n")
+    out(cli.format_table(report.checks, ["name", "status", "detail"]) + "\n")
+
+
+def main() -> None:
+    args = build_parser().parse_args()
+
+    def body() -> int:
+        from ditpar.readers import load_profiles
+
+        ps = load_profiles(args.paths)
+        families = [f.strip() for f in args.family.split(",") if f.strip()] if args.family else None
+        report = analyse(ps, ranks=args.rank, families=families, layers=args.layers, steps=args.steps)
+        if args.csv:
+            cli.write_csv(args.csv, report.table[JSON_COLS])
+        if args.json:
+            cli.print_json(TOOL, payload(report, ps.unclassified))
+        else:
+            print_text(report, ps.unclassified)
+        return 0 if all(c["status"] != "FAIL" for c in report.checks) else 1
+
+    cli.run(PROG, body)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,177 @@
+"""The one classifier of device tasks: kind (compute/comm/other), collective family and communicator.
+
+Every reader calls it, so Ascend and Kineto profiles are grouped by the same rules. It works on the
+distinct (name, type, core) combinations, not row by row, so a million rows cost a few thousand
+decisions. Names it cannot place are counted in ``Classified.unclassified``, never guessed silently.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+#: Ascend `Accelerator Core` values that mark a communication op (older CANN, CANN 8.3+)
+ASCEND_COMM_CORES = frozenset({"HCCL", "COMMUNICATION"})
+
+#: suffixes of HCCL helper kernels that msprof leaves out of Computing (AICPU/AIV-unfolded comm)
+ASCEND_COMM_HELPER_SUFFIXES = ("AicpuKernel", "AivKernel")
+
+#: HCCL op name: hcom_<op>__<last 3 digits of the communicator hash>_<index>[_<iter>]
+HCOM_NAME = re.compile(r"^hcom_(?P<op>[A-Za-z]+)_(?:[A-Za-z]+_)*_(?P<group>\d+)_(?P<index>-?\d+)(?:_(?P<iter>-?\d+))?")
+_HCOM_OP = re.compile(r"^hcom_(?P<op>[A-Za-z]+)")
+_NCCL_KERNEL = re.compile(r"(?:^|[^A-Za-z])(?:nccl|rccl)(?:Dev)?Kernel_(?P<op>[A-Za-z]+)|^(?:nccl|rccl)", re.I)
+
+#: operation token (lower case, no separators) -> family
+OP_FAMILY: dict[str, str] = {
+    "allreduce": "allreduce",
+    "allgather": "allgather",
+    "allgatherv": "allgather",
+    "reducescatter": "reducescatter",
+    "reducescatterv": "reducescatter",
+    "alltoall": "alltoall",
+    "alltoallv": "alltoallv",
+    "alltoallvc": "alltoallv",
+    "broadcast": "broadcast",
+    "send": "send",
+    "receive": "recv",
+    "recv": "recv",
+    "recvanysource": "recv",
+    "batchsendrecv": "batchsendrecv",
+    # known collectives without a family of their own
+    "reduce": "other_comm",
+    "scatter": "other_comm",
+    "gather": "other_comm",
+    "barrier": "other_comm",
+}
+
+#: suffixes PyTorch adds to `Collective name` that do not change the family
+_COLLECTIVE_SUFFIXES = ("coalesced", "intotensor", "tensor", "base")
+
+
+@dataclass
+class Classified:
+    """Per-row decisions plus the count of rows whose name could not be placed."""
+
+    kind: np.ndarray
+    family: np.ndarray
+    group: np.ndarray
+    unclassified: Counter = field(default_factory=Counter)
+
+
+def op_family(token: str) -> str | None:
+    """Family of an operation token such as 'allReduce', 'all_to_allv', '_allgather_base'."""
+    key = re.sub(r"[^a-z]", "", token.lower())
+    if key in OP_FAMILY:
+        return OP_FAMILY[key]
+    for suffix in _COLLECTIVE_SUFFIXES:
+        if key.endswith(suffix) and key[: -len(suffix)] in OP_FAMILY:
+            return OP_FAMILY[key[: -len(suffix)]]
+    stripped = key
+    for suffix in _COLLECTIVE_SUFFIXES:
+        stripped = stripped.replace(suffix, "")
+    return OP_FAMILY.get(stripped)
+
+
+def ascend_one(name: str, type_: str, core: str) -> tuple[str, str, str, str | None]:
+    """(kind, family, group, unplaced-label or None) for one distinct Ascend kernel row."""
+    core_u = core.strip().upper()
+    match = HCOM_NAME.match(name)
+    group = match.group("group") if match else ""
+    is_hcom = name.startswith("hcom_") or type_.startswith("hcom_")
+    helper = name.endswith(ASCEND_COMM_HELPER_SUFFIXES) or type_.endswith(ASCEND_COMM_HELPER_SUFFIXES)
+    if core_u not in ASCEND_COMM_CORES and not is_hcom:
+        return "compute", "", "", None
+    family, label = _ascend_family(name, type_)
+    if helper and core_u not in ASCEND_COMM_CORES:
+        # the op row itself carries the communication time; its AICPU/AIV kernels are not compute
+        return "other", family or "other_comm", group, None
+    if family is None:
+        return "comm", "other_comm", group, label
+    return "comm", family, group, None
+
+
+def _ascend_family(name: str, type_: str) -> tuple[str | None, str]:
+    for text in (type_, name):
+        m = _HCOM_OP.match(text)
+        if m:
+            fam = op_family(m.group("op"))
+            if fam:
+                return fam, ""
+    label = type_ if type_ and type_ != "N/A" else re.sub(r"(_-?\d+)+$", "", name)
+    return None, label or "(empty name)"
+
+
+def kineto_one(name: str, cat: str, collective: str) -> tuple[str, str, str | None]:
+    """(kind, family, unplaced-label or None) for one distinct Kineto GPU activity."""
+    if cat in ("gpu_memcpy", "gpu_memset"):
+        return "other", "", None
+    m = _NCCL_KERNEL.search(name)
+    if not m:
+        return "compute", "", None
+    if collective:
+        fam = op_family(collective)
+        if fam:
+            return "comm", fam, None
+        return "comm", "other_comm", f"Collective name {collective!r}"
+    op = m.group("op") or ""
+    if op.lower() == "sendrecv":
+        # all-to-all and send/recv both run as SendRecv kernels; without args we cannot tell
+        return "comm", "other_comm", f"{_short(name)} without Collective name (all-to-all or send/recv?)"
+    fam = op_family(op) if op else None
+    if fam:
+        return "comm", fam, None
+    return "comm", "other_comm", _short(name)
+
+
+def _short(name: str) -> str:
+    return name.split("(")[0][:80]
+
+
+def classify_ascend(names: pd.Series, types: pd.Series, cores: pd.Series) -> Classified:
+    """Classify kernel_details rows (Name, Type, Accelerator Core columns)."""
+    frame = pd.DataFrame({"n": _text(names), "t": _text(types), "c": _text(cores)})
+    codes, uniques = _factorize(frame)
+    decided = [ascend_one(n, t, c) for n, t, c in uniques]
+    return _expand(codes, [(k, f, g) for k, f, g, _ in decided], [d[3] for d in decided])
+
+
+def classify_kineto(names: pd.Series, cats: pd.Series, collectives: pd.Series,
+                    groups: pd.Series) -> Classified:
+    """Classify Kineto GPU activities (name, cat, args['Collective name'], args['Process Group Name'])."""
+    frame = pd.DataFrame({"n": _text(names), "t": _text(cats), "c": _text(collectives)})
+    codes, uniques = _factorize(frame)
+    decided = [kineto_one(n, t, c) for n, t, c in uniques]
+    out = _expand(codes, [(k, f, "") for k, f, _ in decided], [d[2] for d in decided])
+    group = _text(groups).to_numpy(dtype=object)
+    out.group = np.where(out.kind == "comm", group, "").astype(object)
+    return out
+
+
+def _text(values: pd.Series) -> pd.Series:
+    s = pd.Series(values).reset_index(drop=True)
+    return s.astype(object).where(s.notna(), "").astype(str)
+
+
+def _factorize(frame: pd.DataFrame) -> tuple[np.ndarray, list[tuple[str, str, str]]]:
+    if len(frame) == 0:
+        return np.zeros(0, dtype=np.int64), []
+    keys = frame["n"] + "\x1f" + frame["t"] + "\x1f" + frame["c"]
+    codes, uniq = pd.factorize(keys, sort=False)
+    return codes, [tuple(u.split("\x1f")) for u in uniq]  # type: ignore[misc]
+
+
+def _expand(codes: np.ndarray, decided: list[tuple[str, str, str]], labels: list[str | None]) -> Classified:
+    n_uniq = len(decided)
+    kinds = np.array([d[0] for d in decided] or [""], dtype=object)
+    fams = np.array([d[1] for d in decided] or [""], dtype=object)
+    grps = np.array([d[2] for d in decided] or [""], dtype=object)
+    counts = np.bincount(codes, minlength=n_uniq) if len(codes) else np.zeros(n_uniq, dtype=np.int64)
+    unplaced: Counter = Counter()
+    for i, label in enumerate(labels):
+        if label:
+            unplaced[label] += int(counts[i])
+    return Classified(kinds[codes], fams[codes], grps[codes], unplaced)

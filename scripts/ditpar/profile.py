@@ -1,0 +1,74 @@
+"""The in-memory result of reading one or many ranks' profiles: what every analysis receives.
+
+Readers (``ditpar.readers``) fill a :class:`ProfileSet`; analyses never open files themselves.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+#: columns of ProfileSet.steps: one row per rank and step window
+STEP_COLUMNS = ("rank", "step", "start_ns", "end_ns")
+
+#: columns of ProfileSet.step_trace: the profiler's own per-step answer (Ascend step_trace_time.csv)
+STEP_TRACE_COLUMNS = (
+    "rank",
+    "step",
+    "computing_us",
+    "communication_not_overlapped_us",
+    "overlapped_us",
+    "communication_us",
+    "free_us",
+    "stage_us",
+    "bubble_us",
+)
+
+#: columns of ProfileSet.comm_ops: per-op detail where the profile has it (Ascend communication.json)
+COMM_OP_COLUMNS = (
+    "rank",
+    "step",
+    "name",
+    "family",
+    "group",
+    "group_hash",
+    "start_ns",
+    "elapse_us",
+    "transit_us",
+    "wait_us",
+    "synchronization_us",
+    "idle_us",
+    "bytes",
+)
+
+
+@dataclass
+class GroupInfo:
+    """A communicator: its id as the event table writes it, and what metadata says about it."""
+
+    group: str
+    name: str = ""  # e.g. "group_name_20" or a Kineto process-group name
+    role: str = ""  # e.g. "tp", "dp", "ulysses", from parallel_group_info / pg_desc
+    ranks: tuple[int, ...] = ()
+    full_hash: str = ""
+
+
+@dataclass
+class ProfileSet:
+    """Events of all ranks plus the side tables a profile may carry."""
+
+    events: pd.DataFrame
+    steps: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(STEP_COLUMNS)))
+    step_trace: pd.DataFrame | None = None
+    comm_ops: pd.DataFrame | None = None
+    groups: dict[str, GroupInfo] = field(default_factory=dict)
+    unclassified: Counter = field(default_factory=Counter)
+    sources: dict[int, list[Path]] = field(default_factory=dict)
+    fmt: str = ""  # "ascend" or "kineto"
+
+    @property
+    def ranks(self) -> list[int]:
+        return sorted(int(r) for r in self.events["rank"].unique())

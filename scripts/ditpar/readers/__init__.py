@@ -1,0 +1,181 @@
+"""Profile readers: find the profiles under the given paths, read every rank, return one ProfileSet.
+
+Accepted paths: a torch_npu ``*_ascend_pt`` folder, its ``ASCEND_PROFILER_OUTPUT/``, a folder that
+holds many rank folders, Kineto ``.json``/``.json.gz`` trace files, or folders of such traces.
+Formats are never mixed in one ProfileSet.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+
+import pandas as pd
+
+from ..errors import InputError
+from ..events import make_events, validate_events
+from ..profile import COMM_OP_COLUMNS, STEP_COLUMNS, GroupInfo, ProfileSet
+from . import ascend, kineto
+
+__all__ = ["load_profiles", "discover"]
+
+_MAX_DEPTH = 4
+_TRACE_SUFFIXES = (".json", ".json.gz")
+_NOT_TRACES = ("profiler_info", "profiler_metadata", "communication", "communication_matrix")
+
+
+def discover(path: str | os.PathLike[str]) -> list[tuple[str, Path]]:
+    """(format, location) of every rank profile under ``path``: ("ascend", rank folder) or ("kineto", file)."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"{p}: no such file or folder")
+    if p.is_file():
+        if p.name == "trace_view.json" or p.name == ascend.KERNEL_FILE:
+            return [("ascend", p.parent)]
+        if _is_trace_name(p.name):
+            return [("kineto", p)]
+        raise InputError(f"{p}: not a profile; expected a Kineto .json/.json.gz trace or an Ascend *_ascend_pt folder")
+    if _is_ascend_dir(p):
+        return [("ascend", p)]
+    found: list[tuple[str, Path]] = []
+    for root, dirs, files in os.walk(p):
+        here = Path(root)
+        depth = len(here.relative_to(p).parts)
+        dirs.sort()
+        keep = []
+        for d in dirs:
+            sub = here / d
+            if _is_ascend_dir(sub):
+                found.append(("ascend", sub))
+            elif depth + 1 < _MAX_DEPTH and d not in ("FRAMEWORK", "__pycache__") and not d.startswith("PROF_"):
+                keep.append(d)
+        dirs[:] = keep
+        for f in sorted(files):
+            if _is_trace_name(f):
+                found.append(("kineto", here / f))
+    return found
+
+
+def _is_ascend_dir(p: Path) -> bool:
+    return (p / ascend.OUTPUT_DIR).is_dir() or (p / ascend.KERNEL_FILE).is_file() or p.name.endswith("_ascend_pt")
+
+
+def _is_trace_name(name: str) -> bool:
+    low = name.lower()
+    if not low.endswith(_TRACE_SUFFIXES):
+        return False
+    return not low.startswith(_NOT_TRACES) and low != "trace_view.json"
+
+
+def load_profiles(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str]) -> ProfileSet:
+    """Read every rank under ``paths`` into one ProfileSet (events of all ranks, side tables)."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    paths = [Path(p) for p in paths]
+    if not paths:
+        raise InputError("no profile path given; expected a *_ascend_pt folder or Kineto trace files")
+    located: list[tuple[str, Path]] = []
+    for p in paths:
+        found = discover(p)
+        if not found:
+            listing = sorted(x.name for x in p.iterdir())[:12] if p.is_dir() else []
+            raise InputError(
+                f"{p}: no profile found; expected *_ascend_pt folders (with {ascend.OUTPUT_DIR}/"
+                f"{ascend.KERNEL_FILE}) or Kineto .json/.json.gz traces; found {listing or 'an empty folder'}"
+            )
+        located.extend(found)
+    # the same folder reached twice (e.g. a parent and one of its ranks) is read once
+    unique = list(dict.fromkeys((fmt, loc.resolve()) for fmt, loc in located))
+    formats = sorted({fmt for fmt, _ in unique})
+    if len(formats) > 1:
+        examples = {fmt: str(next(loc for f, loc in unique if f == fmt)) for fmt in formats}
+        raise InputError(f"mixed profile formats {examples}; give Ascend folders or Kineto traces, not both")
+    fmt = formats[0]
+    reads = [ascend.read_rank(loc) if fmt == "ascend" else kineto.read_trace(loc) for _, loc in unique]
+    return _combine(fmt, reads, [loc for _, loc in unique])
+
+
+def _combine(fmt: str, reads: list, locations: list[Path]) -> ProfileSet:
+    ranks = _assign_ranks(reads, locations)
+    events, steps, traces, comm_ops = [], [], [], []
+    groups: dict[str, GroupInfo] = {}
+    conflicted: set[str] = set()
+    unplaced: Counter = Counter()
+    sources: dict[int, list[Path]] = {}
+    for rank, rd in zip(ranks, reads, strict=True):
+        ev = rd.events
+        ev["rank"] = rank
+        events.append(ev)
+        st = rd.steps.copy()
+        st["rank"] = rank
+        steps.append(st)
+        if getattr(rd, "step_trace", None) is not None:
+            t = rd.step_trace.copy()
+            t["rank"] = rank
+            traces.append(t)
+        if getattr(rd, "comm_ops", None) is not None:
+            c = rd.comm_ops.copy()
+            c["rank"] = rank
+            comm_ops.append(c)
+        for key, info in rd.groups.items():
+            _merge_group(groups, key, info, conflicted)
+        unplaced.update(rd.unclassified)
+        sources[rank] = list(rd.sources)
+    all_events = make_events(pd.concat(events, ignore_index=True)) if events else make_events({
+        "rank": [], "start_ns": [], "dur_ns": []})
+    all_events = all_events.sort_values(["rank", "start_ns"], kind="stable").reset_index(drop=True)
+    validate_events(all_events)
+    step_frame = (pd.concat(steps, ignore_index=True) if steps else pd.DataFrame(columns=list(STEP_COLUMNS)))
+    step_frame = step_frame.astype({"rank": "int64", "step": "Int64", "start_ns": "int64", "end_ns": "int64"})
+    return ProfileSet(
+        events=all_events,
+        steps=step_frame.sort_values(["rank", "start_ns"]).reset_index(drop=True),
+        step_trace=(pd.concat(traces, ignore_index=True) if traces else None),
+        comm_ops=(pd.concat(comm_ops, ignore_index=True)[list(COMM_OP_COLUMNS)] if comm_ops else None),
+        groups=groups,
+        unclassified=unplaced,
+        sources=sources,
+        fmt=fmt,
+    )
+
+
+def _assign_ranks(reads: list, locations: list[Path]) -> list[int]:
+    known = [rd.rank for rd in reads]
+    if len(reads) == 1 and known[0] is None:
+        return [0]  # a single profile without rank information is rank 0
+    missing = [str(loc) for rd, loc in zip(reads, locations, strict=True) if rd.rank is None]
+    if missing:
+        raise InputError(
+            f"{missing[0]}: cannot tell its rank (no profiler_info_<rank>.json, distributedInfo.rank or "
+            f"'rank<N>' in the name) while reading {len(reads)} profiles"
+        )
+    seen: dict[int, Path] = {}
+    for rd, loc in zip(reads, locations, strict=True):
+        if rd.rank in seen:
+            raise InputError(f"{loc}: rank {rd.rank} ({rd.rank_from}) is also the rank of {seen[rd.rank]}")
+        seen[rd.rank] = loc
+    return [int(r) for r in known]
+
+
+def _merge_group(groups: dict[str, GroupInfo], key: str, info: GroupInfo, conflicted: set[str]) -> None:
+    """Ranks see the same communicator; fill what one rank's metadata lacks from another's."""
+    have = groups.get(key)
+    if have is None:
+        groups[key] = GroupInfo(info.group, info.name, info.role, tuple(info.ranks), info.full_hash)
+        return
+    for attr in ("name", "role", "full_hash"):
+        if not getattr(have, attr) and getattr(info, attr):
+            setattr(have, attr, getattr(info, attr))
+    if key in conflicted:
+        return
+    if have.ranks and info.ranks and tuple(have.ranks) != tuple(info.ranks):
+        # the same name (and hash) on different ranks can be different communicators (e.g. the
+        # dp group of each pipeline stage): membership is then not one list, so leave it empty
+        have.ranks = ()
+        conflicted.add(key)
+    elif not have.ranks and info.ranks:
+        have.ranks = tuple(info.ranks)
+
+

@@ -1,0 +1,531 @@
+"""Reader of torch_npu (Ascend PyTorch Profiler) text exports: one ``*_ascend_pt`` folder per rank.
+
+What is taken from where (see references/profile-formats.md):
+- kernel_details.csv: every device task (compute kernels and HCCL communication ops), its exact
+  start and duration, Step Id, Stream ID, Device_id, Accelerator Core, Type.
+- trace_view.json: communication ops of the HCCL/Communication process (message size from
+  count x data_type; used as events only when kernel_details has no communication rows),
+  ProfilerStep#N host spans (they extend a step's end as torch_npu does), device labels.
+- step_trace_time.csv: the profiler's own per-step answer (reference only).
+- communication.json: per-op elapse/transit/wait/synchronization/idle and transit bytes.
+- profiler_info_<rank>.json, profiler_metadata.json: rank and parallel_group_info.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .. import classify
+from ..errors import InputError
+from ..events import make_events
+from ..profile import COMM_OP_COLUMNS, STEP_COLUMNS, STEP_TRACE_COLUMNS, GroupInfo
+from ..timeparse import parse_us_column, us_to_ns
+from .common import as_int, byte_counts, check_times, hashable
+from .jsonstream import iter_trace, load_json
+
+OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
+KERNEL_FILE = "kernel_details.csv"
+REQUIRED_KERNEL_COLUMNS = ("Name", "Accelerator Core", "Start Time(us)", "Duration(us)")
+OPTIONAL_KERNEL_COLUMNS = ("Step Id", "Device_id", "Stream ID", "Type")
+
+#: step_trace_time.csv header -> ProfileSet.step_trace column
+STEP_TRACE_HEADER = {
+    "Computing": "computing_us",
+    "Communication(Not Overlapped)": "communication_not_overlapped_us",
+    "Overlapped": "overlapped_us",
+    "Communication": "communication_us",
+    "Free": "free_us",
+    "Stage": "stage_us",
+    "Bubble": "bubble_us",
+}
+
+#: HCCL data_type (trace_view args) -> bytes per element
+HCCL_DTYPE_BYTES = {
+    "INT8": 1, "UINT8": 1, "FP8": 1, "HIF8": 1, "FP8E4M3": 1, "FP8E5M2": 1,
+    "INT16": 2, "UINT16": 2, "FP16": 2, "BFP16": 2, "BF16": 2,
+    "INT32": 4, "UINT32": 4, "FP32": 4,
+    "INT64": 8, "UINT64": 8, "FP64": 8, "INT128": 16,
+}
+
+_COMM_PROCESSES = ("HCCL", "Communication")
+_GROUP_THREAD = re.compile(r"^Group (?P<group>.+?) (?:Aicpu )?Communication$")
+_STEP_NAME = re.compile(r"^ProfilerStep#(?P<step>\d{1,12})$")
+
+
+@dataclass
+class AscendRank:
+    """Everything read from one rank's folder."""
+
+    rank: int | None
+    rank_from: str
+    events: pd.DataFrame
+    steps: pd.DataFrame
+    step_trace: pd.DataFrame | None
+    comm_ops: pd.DataFrame | None
+    groups: dict[str, GroupInfo] = field(default_factory=dict)
+    unclassified: dict[str, int] = field(default_factory=dict)
+    sources: list[Path] = field(default_factory=list)
+
+
+def double_hash(name: str) -> int:
+    """msprof-analyze's communicator hash: two 32-bit polynomial hashes (29, 131), concatenated."""
+    h29 = h131 = 0
+    for char in name:
+        h29 = (h29 * 29 + ord(char)) & 0xFFFFFFFF
+        h131 = (h131 * 131 + ord(char)) & 0xFFFFFFFF
+    return (h29 << 32) | h131
+
+
+def find_output_dir(folder: Path) -> Path:
+    """ASCEND_PROFILER_OUTPUT of a rank folder (or the folder itself when it holds the files)."""
+    if (folder / OUTPUT_DIR).is_dir():
+        return folder / OUTPUT_DIR
+    return folder
+
+
+def read_rank(folder: Path) -> AscendRank:
+    """Read one rank: ``folder`` is the ``*_ascend_pt`` folder or its ASCEND_PROFILER_OUTPUT."""
+    out_dir = find_output_dir(folder)
+    rank_dir = out_dir.parent if out_dir.name == OUTPUT_DIR else out_dir
+    kernel_path = out_dir / KERNEL_FILE
+    if not kernel_path.is_file():
+        have = sorted(p.name for p in out_dir.iterdir()) if out_dir.is_dir() else []
+        hint = " (export_type db is not supported: export text)" if any(h.endswith(".db") for h in have) else ""
+        raise InputError(f"{out_dir}: no {KERNEL_FILE}{hint}; found {have or 'nothing'}")
+    sources = [kernel_path]
+    rank, rank_from = _rank_of(rank_dir)
+    kernels = _read_kernel_details(kernel_path)
+    trace = _read_trace_view(out_dir / "trace_view.json")
+    if trace is not None:
+        sources.append(out_dir / "trace_view.json")
+    comm_ops, comm_hashes = None, {}
+    comm_path = out_dir / "communication.json"
+    if comm_path.is_file():
+        comm_ops, comm_hashes = _read_communication(comm_path)
+        sources.append(comm_path)
+    step_trace = None
+    st_path = out_dir / "step_trace_time.csv"
+    if st_path.is_file():
+        step_trace = read_step_trace(st_path)
+        sources.append(st_path)
+    meta_groups = {}
+    meta_path = rank_dir / "profiler_metadata.json"
+    if meta_path.is_file():
+        meta_groups = _parallel_groups(meta_path)
+        sources.append(meta_path)
+    events, unplaced = _events(kernels, trace, kernel_path)
+    steps = _steps(events, trace)
+    groups = _groups(events, comm_hashes, meta_groups, trace)
+    return AscendRank(rank, rank_from, events, steps, step_trace, comm_ops, groups, unplaced, sources)
+
+
+def _rank_of(rank_dir: Path) -> tuple[int | None, str]:
+    """Rank from profiler_info_<rank>.json (rank_id, else the file name), else the folder name."""
+    infos = sorted(rank_dir.glob("profiler_info*.json"))
+    for info in infos:
+        data = load_json(info, "profiler info JSON")
+        rid = as_int(data.get("rank_id")) if isinstance(data, dict) else None
+        if rid is not None and rid >= 0:
+            return rid, f"{info.name} rank_id"
+        m = re.fullmatch(r"profiler_info_(\d+)\.json", info.name)
+        if m:
+            return int(m.group(1)), f"{info.name} file name"
+    m = re.search(r"rank[_-]?(\d+)", rank_dir.name, re.I)
+    if m:
+        return int(m.group(1)), f"folder name {rank_dir.name}"
+    return None, "unknown"
+
+
+def _read_kernel_details(path: Path) -> pd.DataFrame:
+    header = _csv_header(path)
+    missing = [c for c in REQUIRED_KERNEL_COLUMNS if c not in header]
+    if missing:
+        raise InputError(f"{path}: missing column(s) {missing}; have {header}")
+    use = [c for c in (*REQUIRED_KERNEL_COLUMNS, *OPTIONAL_KERNEL_COLUMNS) if c in header]
+    try:
+        frame = pd.read_csv(path, usecols=use, dtype=str, keep_default_na=False, na_filter=False,
+                            engine="c", encoding="utf-8")
+    except (ValueError, UnicodeDecodeError, pd.errors.ParserError, OSError) as exc:
+        raise InputError(f"{path}: cannot parse as CSV ({_first_line(exc)})") from None
+    return frame
+
+
+def _csv_header(path: Path) -> list[str]:
+    try:
+        with open(path, encoding="utf-8", newline="") as fh:
+            row = next(csv.reader(fh), None)
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise InputError(f"{path}: cannot read the CSV header ({_first_line(exc)})") from None
+    if not row:
+        raise InputError(f"{path}: empty file; expected a CSV header line")
+    return [c.strip().lstrip("\ufeff") for c in row]
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def _int_column(values: pd.Series, where: str, allow_empty: bool) -> pd.Series:
+    """Parse an integer column; empty (and N/A) cells become NA when allowed."""
+    text = values.astype(str).str.strip()
+    empty = text.isin(["", "N/A", "NA", "None"])
+    good = text.str.fullmatch(r"-?\d{1,18}")
+    bad = ~(good | (empty & allow_empty))
+    if bad.any():
+        i = int(np.flatnonzero(bad.to_numpy(bool))[0])
+        raise InputError(f"{where}: line {i + 2}: expected an integer, got {text.iat[i]!r}")
+    out = pd.Series(pd.NA, index=values.index, dtype="Int64")
+    if good.any():
+        out[good] = text[good].astype(np.int64)
+    return out.reset_index(drop=True)
+
+
+def _events(kernels: pd.DataFrame, trace: _TraceView | None, path: Path) -> tuple[pd.DataFrame, dict]:
+    n = len(kernels)
+    where = str(path)
+    start = parse_us_column(kernels, "Start Time(us)", where)
+    dur = parse_us_column(kernels, "Duration(us)", where)
+    if (dur < 0).any():
+        i = int(np.flatnonzero(dur < 0)[0])
+        raise InputError(f"{path}: line {i + 2}: negative Duration(us) {kernels['Duration(us)'].iat[i]!r}")
+    check_times(start, dur, f"{path}: row")
+    names = kernels["Name"].fillna("").astype(str)
+    types = kernels["Type"] if "Type" in kernels else pd.Series([""] * n)
+    cores = kernels["Accelerator Core"].fillna("").astype(str).str.strip()
+    decided = classify.classify_ascend(names, types, cores)
+    step = (_int_column(kernels["Step Id"], f"{path}: column 'Step Id'", True)
+            if "Step Id" in kernels else pd.Series(pd.NA, index=range(n), dtype="Int64"))
+    device = (_int_column(kernels["Device_id"], f"{path}: column 'Device_id'", True)
+              if "Device_id" in kernels else pd.Series(pd.NA, index=range(n), dtype="Int64"))
+    if "Device_id" not in kernels and trace is not None and trace.device is not None:
+        device = pd.Series(trace.device, index=range(n), dtype="Int64")
+    stream = (kernels["Stream ID"].fillna("").astype(str).str.strip().replace({"N/A": ""})
+              if "Stream ID" in kernels else pd.Series([""] * n)).astype(object)
+    is_comm = decided.kind == "comm"
+    stream = np.where(is_comm, "comm:" + pd.Series(decided.group).astype(str).to_numpy(), stream.to_numpy())
+    core = cores.replace({"N/A": ""}).to_numpy(dtype=object)
+    table = pd.DataFrame({
+        "rank": np.zeros(n, dtype=np.int64),
+        "device": device,
+        "stream": stream,
+        "kind": decided.kind,
+        "core": core,
+        "name": names.to_numpy(dtype=object),
+        "family": decided.family,
+        "group": decided.group,
+        "start_ns": start,
+        "dur_ns": dur,
+        "step": step,
+        "bytes": pd.Series(pd.NA, index=range(n), dtype="Int64"),
+    })
+    unplaced = dict(decided.unclassified)
+    if trace is not None and len(trace.comm):
+        table = _attach_trace_comm(table, trace)
+    return make_events(table), unplaced
+
+
+def _attach_trace_comm(table: pd.DataFrame, trace: _TraceView) -> pd.DataFrame:
+    """Message bytes from trace_view comm ops; the ops themselves when kernel_details lacks them."""
+    comm = trace.comm
+    is_comm = table["kind"] == "comm"
+    if is_comm.any():
+        # op names are unique per capture (index counts up per group); match by name, and by
+        # (name, start) where a name repeats. Start stamps of the two files can differ by 1 ns.
+        names = table.loc[is_comm, "name"]
+        unique = comm.drop_duplicates("name", keep=False).set_index("name")["bytes"]
+        found = names.map(unique)
+        repeated = found.isna() & names.isin(comm["name"])
+        if repeated.any():
+            exact = comm.drop_duplicates(["name", "start_ns"]).set_index(["name", "start_ns"])["bytes"]
+            keys = pd.MultiIndex.from_frame(table.loc[is_comm & repeated.reindex(table.index, fill_value=False),
+                                                      ["name", "start_ns"]])
+            found.loc[repeated] = exact.reindex(keys).to_numpy()
+        table.loc[is_comm, "bytes"] = pd.array(found.to_numpy(), dtype="Int64")
+        return table
+    extra = comm.copy()
+    decided = classify.classify_ascend(extra["name"], pd.Series([""] * len(extra)),
+                                       pd.Series(["COMMUNICATION"] * len(extra)))
+    extra["kind"] = decided.kind
+    extra["family"] = decided.family
+    extra["group"] = decided.group
+    extra["stream"] = "comm:" + pd.Series(decided.group).astype(str)
+    extra["core"] = "COMMUNICATION"
+    extra["rank"] = 0
+    extra["device"] = pd.array([trace.device] * len(extra), dtype="Int64")
+    extra["step"] = pd.array([pd.NA] * len(extra), dtype="Int64")
+    both = pd.concat([table, make_events(extra)], ignore_index=True)
+    return both.sort_values("start_ns", kind="stable").reset_index(drop=True)
+
+
+@dataclass
+class _TraceView:
+    comm: pd.DataFrame  # name, start_ns, dur_ns, bytes, thread_group
+    host_steps: pd.DataFrame  # step, start_ns, end_ns
+    device: int | None
+    group_threads: list[str]
+
+
+def _read_trace_view(path: Path) -> _TraceView | None:
+    """Comm ops of the HCCL/Communication process, ProfilerStep#N spans, the NPU device label."""
+    if not path.is_file():
+        return None
+    procs: dict[object, str] = {}
+    threads: dict[tuple[object, object], str] = {}
+    labels: dict[object, str] = {}
+    candidates: list[dict] = []
+    steps: list[tuple[int, object, object]] = []
+    for ev in iter_trace(path):
+        ph = ev.get("ph")
+        name = ev.get("name")
+        if ph == "M":
+            args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
+            if name == "process_name":
+                procs[hashable(ev.get("pid"))] = str(args.get("name", ""))
+            elif name == "thread_name":
+                threads[(hashable(ev.get("pid")), hashable(ev.get("tid")))] = str(args.get("name", ""))
+            elif name == "process_labels":
+                labels[hashable(ev.get("pid"))] = str(args.get("labels", ""))
+        elif ph == "X" and isinstance(name, str):
+            if name.startswith("hcom_"):
+                candidates.append(ev)
+            elif name.startswith("ProfilerStep#"):
+                m = _STEP_NAME.match(name)
+                if m:
+                    steps.append((int(m.group("step")), ev.get("ts"), ev.get("dur")))
+    comm_pids = {pid for pid, pname in procs.items() if pname in _COMM_PROCESSES}
+    rows = []
+    group_threads = sorted({t for (pid, _), t in threads.items() if pid in comm_pids and _GROUP_THREAD.match(t)})
+    for ev in candidates:
+        pid, tid = hashable(ev.get("pid")), hashable(ev.get("tid"))
+        if pid not in comm_pids:
+            continue
+        tname = threads.get((pid, tid), "")
+        m = _GROUP_THREAD.match(tname)
+        if not m:
+            continue  # Plane k tasks are parts of an op, not ops
+        args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
+        rows.append((ev.get("name"), ev.get("ts"), ev.get("dur", "0"), args.get("count"),
+                     str(args.get("data_type", "")).upper(), m.group("group")))
+    where = f"{path}: communication op"
+    comm = pd.DataFrame(rows, columns=["name", "ts", "dur", "count", "dtype", "thread_group"])
+    comm["start_ns"] = us_to_ns(comm["ts"], where=f"{where} ts")
+    comm["dur_ns"] = us_to_ns(comm["dur"], where=f"{where} dur")
+    check_times(comm["start_ns"].to_numpy(np.int64), comm["dur_ns"].to_numpy(np.int64), where)
+    size = comm["dtype"].map(HCCL_DTYPE_BYTES).to_numpy(float)
+    count = pd.to_numeric(comm["count"].map(lambda v: v if isinstance(v, (int, str)) else None),
+                          errors="coerce").to_numpy(float)
+    comm["bytes"] = byte_counts(count * size)
+    comm = comm.drop(columns=["ts", "dur", "count", "dtype"])
+    step_rows = pd.DataFrame(steps, columns=["step", "ts", "dur"])
+    host_start = us_to_ns(step_rows["ts"], where=f"{path}: ProfilerStep ts")
+    host_dur = us_to_ns(step_rows["dur"], where=f"{path}: ProfilerStep dur")
+    check_times(host_start, host_dur, f"{path}: ProfilerStep")
+    host = pd.DataFrame({"step": step_rows["step"].astype(np.int64), "start_ns": host_start,
+                         "end_ns": host_start + host_dur})
+    npu = [lab for lab in labels.values() if lab.startswith("NPU")]
+    device = None
+    for lab in npu:
+        m = re.fullmatch(r"NPU (\d+)", lab)
+        if m:
+            device = int(m.group(1))
+    return _TraceView(comm, host, device, group_threads)
+
+
+def _steps(events: pd.DataFrame, trace: _TraceView | None) -> pd.DataFrame:
+    """Step windows: [first task start, last task end] of the tasks with that Step Id.
+
+    torch_npu ends a step at max(device end of its last launched task, host ProfilerStep end);
+    when trace_view.json gives the host span, the window end is extended the same way.
+    """
+    has_step = events["step"].notna()
+    if not has_step.any():
+        if len(events) == 0:
+            return pd.DataFrame(columns=list(STEP_COLUMNS))
+        start = int(events["start_ns"].min())
+        end = int((events["start_ns"] + events["dur_ns"]).max())
+        return pd.DataFrame({"rank": [0], "step": pd.array([pd.NA], dtype="Int64"),
+                             "start_ns": [start], "end_ns": [end]})
+    sub = events.loc[has_step, ["step", "start_ns", "dur_ns"]]
+    sub = sub.assign(end_ns=sub["start_ns"] + sub["dur_ns"])
+    win = sub.groupby("step").agg(start_ns=("start_ns", "min"), end_ns=("end_ns", "max")).reset_index()
+    if trace is not None and len(trace.host_steps):
+        host_end = trace.host_steps.groupby("step")["end_ns"].max()
+        ext = win["step"].astype("int64").map(host_end)
+        win["end_ns"] = np.where(ext.notna(), np.maximum(win["end_ns"], ext.fillna(0).astype(np.int64)),
+                                 win["end_ns"])
+    win.insert(0, "rank", 0)
+    win["step"] = win["step"].astype("Int64")
+    win["start_ns"] = win["start_ns"].astype(np.int64)
+    win["end_ns"] = win["end_ns"].astype(np.int64)
+    return win[list(STEP_COLUMNS)].reset_index(drop=True)
+
+
+def read_step_trace(path: Path) -> pd.DataFrame:
+    """step_trace_time.csv (with or without Device_id) as ProfileSet.step_trace rows (rank 0)."""
+    header = _csv_header(path)
+    need = ["Step", *STEP_TRACE_HEADER]
+    missing = [c for c in need if c not in header and c != "Bubble"]
+    if missing:
+        raise InputError(f"{path}: missing column(s) {missing}; have {header}")
+    try:
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False)
+    except (ValueError, UnicodeDecodeError, pd.errors.ParserError) as exc:
+        raise InputError(f"{path}: cannot parse as CSV ({_first_line(exc)})") from None
+    frame.columns = [c.strip().lstrip("\ufeff") for c in frame.columns]
+    out = pd.DataFrame({"rank": np.zeros(len(frame), dtype=np.int64)})
+    out["step"] = _int_column(frame["Step"], f"{path}: column 'Step'", True)
+    for col, key in STEP_TRACE_HEADER.items():
+        if col not in frame:
+            out[key] = np.nan
+            continue
+        values = pd.to_numeric(frame[col].str.strip(), errors="coerce")
+        bad = values.isna() & (frame[col].str.strip() != "")
+        if bad.any() or values.isna().any():
+            i = int(np.flatnonzero(values.isna().to_numpy())[0])
+            raise InputError(f"{path}: line {i + 2}: column {col!r}: expected a number, got {frame[col].iat[i]!r}")
+        out[key] = values.astype(float)
+    if "Device_id" in frame:
+        out["device"] = _int_column(frame["Device_id"], f"{path}: column 'Device_id'", True)
+    return out[[*STEP_TRACE_COLUMNS, *(["device"] if "device" in out else [])]]
+
+
+def _read_communication(path: Path) -> tuple[pd.DataFrame, dict[str, str]]:
+    """communication.json -> per-op rows (us) and {3-digit group: full hash}."""
+    data = load_json(path, "torch_npu communication.json")
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected an object keyed by step, got {type(data).__name__}")
+    rows = []
+    hashes: dict[str, str] = {}
+    for step_key, kinds in data.items():
+        m = re.fullmatch(r"step(\d*)", str(step_key))
+        if not m or not isinstance(kinds, dict):
+            raise InputError(f"{path}: key {step_key!r}: expected 'step<N>' holding p2p/collective ops")
+        step = int(m.group(1)) if m.group(1) else None
+        for kind_key, ops in kinds.items():
+            if not isinstance(ops, dict):
+                raise InputError(f"{path}: {step_key}.{kind_key}: expected an object of ops")
+            for op_key, op in ops.items():
+                if op_key == "Total Op Info":
+                    continue
+                rows.append(_comm_row(path, step, str(op_key), op, hashes))
+    frame = pd.DataFrame(rows, columns=[c for c in COMM_OP_COLUMNS if c != "rank"] + ["start_text"])
+    if len(frame):
+        decided = classify.classify_ascend(frame["name"], pd.Series([""] * len(frame)),
+                                           pd.Series(["COMMUNICATION"] * len(frame)))
+        frame["family"] = decided.family
+        frame["group"] = decided.group
+    frame["start_ns"] = us_to_ns(frame["start_text"], where=f"{path}: Start Timestamp(us)")
+    frame = frame.drop(columns=["start_text"])
+    frame.insert(0, "rank", 0)
+    frame["step"] = pd.array(frame["step"], dtype="Int64")
+    frame["bytes"] = pd.array(frame["bytes"], dtype="Int64")
+    return frame[list(COMM_OP_COLUMNS)], hashes
+
+
+_TIME_FIELDS = {
+    "elapse_us": "Elapse Time(ms)",
+    "transit_us": "Transit Time(ms)",
+    "wait_us": "Wait Time(ms)",
+    "synchronization_us": "Synchronization Time(ms)",
+    "idle_us": "Idle Time(ms)",
+}
+#: transports summed for transit bytes; SDMA aggregates the on-chip links and would count twice
+_TRANSPORTS = ("HCCS", "PCIE", "SIO", "RDMA")
+
+
+def _comm_row(path: Path, step: int | None, op_key: str, op: object, hashes: dict[str, str]) -> dict:
+    where = f"{path}: op {op_key!r}"
+    if not isinstance(op, dict) or "Communication Time Info" not in op:
+        raise InputError(f"{where}: expected 'Communication Time Info'")
+    name, _, full_hash = op_key.partition("@")
+    info = op["Communication Time Info"]
+    row: dict[str, object] = {"step": step, "name": name, "family": "", "group": "", "group_hash": full_hash}
+    if not isinstance(info, dict) or "Start Timestamp(us)" not in info:
+        raise InputError(f"{where}: expected 'Start Timestamp(us)' in 'Communication Time Info'")
+    row["start_text"] = str(info["Start Timestamp(us)"])
+    for key, field_name in _TIME_FIELDS.items():
+        row[key] = _ms_to_us(info.get(field_name), f"{where}: {field_name}")
+    total = 0.0
+    have = False
+    bw = op.get("Communication Bandwidth Info")
+    if isinstance(bw, dict):
+        for transport in _TRANSPORTS:
+            t = bw.get(transport)
+            if isinstance(t, dict) and "Transit Size(MB)" in t:
+                total += _number(t["Transit Size(MB)"], f"{where}: {transport} Transit Size(MB)")
+                have = True
+    if have and not (math.isfinite(total) and 0 <= total * 1e6 < 2**62):
+        raise InputError(f"{where}: Transit Size(MB) total {total!r} is not a valid size")
+    row["bytes"] = int(round(total * 1e6)) if have else None
+    m = classify.HCOM_NAME.match(name)
+    if m and full_hash:
+        hashes.setdefault(m.group("group"), full_hash)
+    return row
+
+
+def _number(value: object, where: str) -> float:
+    try:
+        return float(str(value))
+    except ValueError:
+        raise InputError(f"{where}: expected a number, got {value!r}") from None
+
+
+def _ms_to_us(value: object, where: str) -> float:
+    if value is None:
+        return float("nan")
+    return _number(value, where) * 1000.0
+
+
+def _parallel_groups(path: Path) -> dict[str, dict]:
+    """profiler_metadata.json parallel_group_info: {group_name_<N>: {group_name, group_rank, global_ranks}}."""
+    data = load_json(path, "profiler_metadata.json")
+    if not isinstance(data, dict):
+        return {}
+    info = data.get("parallel_group_info")
+    if info is None:
+        return {}
+    if not isinstance(info, dict):
+        raise InputError(f"{path}: parallel_group_info: expected an object keyed by group name")
+    return {str(k): v for k, v in info.items() if isinstance(v, dict)}
+
+
+def _groups(events: pd.DataFrame, hashes: dict[str, str], meta: dict[str, dict],
+            trace: _TraceView | None) -> dict[str, GroupInfo]:
+    """Communicators: 3-digit id -> full hash (communication.json / double_hash) -> role."""
+    out: dict[str, GroupInfo] = {}
+    for key, val in meta.items():
+        full = str(double_hash(key))
+        short = full[-3:]
+        listed = val.get("global_ranks") if isinstance(val.get("global_ranks"), list) else []
+        ranks = tuple(int(r) for r in listed if as_int(r) is not None)
+        info = GroupInfo(group=short, name=key, role=str(val.get("group_name", "")), ranks=ranks, full_hash=full)
+        if short in out and out[short].full_hash != full:
+            prev = out[short]
+            # the 3-digit id is ambiguous: keep both names so nobody silently picks one
+            out[short] = GroupInfo(short, f"{prev.name}|{key}", f"{prev.role}|{info.role}", (), "")
+        else:
+            out[short] = info
+    for short, full in hashes.items():
+        if short not in out:
+            out[short] = GroupInfo(group=short, full_hash=full)
+    if trace is not None and len(trace.comm):
+        for name, thread_group in trace.comm[["name", "thread_group"]].drop_duplicates("name").itertuples(index=False):
+            m = classify.HCOM_NAME.match(str(name))
+            if not m:
+                continue
+            short = m.group("group")
+            info = out.setdefault(short, GroupInfo(group=short))
+            if not info.name and thread_group:
+                info.name = thread_group  # "0" in old data, "group_name_<N>" in newer data
+    for short in sorted(set(events.loc[events["kind"] == "comm", "group"])):
+        if short and short not in out:
+            out[short] = GroupInfo(group=short)
+    return out

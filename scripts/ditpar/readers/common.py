@@ -1,0 +1,41 @@
+"""Small guards shared by the readers: untrusted JSON values, and int64 ranges of times and sizes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError
+
+#: times and sizes above this cannot be real (2**62 ns is 146 years); it keeps start + dur in int64
+LIMIT = 2**62
+
+
+def hashable(value: object) -> object:
+    """A JSON value usable as a dict key: scalars as they are, anything else as its text."""
+    return value if value is None or isinstance(value, (str, int, float)) else str(value)
+
+
+def as_int(value: object) -> int | None:
+    """A JSON integer (not a bool), else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def check_times(start: np.ndarray, dur: np.ndarray, where: str) -> None:
+    """Reject stamps and durations whose sum could leave int64, and negative durations."""
+    if start.size and (int(np.abs(start).max()) >= LIMIT):
+        i = int(np.argmax(np.abs(start)))
+        raise InputError(f"{where}: entry {i}: start {int(start[i])} ns is out of range (over 2**62 ns)")
+    if dur.size and (int(dur.min()) < 0 or int(dur.max()) >= LIMIT):
+        i = int(np.argmin(dur)) if int(dur.min()) < 0 else int(np.argmax(dur))
+        raise InputError(f"{where}: entry {i}: duration {int(dur[i])} ns is negative or out of range")
+
+
+def byte_counts(values: np.ndarray) -> pd.Series:
+    """Float byte counts to nullable integers; NaN, infinite, negative or absurd values become NA."""
+    arr = np.asarray(values, dtype=float)
+    good = np.isfinite(arr) & (arr >= 0) & (arr < LIMIT)
+    out = pd.Series(pd.NA, index=range(arr.size), dtype="Int64")
+    if good.any():
+        out[good] = np.round(arr[good]).astype(np.int64)
+    return out

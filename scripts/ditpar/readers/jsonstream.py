@@ -1,0 +1,186 @@
+"""Streaming reader of Chrome-trace JSON (Kineto traces, torch_npu trace_view.json), .json or .json.gz.
+
+A trace is either a bare array of events or an object whose ``traceEvents`` member is that array.
+Events are decoded one at a time from a bounded buffer, so a multi-GB trace never sits in memory as
+Python objects. Floats are kept as their decimal text (``parse_float=str``): absolute stamps are
+then converted exactly by :mod:`ditpar.timeparse`, never through float64.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import re
+import zlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError
+
+_CHUNK = 1 << 22  # characters read at a time
+_MAX_VALUE = 1 << 27  # one event (or top-level member) larger than this is not a trace: stop reading
+_WS = re.compile(r"[ \t\n\r]*")
+_DECODER = json.JSONDecoder(parse_float=str)
+
+
+class _Buffer:
+    """A text buffer over a file that refills on demand."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        try:
+            raw = gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")  # noqa: SIM115
+        except OSError as exc:
+            raise InputError(f"{path}: cannot open ({_why(exc)}); expected a JSON trace") from None
+        self.fh = io.TextIOWrapper(raw, encoding="utf-8", errors="strict")
+        self.text = ""
+        self.pos = 0
+        self.eof = False
+
+    def close(self) -> None:
+        self.fh.close()
+
+    def more(self) -> bool:
+        """Read another chunk; False at end of file."""
+        if self.eof:
+            return False
+        try:
+            chunk = self.fh.read(_CHUNK)
+        except (OSError, EOFError, zlib.error, UnicodeDecodeError) as exc:
+            raise InputError(f"{self.path}: cannot read ({_why(exc)}); expected a JSON trace") from None
+        if not chunk:
+            self.eof = True
+            return False
+        self.text = self.text[self.pos:] + chunk
+        self.pos = 0
+        return True
+
+    def skip_ws(self) -> None:
+        while True:
+            self.pos = _WS.match(self.text, self.pos).end()
+            if self.pos < len(self.text) or not self.more():
+                return
+
+    def peek(self) -> str:
+        self.skip_ws()
+        return self.text[self.pos] if self.pos < len(self.text) else ""
+
+    def expect(self, char: str, what: str) -> None:
+        got = self.peek()
+        if got != char:
+            self.fail(f"expected {what}", got)
+        self.pos += 1
+
+    def value(self) -> Any:
+        """Decode one JSON value at the cursor, reading more text until it is complete."""
+        self.skip_ws()
+        while True:
+            try:
+                value, end = _DECODER.raw_decode(self.text, self.pos)
+            except json.JSONDecodeError as exc:
+                # incomplete at the end of the buffer: read on, unless one value is already huge
+                if len(self.text) - self.pos < _MAX_VALUE and self.more():
+                    continue
+                self.fail(f"invalid JSON ({exc.msg})", None)
+            except RecursionError:
+                self.fail("invalid JSON (nested too deeply)", None)
+            if end >= len(self.text) and self.more():
+                continue  # a number or literal may continue in the next chunk
+            self.pos = end
+            return value
+
+    def fail(self, what: str, got: str | None) -> None:
+        if got == "" or (got is None and self.eof and self.pos >= len(self.text.rstrip())):
+            raise InputError(f"{self.path}: file ends early ({what}); the trace is truncated")
+        shown = "" if got is None else f", found {got!r}"
+        raise InputError(f"{self.path}: {what}{shown}; expected a Chrome-trace JSON document")
+
+
+def _why(exc: BaseException) -> str:
+    return type(exc).__name__ + (f": {exc}" if str(exc) else "")
+
+
+def iter_trace(path: str | Path, on_key: Callable[[str, Any], None] | None = None) -> Iterator[dict]:
+    """Yield the events of a trace; call ``on_key(name, value)`` for every other top-level member."""
+    path = Path(path)
+    buf = _Buffer(path)
+    try:
+        buf.more()
+        first = buf.peek()
+        if first == "[":
+            yield from _array(buf)
+            _end(buf)
+            return
+        if first != "{":
+            buf.fail("expected '[' or '{' at the start", first)
+        buf.pos += 1
+        seen_events = False
+        if buf.peek() == "}":
+            buf.pos += 1
+        else:
+            while True:
+                key = buf.value()
+                if not isinstance(key, str):
+                    buf.fail("expected a member name", str(key))
+                buf.expect(":", "':' after a member name")
+                if key == "traceEvents" and buf.peek() == "[":
+                    seen_events = True
+                    yield from _array(buf)
+                else:
+                    value = buf.value()
+                    if on_key is not None:
+                        on_key(key, value)
+                sep = buf.peek()
+                if sep == ",":
+                    buf.pos += 1
+                    continue
+                if sep == "}":
+                    buf.pos += 1
+                    break
+                buf.fail("expected ',' or '}' between members", sep)
+        _end(buf)
+        if not seen_events:
+            raise InputError(f"{path}: JSON object without a 'traceEvents' array; expected a Chrome trace")
+    finally:
+        buf.close()
+
+
+def _array(buf: _Buffer) -> Iterator[dict]:
+    buf.expect("[", "'['")
+    if buf.peek() == "]":
+        buf.pos += 1
+        return
+    while True:
+        item = buf.value()
+        if isinstance(item, dict):
+            yield item
+        sep = buf.peek()
+        if sep == ",":
+            buf.pos += 1
+            continue
+        if sep == "]":
+            buf.pos += 1
+            return
+        buf.fail("expected ',' or ']' between events", sep)
+
+
+def _end(buf: _Buffer) -> None:
+    if buf.peek() != "":
+        buf.fail("unexpected text after the JSON document", buf.peek())
+
+
+def load_json(path: str | Path, what: str) -> Any:
+    """Load a small JSON file (metadata, communication.json) with floats kept as text."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+        return json.loads(data.decode("utf-8"), parse_float=str)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read ({_why(exc)}); expected {what}") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: invalid JSON at line {exc.lineno} ({exc.msg}); expected {what}") from None
+    except RecursionError:
+        raise InputError(f"{path}: invalid JSON (nested too deeply); expected {what}") from None

@@ -1,0 +1,235 @@
+"""Reader of PyTorch profiler (Kineto) Chrome traces, ``.json`` or ``.json.gz``: one file per rank.
+
+Taken from each trace: GPU activities (``cat`` kernel, gpu_memcpy, gpu_memset) with device =
+``pid``, stream = ``args.stream`` (else ``tid``); NCCL kernel args (Collective name, In/Out msg
+nelems, dtype, Process Group Name/Desc/Ranks); ``ProfilerStep#N`` host annotations and the
+``cuda_runtime``/``cuda_driver`` launches (their ``correlation`` ties each kernel to the step that
+launched it); ``distributedInfo`` (rank, pg_config); ``baseTimeNanoseconds`` (added to every ts).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .. import classify
+from ..errors import InputError
+from ..events import make_events
+from ..profile import STEP_COLUMNS, GroupInfo
+from ..timeparse import us_to_ns
+from .common import as_int, byte_counts, check_times, hashable
+from .jsonstream import iter_trace
+
+GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
+LAUNCH_CATS = frozenset({"cuda_runtime", "cuda_driver"})
+_STEP_NAME = re.compile(r"^ProfilerStep#(?P<step>\d{1,12})$")
+
+#: PyTorch dtype names in Kineto args -> bytes per element
+DTYPE_BYTES = {
+    "Float": 4, "Double": 8, "Half": 2, "BFloat16": 2, "ComplexHalf": 4, "ComplexFloat": 8,
+    "ComplexDouble": 16, "Byte": 1, "Char": 1, "Short": 2, "Int": 4, "Long": 8, "Bool": 1,
+    "UInt16": 2, "UInt32": 4, "UInt64": 8, "Float8_e4m3fn": 1, "Float8_e5m2": 1,
+    "Float8_e4m3fnuz": 1, "Float8_e5m2fnuz": 1, "QInt8": 1, "QUInt8": 1, "QInt32": 4,
+}
+
+
+@dataclass
+class KinetoRank:
+    """Everything read from one trace file."""
+
+    rank: int | None
+    rank_from: str
+    events: pd.DataFrame
+    steps: pd.DataFrame
+    groups: dict[str, GroupInfo] = field(default_factory=dict)
+    unclassified: dict[str, int] = field(default_factory=dict)
+    sources: list[Path] = field(default_factory=list)
+
+
+def read_trace(path: Path) -> KinetoRank:
+    """Read one Kineto trace."""
+    meta: dict[str, object] = {}
+
+    def on_key(key: str, value: object) -> None:
+        if key in ("distributedInfo", "baseTimeNanoseconds", "schemaVersion"):
+            meta[key] = value
+
+    cols: dict[str, list] = {k: [] for k in ("cat", "name", "pid", "stream", "ts", "dur", "corr",
+                                              "coll", "pg", "in_n", "out_n", "dtype")}
+    pg_desc: dict[str, tuple[str, str]] = {}
+    launches: list[tuple[object, object]] = []
+    steps: list[tuple[int, object, object]] = []
+    n_events = 0
+    for ev in iter_trace(path, on_key):
+        n_events += 1
+        if ev.get("ph") != "X":
+            continue
+        cat = ev.get("cat")
+        if not isinstance(cat, str):
+            cat = None
+        if cat in GPU_CATS:
+            args = ev.get("args")
+            if not isinstance(args, dict):
+                args = {}
+            cols["cat"].append(cat)
+            cols["name"].append(ev.get("name", ""))
+            cols["pid"].append(as_int(ev.get("pid")))
+            cols["stream"].append(hashable(args.get("stream", ev.get("tid"))))
+            cols["ts"].append(ev.get("ts"))
+            cols["dur"].append(ev.get("dur", 0))
+            cols["corr"].append(as_int(args.get("correlation")))
+            coll = args.get("Collective name")
+            cols["coll"].append(coll if coll is not None else "")
+            pg = args.get("Process Group Name")
+            cols["pg"].append("" if pg is None else str(pg))
+            cols["in_n"].append(args.get("In msg nelems"))
+            cols["out_n"].append(args.get("Out msg nelems"))
+            cols["dtype"].append(str(args.get("dtype")))
+            if pg is not None and str(pg) not in pg_desc:
+                pg_desc[str(pg)] = (str(args.get("Process Group Description", "")),
+                                    str(args.get("Process Group Ranks", "")))
+        elif cat in LAUNCH_CATS:
+            args = ev.get("args")
+            if isinstance(args, dict) and as_int(args.get("correlation")) is not None:
+                launches.append((args["correlation"], ev.get("ts")))
+        elif isinstance(ev.get("name"), str) and ev["name"].startswith("ProfilerStep#"):
+            m = _STEP_NAME.match(ev["name"])
+            if m and cat in ("user_annotation", "cpu_op", None):
+                steps.append((int(m.group("step")), ev.get("ts"), ev.get("dur", 0)))
+    base = _base_ns(path, meta.get("baseTimeNanoseconds"))
+    rank, rank_from = _rank(path, meta.get("distributedInfo"))
+    events, unplaced = _events(path, cols, base)
+    step_table, step_of_event = _steps(path, events, cols["corr"], launches, steps, base)
+    events["step"] = step_of_event
+    groups = _groups(meta.get("distributedInfo"), pg_desc)
+    return KinetoRank(rank, rank_from, make_events(events), step_table, groups, unplaced, [path])
+
+
+def _base_ns(path: Path, base: object) -> int:
+    if base is None:
+        return 0
+    if as_int(base) is None or not 0 <= base < 2**62:
+        raise InputError(f"{path}: baseTimeNanoseconds: expected a non-negative integer, got {base!r}")
+    return int(base)
+
+
+def _rank(path: Path, dist: object) -> tuple[int | None, str]:
+    if isinstance(dist, dict) and as_int(dist.get("rank")) is not None and dist["rank"] >= 0:
+        return int(dist["rank"]), "distributedInfo.rank"
+    m = re.search(r"rank[_-]?(\d+)", path.name, re.I)
+    if m:
+        return int(m.group(1)), f"file name {path.name}"
+    return None, "unknown"
+
+
+def _events(path: Path, cols: dict[str, list], base: int) -> tuple[pd.DataFrame, dict]:
+    n = len(cols["cat"])
+    where = f"{path}: GPU activity"
+    start = us_to_ns(cols["ts"], where=f"{where} ts")
+    dur = us_to_ns(cols["dur"], where=f"{where} dur")
+    check_times(start, dur, where)
+    start = start + np.int64(base)
+    names = pd.Series(cols["name"], dtype=object).astype(str)
+    cats = pd.Series(cols["cat"], dtype=object)
+    decided = classify.classify_kineto(names, cats, pd.Series(cols["coll"], dtype=object),
+                                       pd.Series(cols["pg"], dtype=object))
+    device = pd.to_numeric(pd.Series(cols["pid"], dtype=object), errors="coerce").astype("Int64")
+    stream = pd.Series(cols["stream"], dtype=object).astype(str).to_numpy(dtype=object)
+    nbytes = _message_bytes(cols, decided.kind == "comm")
+    table = pd.DataFrame({
+        "rank": np.zeros(n, dtype=np.int64),
+        "device": device,
+        "stream": stream,
+        "kind": decided.kind,
+        "core": np.full(n, "gpu", dtype=object),
+        "name": names.to_numpy(dtype=object),
+        "family": decided.family,
+        "group": decided.group,
+        "start_ns": start,
+        "dur_ns": dur,
+        "step": pd.Series(pd.NA, index=range(n), dtype="Int64"),
+        "bytes": nbytes,
+    })
+    return table, dict(decided.unclassified)
+
+
+def _message_bytes(cols: dict[str, list], is_comm: np.ndarray) -> pd.Series:
+    """max(In, Out msg nelems) x dtype size: the message size S that nccl-tests uses."""
+    n = len(cols["cat"])
+    if n == 0:
+        return pd.Series([], dtype="Int64")
+    in_n = pd.to_numeric(pd.Series(cols["in_n"], dtype=object), errors="coerce")
+    out_n = pd.to_numeric(pd.Series(cols["out_n"], dtype=object), errors="coerce")
+    size = pd.Series(cols["dtype"], dtype=object).map(DTYPE_BYTES)
+    nel = np.fmax(in_n.to_numpy(float), out_n.to_numpy(float))
+    raw = nel * size.to_numpy(float)
+    raw[~is_comm] = np.nan
+    return byte_counts(raw)
+
+
+def _steps(path: Path, events: pd.DataFrame, corr: list, launches: list, steps: list,
+           base: int) -> tuple[pd.DataFrame, pd.Series]:
+    """Step of each activity = the ProfilerStep#N host span holding its launch; windows from them.
+
+    Without ProfilerStep annotations the whole capture is one window with step NA.
+    """
+    n = len(events)
+    no_step = pd.Series(pd.NA, index=range(n), dtype="Int64")
+    if n == 0:
+        return pd.DataFrame(columns=list(STEP_COLUMNS)), no_step
+    end = events["start_ns"] + events["dur_ns"]
+    if not steps or not launches:
+        whole = pd.DataFrame({"rank": [0], "step": pd.array([pd.NA], dtype="Int64"),
+                              "start_ns": [int(events["start_ns"].min())], "end_ns": [int(end.max())]})
+        return whole, no_step
+    st = pd.DataFrame(steps, columns=["step", "ts", "dur"])
+    s_start = us_to_ns(st["ts"], where=f"{path}: ProfilerStep ts")
+    s_dur = us_to_ns(st["dur"], where=f"{path}: ProfilerStep dur")
+    check_times(s_start, s_dur, f"{path}: ProfilerStep")
+    s_start = s_start + np.int64(base)
+    s_end = s_start + s_dur
+    order = np.argsort(s_start, kind="stable")
+    s_start, s_end, s_id = s_start[order], s_end[order], st["step"].to_numpy(np.int64)[order]
+    lc = pd.DataFrame(launches, columns=["corr", "ts"]).drop_duplicates("corr")
+    l_ts = us_to_ns(lc["ts"], where=f"{path}: launch ts")
+    check_times(l_ts, np.zeros(0, dtype=np.int64), f"{path}: launch")
+    l_ts = l_ts + np.int64(base)
+    idx = np.searchsorted(s_start, l_ts, side="right") - 1
+    inside = (idx >= 0) & (l_ts < s_end[np.clip(idx, 0, None)])
+    launch_step = pd.Series(np.where(inside, s_id[np.clip(idx, 0, None)], -1), index=lc["corr"].to_numpy())
+    ev_step = pd.Series(corr, dtype=object).map(launch_step)
+    ev_step = pd.to_numeric(ev_step, errors="coerce")
+    ev_step = ev_step.where(ev_step >= 0).astype("Int64")
+    frame = pd.DataFrame({"step": ev_step, "start_ns": events["start_ns"], "end_ns": end})
+    frame = frame[frame["step"].notna()]
+    if frame.empty:
+        whole = pd.DataFrame({"rank": [0], "step": pd.array([pd.NA], dtype="Int64"),
+                              "start_ns": [int(events["start_ns"].min())], "end_ns": [int(end.max())]})
+        return whole, no_step
+    win = frame.groupby("step").agg(start_ns=("start_ns", "min"), end_ns=("end_ns", "max")).reset_index()
+    win.insert(0, "rank", 0)
+    win["step"] = win["step"].astype("Int64")
+    return win[list(STEP_COLUMNS)].astype({"start_ns": np.int64, "end_ns": np.int64}), ev_step
+
+
+def _groups(dist: object, pg_desc: dict[str, tuple[str, str]]) -> dict[str, GroupInfo]:
+    """Process groups: distributedInfo.pg_config, completed by kernel args."""
+    out: dict[str, GroupInfo] = {}
+    if isinstance(dist, dict) and isinstance(dist.get("pg_config"), list):
+        for pg in dist["pg_config"]:
+            if not isinstance(pg, dict) or "pg_name" not in pg:
+                continue
+            name = str(pg["pg_name"])
+            listed = pg.get("ranks") if isinstance(pg.get("ranks"), list) else []
+            ranks = tuple(int(r) for r in listed if as_int(r) is not None)
+            out[name] = GroupInfo(group=name, name=name, role=str(pg.get("pg_desc", "")), ranks=ranks)
+    for name, (desc, ranks_text) in pg_desc.items():
+        if name in out:
+            continue
+        ranks = tuple(int(x) for x in re.findall(r"-?\d+", ranks_text))
+        out[name] = GroupInfo(group=name, name=name, role=desc, ranks=ranks)
+    return out

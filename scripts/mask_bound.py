@@ -1,0 +1,225 @@
+#!/usr/bin/env python3
+"""Communication masking: exact ceiling (calc), pipeline simulation (simulate), measured masking
+from profiles (profile), and the effectiveness checklist (verify). See references/comm-masking.md.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from ditpar import cli, masking, masksim  # noqa: E402
+from ditpar.errors import InputError  # noqa: E402
+
+PROG = "mask_bound.py"
+TOOL = "mask_bound"
+
+EXAMPLE = """python scripts/mask_bound.py calc --comm-us 700 --compute-us 538 --chunks 7 --reverse-share 0.25
+  python scripts/mask_bound.py simulate --comm-us 700 --compute-us 538 --chunks 7 --reverse-share 0.25 --plot gantt.png
+  python scripts/mask_bound.py profile OFF_DIR --on ON_DIR --family alltoall --consumer 'FlashAttention' --layers 50
+  python scripts/mask_bound.py verify --off OFF_DIR --on ON_DIR --family alltoall --chunks 7 --outputs off.bin on.bin"""
+
+
+def _layer_args(p) -> None:
+    p.add_argument("--comm-us", type=float, required=True,
+                   help="C: per-layer time of the masked collective family (us), as measured at --chunks")
+    p.add_argument("--compute-us", type=float, required=True,
+                   help="F: per-layer compute that can run beside it, e.g. attention kernels (us)")
+    p.add_argument("--chunks", type=int, required=True, help="n: number of chunks (>= 1)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--drain-us", type=float, default=None,
+                   help="D: reverse (output) collective of ONE chunk, part of c = C/n (default 0: all of a "
+                        "chunk's communication precedes its compute, e.g. an all-gather of K/V)")
+    g.add_argument("--reverse-share", type=float, default=None,
+                   help="D as a share of c (Ulysses q,k,v forward + o reverse of equal size: 0.25)")
+
+
+def _layer(args) -> masking.Layer:
+    return masking.make_layer(args.comm_us, args.compute_us, args.chunks, args.drain_us, args.reverse_share)
+
+
+def build_parser():
+    parser = cli.make_parser(PROG, __doc__.strip(), EXAMPLE)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=type(parser))
+
+    p = sub.add_parser("calc", help="closed-form masking ceiling for one layer",
+                       description="Exact masking ceiling of a chunked pipeline, regime, c/f, what would change it.",
+                       epilog="example:\n  python scripts/mask_bound.py calc --comm-us 700 --compute-us 538 "
+                              "--chunks 7 --reverse-share 0.25 --target 0.8 --overhead-us 10",
+                       formatter_class=parser.formatter_class)
+    _layer_args(p)
+    p.add_argument("--target", type=float, help="masking rate to reach: report the F increase or C reduction needed")
+    p.add_argument("--overhead-us", type=float,
+                   help="fixed cost per chunk o (us): search the best n with c(n) = C0/n + o, C0 = C - n*o")
+    p.add_argument("--max-chunks", type=int, default=64, help="largest n tried by the search (default 64)")
+    p.add_argument("--heads", type=int, help="local heads per rank: the search tries only its divisors")
+    p.add_argument("--measured", type=float, help="measured masking rate: report the achieved fraction of the ceiling")
+    cli.add_output_args(p, csv=True)
+
+    p = sub.add_parser("simulate", help="discrete-event simulation of the chunked pipeline, Gantt chart",
+                       description="Simulate one compute and one communication stream for each issue order.",
+                       epilog="example:\n  python scripts/mask_bound.py simulate --comm-us 700 --compute-us 538 "
+                              "--chunks 7 --reverse-share 0.25 --plot gantt.png",
+                       formatter_class=parser.formatter_class)
+    _layer_args(p)
+    p.add_argument("--order", default="forward-first,pipelined",
+                   help=f"comma-separated issue orders, or 'all' ({', '.join(masksim.ORDERS)})")
+    p.add_argument("--transform-us", type=float, default=0.0,
+                   help="per-chunk output transform on the compute stream that the reverse waits for (us)")
+    p.add_argument("--transforms", choices=masksim.TRANSFORMS, default="per-chunk",
+                   help="per-chunk: T_g right after A_g; batched: all T_g after the last attention chunk")
+    cli.add_output_args(p, csv=True, plot=True)
+
+    from ditpar import maskprofile, maskverify
+
+    maskprofile.add_arguments(sub, parser)
+    maskverify.add_arguments(sub, parser)
+    return parser
+
+
+def _calc(args) -> int:
+    layer = _layer(args)
+    cands = None
+    if args.overhead_us is not None:
+        if args.heads is not None:
+            cands = masking.divisors(masking.check_chunks("--heads", args.heads))
+        else:
+            cands = list(range(1, masking.check_chunks("--max-chunks", args.max_chunks) + 1))
+    res = masking.analyse(layer, target=args.target, overhead_us=args.overhead_us,
+                          candidates=cands, measured=args.measured)
+    if args.csv:
+        import pandas as pd
+
+        rows = res["best"]["table"] if res["best"] else [
+            {k: res[k] for k in ("comm_us", "compute_us", "chunks", "drain_us", "c_over_f", "regime",
+                                 "ideal", "ceiling", "exposed_min_us", "binding", "large_n_limit")}]
+        cli.write_csv(args.csv, pd.DataFrame(rows))
+    if args.json:
+        cli.print_json(TOOL, {"command": "calc", **res})
+        return 0
+    print(format_calc(res))
+    return 0
+
+
+def format_calc(res: dict) -> str:
+    """Readable report of `calc`."""
+    lines = [
+        f"per layer: C = {res['comm_us']:.6g} us, F = {res['compute_us']:.6g} us, n = {res['chunks']}, "
+        f"drain D = {res['drain_us']:.6g} us",
+        f"per chunk: c = {res['c_us']:.6g} us (forward a = {res['forward_us']:.6g}, reverse b = "
+        f"{res['reverse_us']:.6g}), f = {res['f_us']:.6g} us",
+        f"c/f = {res['c_over_f']:.4f} -> {res['regime']}"
+        + (" (f >= c: ceiling = ideal 1 - 1/n)" if res["regime"] == "compute-bound"
+           else " (f < c: ideal 1 - 1/n is out of reach; more chunks tend to F/C, not to 1)"),
+        "",
+        f"ideal 1-1/n     {res['ideal']:.4f}",
+        f"ceiling         {res['ceiling']:.4f}   (least exposed {res['exposed_min_us']:.6g} us of "
+        f"{res['comm_us']:.6g} us; decided by {res['binding']})",
+        f"large-n limit   {res['large_n_limit']:.4f}   (min(1, F/C), no per-chunk overhead)",
+    ]
+    if res["measured"] is not None:
+        frac = res["achieved_fraction"]
+        lines.append(f"measured        {res['measured']:.4f}   (achieved "
+                     + ("-" if frac is None else f"{frac:.3f}") + " of the ceiling)")
+        if frac is not None and frac > 1.05:
+            lines.append("  warning: above the ceiling -- C probably mixes in other families or communicators, "
+                         "or side-stream compute is counted as communication (check the drain and C's source)")
+    lines += ["", "lower bounds on exposed communication (us per layer):"]
+    rows = [{"bound": k, "us": v, "meaning": masking.TERM_MEANING[k]} for k, v in res["terms_us"].items()]
+    lines.append(cli.format_table(rows, ["bound", "us", "meaning"], digits=4))
+    t = res["target"]
+    if t:
+        lines.append("")
+        if not t["reachable_at_this_n"]:
+            lines.append(f"target {t['masking']:.4f}: out of reach with {res['chunks']} chunks "
+                         f"(1 - 1/n < target); needs n >= {t['chunks_needed_at_least']}")
+        else:
+            lines.append(f"target {t['masking']:.4f}: needs F >= {t['compute_needed_us']:.6g} us "
+                         f"(+{t['compute_increase_us']:.6g} us of compute beside the collective), or")
+            if t["comm_allowed_us"] is None:
+                lines.append("  any C (the target holds for every C at this n and F)")
+            else:
+                lines.append(f"  C <= {t['comm_allowed_us']:.6g} us (-{t['comm_reduction_us']:.6g} us of "
+                             f"communication, same reverse share)")
+    b = res["best"]
+    if b:
+        lines += ["", f"per-chunk overhead o = {b['overhead_us']:.6g} us (C0 = C - n*o = "
+                      f"{b['base_comm_us']:.6g} us): best n = {b['best_chunks']} "
+                      f"(exposed {b['best_exposed_us']:.6g} us, ceiling {b['best_ceiling']:.4f})"]
+        lines.append(cli.format_table(b["table"], ["chunks", "comm_us", "exposed_us", "ceiling", "regime"],
+                                      digits=4))
+    return "\n".join(lines)
+
+
+def _orders(text: str) -> list[str]:
+    if text.strip() == "all":
+        return list(masksim.ORDERS)
+    orders = [o.strip() for o in text.split(",") if o.strip()]
+    for o in orders:
+        if o not in masksim.ORDERS:
+            raise InputError(f"--order: unknown order {o!r}; expected one of {list(masksim.ORDERS)} or 'all'")
+    if not orders:
+        raise InputError("--order: no order given")
+    return orders
+
+
+def _simulate(args) -> int:
+    layer = _layer(args)
+    t = masking.check_time("--transform-us", args.transform_us, allow_zero=True)
+    results = [masksim.simulate(layer, o, t, args.transforms) for o in _orders(args.order)]
+    rows = []
+    for r in results:
+        row = masksim.summary(r)
+        closed = masking.exposure_for_order(layer, r.order) if t == 0 and args.transforms == "per-chunk" else None
+        row["closed_form_exposed_us"] = closed
+        rows.append(row)
+    if args.plot:
+        masksim.plot_gantt(results, args.plot)
+    if args.csv:
+        import pandas as pd
+
+        ops = [{"order": r.order, "op": o.label, "kind": o.kind, "chunk": o.chunk, "stream": o.stream,
+                "start_us": o.start_us, "end_us": o.end_us} for r in results for o in r.ops]
+        cli.write_csv(args.csv, pd.DataFrame(ops))
+    ceil = masking.ceiling(layer)
+    if args.json:
+        cli.print_json(TOOL, {"command": "simulate", "comm_us": layer.comm_us, "compute_us": layer.compute_us,
+                              "chunks": layer.chunks, "drain_us": layer.drain_us, "transform_us": t,
+                              "transforms": args.transforms, "ceiling": ceil, "ideal": masking.ideal(layer.chunks),
+                              "c_over_f": masking.c_over_f(layer), "regime": masking.regime(layer),
+                              "orders": rows})
+        return 0
+    print(f"per layer: C = {layer.comm_us:.6g} us, F = {layer.compute_us:.6g} us, n = {layer.chunks}, "
+          f"drain D = {layer.drain_us:.6g} us" + (f", transform {t:.6g} us ({args.transforms})" if t or
+                                                     args.transforms != "per-chunk" else ""))
+    print(f"c/f = {masking.c_over_f(layer):.4f} ({masking.regime(layer)}); closed-form ceiling {ceil:.4f}, "
+          f"ideal {masking.ideal(layer.chunks):.4f}")
+    print(cli.format_table(rows, ["order", "makespan_us", "exposed_us", "masking", "closed_form_exposed_us"],
+                           digits=4))
+    if args.plot:
+        print(f"Gantt chart written to {args.plot}", file=sys.stderr)
+    return 0
+
+
+def main() -> None:
+    parser = build_parser()
+
+    def body() -> int:
+        args = parser.parse_args()
+        if args.command == "calc":
+            return _calc(args)
+        if args.command == "simulate":
+            return _simulate(args)
+        from ditpar import maskprofile, maskverify
+
+        if args.command == "profile":
+            return maskprofile.main(args, TOOL)
+        return maskverify.main(args, TOOL)
+
+    cli.run(PROG, body)
+
+
+if __name__ == "__main__":
+    main()

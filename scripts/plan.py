@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""Rank every legal parallel plan for a DiT on a machine, with the seven gates and a conclusion.
+
+  plan.py --model M --hardware H --devices N [--resolution WxH] [--frames T] [--steps K] [--no-cfg]
+  plan.py score --candidates IN.csv --out OUT.csv     (adds predicted_latency_s and score_note)
+  plan.py evaluate --tables DIR                       (ranking agreement with published tables)
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from ditpar import cli  # noqa: E402
+from ditpar.errors import InputError  # noqa: E402
+
+PROG = "plan.py"
+EXAMPLE = 'python scripts/plan.py --model Wan2.1-T2V-14B --hardware "Atlas 800I A2" --devices 8'
+
+
+def _tunable_args(p) -> None:
+    g = p.add_argument_group("cost-model knobs (software stack, not model or machine)")
+    g.add_argument("--launch-us", type=float, default=None, help="host cost of one eager op, us (default 25)")
+    g.add_argument("--overlap-efficiency", type=float, default=None,
+                   help="share of ring K/V passing hidden under attention, 0..1 (default 0, as measured in xDiT)")
+    g.add_argument("--masking-chunks", type=int, default=None, help="chunked Ulysses masking chunks (default 1 = off)")
+    g.add_argument("--layout", default=None, help="rank order innermost first, default "
+                   "tp,ulysses,ring,kv_allgather,pipefusion,cfg,dp")
+
+
+def _tunables(args):
+    from ditpar.cost import Tunables, parse_order
+
+    kw = {}
+    if args.launch_us is not None:
+        if args.launch_us < 0:
+            raise InputError("--launch-us: expected >= 0")
+        kw["launch_us"] = args.launch_us
+    if args.overlap_efficiency is not None:
+        if not 0 <= args.overlap_efficiency <= 1:
+            raise InputError("--overlap-efficiency: expected a share in [0, 1]")
+        kw["overlap_efficiency"] = args.overlap_efficiency
+    if args.masking_chunks is not None:
+        if args.masking_chunks < 1:
+            raise InputError("--masking-chunks: expected >= 1")
+        kw["masking_chunks"] = args.masking_chunks
+    kw["order"] = parse_order(args.layout)
+    return Tunables(**kw)
+
+
+def plan_parser():
+    p = cli.make_parser(PROG, __doc__.strip().splitlines()[0], EXAMPLE)
+    p.add_argument("--model", required=True, help="model preset name or alias (templates/models)")
+    p.add_argument("--hardware", required=True, help="hardware preset name or alias (templates/hardware)")
+    p.add_argument("--interconnect", default=None, help="NVLink | PCIe | HCCS, ', 2 nodes' for two nodes")
+    p.add_argument("--devices", type=int, required=True, help="devices for one request")
+    p.add_argument("--resolution", default=None, help="WxH (default: the preset's)")
+    p.add_argument("--frames", type=int, default=None, help="video frames (default: the preset's)")
+    p.add_argument("--steps", type=int, default=None, help="denoising steps (default: the preset's)")
+    p.add_argument("--no-cfg", action="store_true", help="request without classifier-free guidance")
+    p.add_argument("--ref-latency", type=float, default=None,
+                   help="measured single-device end-to-end seconds of this request: calibrates compute")
+    p.add_argument("--patches", type=int, default=0, help="PipeFusion patches (default = PipeFusion degree)")
+    p.add_argument("--warmup", type=int, default=1, help="PipeFusion synchronous warm-up steps (default 1)")
+    p.add_argument("--no-dp", action="store_true", help="leave out plans with data parallel > 1")
+    p.add_argument("--top", type=int, default=10, help="rows of the ranked table (default 10; --json has all)")
+    p.add_argument("--all", action="store_true", help="also list infeasible plans with their veto")
+    _tunable_args(p)
+    cli.add_output_args(p, csv=True, plot=True)
+    return p
+
+
+def score_parser():
+    p = cli.make_parser(f"{PROG} score", "Add predicted_latency_s and score_note to a candidate table.",
+                        "python scripts/plan.py score --candidates ../shared/calibration/xdit_sd3.csv --out sd3.csv")
+    p.add_argument("--candidates", required=True, help="CSV in the calibration schema")
+    p.add_argument("--out", required=True, help="output CSV (input rows and columns + 2 columns)")
+    _tunable_args(p)
+    cli.add_output_args(p, csv=False)
+    return p
+
+
+def evaluate_parser():
+    p = cli.make_parser(f"{PROG} evaluate", "Rank published configurations and compare with the measurements.",
+                        "python scripts/plan.py evaluate --tables ../shared/calibration")
+    p.add_argument("--tables", required=True, help="folder of CSVs in the calibration schema")
+    p.add_argument("--calibrate", action="store_true",
+                   help="calibrate compute per table/model/machine/shape from its single-device row (--ref-latency)")
+    p.add_argument("--scenarios", action="store_true", help="print one line per scenario")
+    _tunable_args(p)
+    cli.add_output_args(p, csv=True)
+    return p
+
+
+def main() -> None:
+    argv = sys.argv[1:]
+    if argv and argv[0] == "score":
+        cli.run(PROG, lambda: run_score(score_parser().parse_args(argv[1:])))
+    elif argv and argv[0] == "evaluate":
+        cli.run(PROG, lambda: run_evaluate(evaluate_parser().parse_args(argv[1:])))
+    else:
+        cli.run(PROG, lambda: run_plan(plan_parser().parse_args(argv)))
+
+
+def run_plan(args) -> int:
+    from ditpar import planreport, presets
+    from ditpar.cost import calibrate, conclusion, make_shape, parse_resolution, rank_plans
+
+    model = presets.resolve_model(args.model)
+    hw = presets.resolve_hardware(args.hardware, args.interconnect, args.devices)
+    width = height = None
+    if args.resolution:
+        width, height, frames = parse_resolution(args.resolution)
+        args.frames = args.frames or frames
+    shape = make_shape(model, width, height, args.frames, args.steps, cfg=False if args.no_cfg else None)
+    tun = _tunables(args)
+    if args.ref_latency is not None:
+        tun = calibrate(model, hw, shape, args.ref_latency, tun)
+    if args.top < 1:
+        raise InputError("--top: expected >= 1")
+    results = rank_plans(model, hw, shape, args.devices, tun, with_dp=not args.no_dp,
+                         patches=args.patches, warmup=args.warmup)
+    text = conclusion(results, model, hw, shape)
+    payload = planreport.payload(results, model, hw, shape, tun, text)
+    if args.csv:
+        cli.write_csv(args.csv, planreport.frame(results))
+    if args.plot:
+        planreport.plot(results, args.plot, title=f"{model.name} on {hw.name}, {args.devices} devices")
+    if args.json:
+        cli.print_json("plan", payload)
+    else:
+        sys.stdout.write(planreport.render(results, model, hw, shape, tun, text, args.top, args.all))
+    return 0
+
+
+def run_score(args) -> int:
+    from ditpar import evaluate
+
+    frame = evaluate.read_table(args.candidates)
+    out = evaluate.score_table(frame, _tunables(args))
+    cli.write_csv(args.out, out)
+    scored = int((out["predicted_latency_s"] != "").sum())
+    summary = {"rows": len(out), "scored": scored, "out": args.out,
+               "not_scored": out.loc[out["predicted_latency_s"] == "", "score_note"].value_counts().to_dict()}
+    if args.json:
+        cli.print_json("plan-score", summary)
+    else:
+        sys.stdout.write(f"{args.out}: {scored} of {len(out)} rows scored\n")
+        for note, n in summary["not_scored"].items():
+            sys.stdout.write(f"  {n:3d} x {note}\n")
+    return 0
+
+
+def run_evaluate(args) -> int:
+    from ditpar import evaluate
+
+    frames = evaluate.load_tables(args.tables)
+    res = evaluate.evaluate_tables(frames, _tunables(args), calibrate=args.calibrate)
+    if args.csv:
+        cli.write_csv(args.csv, evaluate.scenario_frame(res))
+    if args.json:
+        cli.print_json("plan-evaluate", evaluate.evaluation_payload(res))
+    else:
+        sys.stdout.write(evaluate.render(res, args.scenarios))
+    return 0
+
+
+if __name__ == "__main__":
+    main()

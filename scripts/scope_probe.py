@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""Say whether sequence/head sharding really happened, from the shapes every rank recorded.
+
+Record first (see ditpar/scope.py): hooks on the attention modules, or ditpar.scope.record(name, q, k, v)
+inside the attention code with DITPAR_SCOPE_DIR set. Then point this script at the folder. Give the
+full sizes (--full-seq, --heads) or, better, --baseline DIR recorded by the same model with parallelism
+off: the two-sided comparison needs no knowledge of the model.
+
+Exit codes: 0 every rank sharded as the plan says; 1 a rank saw the full sequence/heads, a shape
+mismatched, or a rank is missing; 2 bad input or no records (no evidence).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from ditpar import cli  # noqa: E402
+from ditpar.errors import InputError  # noqa: E402
+from ditpar.scope_check import EXIT_CODES, Full, Plan, baseline_fulls, judge, load_records  # noqa: E402
+
+PROG = "scope_probe.py"
+TABLE_COLUMNS = ["rank", "name", "stage", "calls", "seq_q", "expected_seq_q", "heads_q",
+                 "expected_heads_q", "seq_kv", "expected_seq_kv", "heads_kv", "expected_heads_kv",
+                 "status"]
+
+
+def build_parser():
+    parser = cli.make_parser(
+        PROG, __doc__.split("\n\n")[0],
+        "DITPAR_SCOPE_DIR=runs/scope torchrun --nproc-per-node 4 my_infer.py && "
+        "python scripts/scope_probe.py runs/scope --ulysses 4 --full-seq 32760 --heads 40",
+    )
+    parser.add_argument("paths", nargs="+", metavar="PATH",
+                        help="scope*.jsonl files, or folders holding them (one file per rank)")
+    parser.add_argument("--ulysses", type=int, default=1, help="Ulysses (all-to-all) degree")
+    parser.add_argument("--ring", type=int, default=1, help="ring-attention degree")
+    parser.add_argument("--kv-allgather", type=int, default=1, help="K/V all-gather (context-parallel) degree")
+    parser.add_argument("--tp", type=int, default=1, help="tensor-parallel degree (splits heads)")
+    parser.add_argument("--full-seq", type=int, help="unsharded sequence length at the recorded sites")
+    parser.add_argument("--heads", type=int, help="attention heads of the model (query heads)")
+    parser.add_argument("--kv-heads", type=int, help="key/value heads (GQA); default: --heads")
+    parser.add_argument("--kv-seq", type=int, help="unsharded key/value length when it differs from --full-seq")
+    parser.add_argument("--baseline", metavar="DIR", help="records of the same model with parallelism off "
+                        "(full sizes per site, the two-sided comparison)")
+    parser.add_argument("--pad-multiple", type=int, help="the framework pads the sequence up to a multiple "
+                        "of this before splitting (default: the sequence degree)")
+    parser.add_argument("--replicated-tokens", type=int, default=0,
+                        help="tokens every rank holds whole (not sharded), e.g. text tokens")
+    parser.add_argument("--ranks", type=int, help="expected number of ranks (default: world_size in the records)")
+    parser.add_argument("--tag", help="use only records with this tag")
+    parser.add_argument("--limit", type=int, default=40, help="table rows to print (0: all)")
+    cli.add_output_args(parser, csv=True)
+    return parser
+
+
+def main() -> None:
+    args = build_parser().parse_args()
+
+    def body() -> int:
+        plan = Plan(args.ulysses, args.ring, args.kv_allgather, args.tp)
+        records = load_records(args.paths, tag=args.tag)
+        full = baseline = None
+        if args.baseline:
+            base_records = load_records([args.baseline])
+            if not base_records:
+                raise InputError(f"--baseline {args.baseline}: no records")
+            baseline = baseline_fulls(base_records)
+        elif args.full_seq is not None:
+            full = Full(seq=args.full_seq, heads=args.heads, kv_seq=args.kv_seq, kv_heads=args.kv_heads)
+        result = judge(records, plan, full=full, baseline=baseline, ranks=args.ranks,
+                       pad_multiple=args.pad_multiple, replicated=args.replicated_tokens)
+        if args.csv:
+            import pandas as pd
+
+            cli.write_csv(args.csv, pd.DataFrame(result["rows"], columns=TABLE_COLUMNS + ["detail"]))
+        if args.json:
+            cli.print_json("scope_probe", result)
+        else:
+            print(render(result, args.limit))
+        return EXIT_CODES[result["verdict"]]
+
+    cli.run(PROG, body)
+
+
+def render(result: dict, limit: int) -> str:
+    """Human-readable verdict, checks and the per-rank table."""
+    rows = result["rows"]
+    shown = rows if limit <= 0 else rows[:limit]
+    plan = ", ".join(f"{k}={v}" for k, v in result["plan"].items() if v > 1)
+    lines = [f"scope probe: verdict {result['verdict'].upper()}  ({plan}; {result['records']} records, "
+             f"{result['sites']} site(s), ranks {result['ranks_seen']} of {result['world_size']})", ""]
+    lines.append(cli.format_table(shown, TABLE_COLUMNS))
+    if len(rows) > len(shown):
+        lines.append(f"... {len(rows) - len(shown)} more rows (--limit 0 shows all)")
+    bad = [r for r in rows if r["status"] not in ("sharded",)]
+    for row in bad[: min(10, limit) if limit > 0 else 10]:
+        lines.append(f"rank {row['rank']} {row['name']} ({row['stage']}): {row['status']}: {row['detail']}")
+    lines.append("")
+    lines += [f"check {c['name']}: {c['status']} ({c['detail']})" for c in result["checks"]]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()

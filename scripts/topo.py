@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""Read `npu-smi info -t topo` or `nvidia-smi topo -m` output: link classes, domains, legal card groups.
+
+A domain is a set of cards joined by the fast fabric (NVLink, HCCS, SIO, UB), or on PCIe-only boxes
+the cards of one CPU socket. Legal groups of 2/4/8 cards stay inside one domain (tiled along the
+fastest links first), are whole domains, or are all cards. --group checks a group you intend to use
+and warns when it crosses domains.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ditpar import cli
+from ditpar.errors import InputError
+from ditpar.topology import parse_topology
+
+PROG = "topo.py"
+
+
+def _parser():
+    p = cli.make_parser(PROG, __doc__.splitlines()[0],
+                        "npu-smi info -t topo | python scripts/topo.py - --group 0,1,4,5")
+    p.add_argument("path", metavar="FILE", help="saved topology text, or - for stdin")
+    p.add_argument("--group", metavar="IDS", help="comma-separated device ids to check, e.g. 0,1,4,5")
+    p.add_argument("--sizes", metavar="K,K", default="2,4,8",
+                   help="group sizes to list (default 2,4,8; domain sizes and all cards are always added)")
+    cli.add_output_args(p, csv=True)
+    return p
+
+
+def _ints(text: str, flag: str) -> list[int]:
+    try:
+        vals = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise InputError(f"{flag}: expected comma-separated integers, got '{text}'") from None
+    if not vals:
+        raise InputError(f"{flag}: no values in '{text}'")
+    return vals
+
+
+def _read(path: str) -> tuple[str, str]:
+    if path == "-":
+        return sys.stdin.read(), "<stdin>"
+    f = Path(path)
+    if not f.is_file():
+        raise InputError(f"{path}: no such file")
+    try:
+        return f.read_text(encoding="utf-8", errors="replace"), path
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+
+
+def _fmt_groups(groups: list[list[int]]) -> str:
+    return " ".join("{" + ",".join(map(str, g)) + "}" for g in groups) or "(none)"
+
+
+def body() -> int:
+    args = _parser().parse_args()
+    sizes = _ints(args.sizes, "--sizes")
+    if any(k < 1 for k in sizes):
+        raise InputError(f"--sizes: sizes must be >= 1, got {args.sizes}")
+    text, source = _read(args.path)
+    topo = parse_topology(text, source)
+    group = topo.check_group(_ints(args.group, "--group")) if args.group else None
+    domains = topo.domains()
+    groups = topo.groups(sizes)
+    levels = topo.levels()
+    for w in topo.warnings:
+        sys.stderr.write(f"{PROG}: warning: {w}\n")
+    if group and group["warning"]:
+        sys.stderr.write(f"{PROG}: warning: {group['warning']}\n")
+    rows = [{"level": i, "class": lv["class"], "pairs": topo.classes[lv["class"]],
+             "groups": _fmt_groups(lv["groups"])} for i, lv in enumerate(levels)]
+    if args.csv:
+        import pandas as pd
+
+        cli.write_csv(args.csv, pd.DataFrame([{"size": k, "group": ",".join(map(str, g))}
+                                              for k, gs in groups.items() for g in gs],
+                                             columns=["size", "group"]))
+    if args.json:
+        cli.print_json("topo", {
+            "source": source, "format": topo.fmt, "devices": topo.devices,
+            "classes": topo.classes, "matrix": topo.matrix,
+            "domains": domains, "levels": levels,
+            "groups": {str(k): v for k, v in groups.items()},
+            "summary": topo.summary(), "group_check": group, "warnings": topo.warnings,
+        })
+        return 0
+    s = topo.summary()
+    print(f"{source}: {topo.fmt} matrix, {len(topo.devices)} devices, "
+          f"{s['n_domains']} domain(s) of {s['domain_size'] or 'unequal size'}; "
+          f"inside a domain: {s['intra_domain_class'] or '-'}; between domains: {s['inter_domain_class'] or '-'}")
+    print()
+    print("link classes, fastest first (each level joins cards linked by that class or faster):")
+    print(cli.format_table(rows, ["level", "class", "pairs", "groups"]))
+    print()
+    print(f"domains: {_fmt_groups(domains)}")
+    print("legal groups:")
+    for k, gs in groups.items():
+        print(f"  {k:>2} cards: {_fmt_groups(gs)}")
+    if not s["contiguous"]:
+        order = ",".join(map(str, s["visible_devices_order"]))
+        print(f"domains are not contiguous in device ids: launch with CUDA_VISIBLE_DEVICES / "
+              f"ASCEND_RT_VISIBLE_DEVICES={order} so that consecutive ranks share a domain")
+    if group:
+        print()
+        verdict = "crosses domains" if group["crosses_domains"] else "inside one domain"
+        print(f"group {','.join(map(str, group['ranks']))}: {verdict}; slowest class {group['slowest_class']}")
+    return 0
+
+
+def main() -> None:
+    cli.run(PROG, body)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+"""Property tests of the interval algebra against a brute-force model: sets of integer points."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ditpar.intervals import Intervals, difference, gaps, intersection, union
+
+LIMIT = 60
+spans = st.lists(st.tuples(st.integers(-5, LIMIT), st.integers(0, 25)), max_size=12)
+
+
+def build(pairs: list[tuple[int, int]]) -> Intervals:
+    starts = np.array([s for s, _ in pairs], dtype=np.int64)
+    return Intervals.from_spans(starts, starts + np.array([d for _, d in pairs], dtype=np.int64))
+
+
+def points(pairs: list[tuple[int, int]]) -> set[int]:
+    """Brute force: the integer points t with s <= t < s + d for some span."""
+    return {t for s, d in pairs for t in range(s, s + d)}
+
+
+def covered(iv: Intervals) -> set[int]:
+    return {t for s, e in zip(iv.starts.tolist(), iv.ends.tolist(), strict=True) for t in range(s, e)}
+
+
+def assert_normalised(iv: Intervals) -> None:
+    assert iv.starts.dtype == np.int64 and iv.ends.dtype == np.int64
+    assert (iv.ends > iv.starts).all()
+    # sorted, disjoint and not touching: each start lies strictly after the previous end
+    assert (iv.starts[1:] > iv.ends[:-1]).all()
+
+
+@settings(max_examples=300, deadline=None)
+@given(spans)
+def test_union_covers_exactly_the_points(a):
+    iv = build(a)
+    assert_normalised(iv)
+    assert covered(iv) == points(a)
+    assert iv.total == len(points(a))
+
+
+@settings(max_examples=300, deadline=None)
+@given(spans, spans)
+def test_intersection_difference_union(a, b):
+    x, y = build(a), build(b)
+    pa, pb = points(a), points(b)
+    for result, expected in ((x & y, pa & pb), (x - y, pa - pb), (x | y, pa | pb),
+                             (intersection(x, y), pa & pb), (difference(y, x), pb - pa)):
+        assert_normalised(result)
+        assert covered(result) == expected
+        assert result.total == len(expected)
+
+
+@settings(max_examples=300, deadline=None)
+@given(spans, st.integers(-10, LIMIT), st.integers(0, 80))
+def test_gaps_and_clip(a, lo, width):
+    iv, hi = build(a), lo + width
+    window = set(range(lo, hi))
+    g = gaps(iv, lo, hi)
+    assert_normalised(g)
+    assert covered(g) == window - points(a)
+    assert covered(iv.gaps(lo, hi)) == window - points(a)
+    c = iv.clip(lo, hi)
+    assert_normalised(c)
+    assert covered(c) == window & points(a)
+
+
+@settings(max_examples=200, deadline=None)
+@given(spans)
+def test_default_gaps_lie_between_first_start_and_last_end(a):
+    iv = build(a)
+    p = points(a)
+    expected = set(range(min(p), max(p) + 1)) - p if p else set()
+    assert covered(iv.gaps()) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(spans, st.lists(st.tuples(st.integers(-10, LIMIT + 10), st.integers(0, 40)), max_size=10))
+def test_overlap_with_each(a, queries):
+    iv = build(a)
+    s = np.array([q for q, _ in queries], dtype=np.int64)
+    e = s + np.array([d for _, d in queries], dtype=np.int64)
+    got = iv.overlap_with_each(s, e)
+    expected = [len(points(a) & set(range(qs, qe))) for qs, qe in zip(s.tolist(), e.tolist(), strict=True)]
+    assert got.tolist() == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(spans, st.lists(st.integers(-10, LIMIT + 30), max_size=20))
+def test_covered_at(a, probe):
+    iv = build(a)
+    assert iv.covered_at(np.array(probe, dtype=np.int64)).tolist() == [t in points(a) for t in probe]
+
+
+def test_touching_spans_merge_and_empty_spans_vanish():
+    iv = Intervals.from_spans([0, 5, 9, 20], [5, 9, 9, 20])
+    assert iv.starts.tolist() == [0] and iv.ends.tolist() == [9]
+
+
+def test_exact_at_profiler_magnitudes():
+    # 1.7e15 us in ns: float64 would lose these digits; int64 keeps them
+    base = 1_736_408_883_704_643_212
+    iv = Intervals.from_durations([base, base + 1], [3, 3])
+    assert iv.total == 4
+    with pytest.raises(TypeError):
+        Intervals.from_spans(np.array([1.5]), np.array([2.5]))

@@ -1,0 +1,66 @@
+"""Exact decimal-microsecond parsing: compared with Python's Decimal, never with float."""
+
+from __future__ import annotations
+
+from decimal import ROUND_HALF_UP, Decimal
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ditpar.errors import InputError
+from ditpar.timeparse import parse_us_column, us_scalar_to_ns, us_to_ns
+
+
+def decimal_ns(text: str) -> int:
+    return int((Decimal(text.strip()) * 1000).quantize(Decimal(1), rounding=ROUND_HALF_UP))
+
+
+def test_kernel_details_start_with_trailing_tab_is_exact():
+    # a real Start Time(us) cell; float64 would give ...643.25 (spacing 0.25 us at 1.7e15)
+    got = us_to_ns(["1736408883704643.212\t"])
+    assert got.tolist() == [1736408883704643212]
+    assert float("1736408883704643.212") * 1000 != 1736408883704643212  # the float path is wrong
+
+
+def test_shapes_of_decimal_text():
+    cells = [" 53.741", "0", "-1.5", "+.5", "7.", "6.54", "79089.52021875", 5, "1.0005", "-1.0005", "0009.1",
+             "9223372036854773.807", "\t12\r"]
+    assert us_to_ns(cells).tolist() == [53741, 0, -1500, 500, 7000, 6540, 79089520, 5000, 1001, -1001, 9100,
+                                        9223372036854773807, 12000]
+
+
+@pytest.mark.parametrize("bad", ["N/A", "", "   ", "1.2.3", "abc", "1 2", "-", ".", "2e-3", "1-", "1+2", "é",
+                                 "9999999999999999.1", "12345678901234567", "x" * 100, None, float("nan")])
+def test_bad_cells_raise_input_error_naming_the_row(bad):
+    with pytest.raises(InputError, match=r"f\.csv: column 'x': line 3: expected a decimal time"):
+        us_to_ns(["1.0", bad], where="f.csv: column 'x'", first_row=2, row_label="line")
+
+
+def test_parse_us_column_names_file_line_and_column():
+    frame = pd.DataFrame({"Start Time(us)": ["1.000\t", "2.000\t", "N/A"]})
+    with pytest.raises(InputError, match=r"k\.csv: column 'Start Time\(us\)': line 4: .*'N/A'"):
+        parse_us_column(frame, "Start Time(us)", "k.csv")
+
+
+def test_empty_input_and_scalar():
+    assert us_to_ns([]).dtype == np.int64 and us_to_ns([]).size == 0
+    assert us_scalar_to_ns("1764246877073569.640", "x") == 1764246877073569640
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 9_000_000_000_000_000), st.integers(0, 999_999), st.integers(0, 6),
+       st.sampled_from(["", "\t", " ", "  \t"]), st.booleans())
+def test_matches_decimal(whole, frac, ndigits, pad, negative):
+    frac_text = f"{frac:06d}"[:ndigits]
+    text = f"{'-' if negative else ''}{whole}" + (f".{frac_text}" if ndigits else "")
+    assert us_to_ns([text + pad]).tolist() == [decimal_ns(text)]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.decimals(min_value=0, max_value=10**12, places=3, allow_nan=False), min_size=1, max_size=50))
+def test_vectorised_equals_elementwise(values):
+    texts = [f"{v:.3f}" for v in values]
+    assert us_to_ns(texts).tolist() == [decimal_ns(t) for t in texts]
