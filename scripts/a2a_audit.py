@@ -95,6 +95,9 @@ def probe(args) -> int:
     from ditpar import a2a_audit_probe, dist
 
     faults = [f for f in args.faults.replace(" ", "").split(",") if f]
+    unknown = [f for f in faults if f not in a2a_audit_probe.FAULTS] or ([] if faults else ["(none)"])
+    if unknown:
+        raise InputError(f"--faults: unknown fault(s) {unknown}; known: {', '.join(a2a_audit_probe.FAULTS)}")
     if args.calls < 1 or args.chunks < 1:
         raise InputError("--calls and --chunks must be >= 1")
     ctx = None

@@ -31,7 +31,7 @@ def build_parser():
     parser.add_argument("paths", nargs="+", metavar="PATH",
                         help="profile folders or files (Ascend *_ascend_pt, Kineto .json/.json.gz); one or many ranks")
     parser.add_argument("--rank", type=int, action="append", help="analyse only this rank (repeatable)")
-    parser.add_argument("--family", help="comma-separated families to keep (e.g. alltoall,allgather)")
+    parser.add_argument("--family", help="comma-separated families to keep (e.g. alltoall,allgather); ranks[] then merges only these")
     parser.add_argument("--layers", type=int, help="DiT layers per step, for the calls-per-layer check")
     parser.add_argument("--steps", type=int,
                         help="steps in the capture (default: the profile's step windows)")

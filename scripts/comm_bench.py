@@ -41,7 +41,8 @@ def build_parser():
     p.add_argument("--backend", default="auto", choices=["auto", "hccl", "nccl", "gloo"],
                    help="default auto: hccl with torch_npu and an NPU, nccl on CUDA, else gloo")
     p.add_argument("--timeout", type=float, default=300.0,
-                   help="seconds before a dead or hung peer ends the run (default 300)")
+                   help="seconds before a dead or hung peer ends the run; must exceed one size's "
+                        "warm-up + timed iterations on the slowest group (default 300)")
     p.add_argument("--world-size", type=int, default=None,
                    help="expected number of ranks; exit 2 if the launched world differs")
     p.add_argument("--fault-drill", default=None, metavar="KIND:RANK",

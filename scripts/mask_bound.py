@@ -70,6 +70,8 @@ def build_parser():
                    help="per-chunk output transform on the compute stream that the reverse waits for (us)")
     p.add_argument("--transforms", choices=masksim.TRANSFORMS, default="per-chunk",
                    help="per-chunk: T_g right after A_g; batched: all T_g after the last attention chunk")
+    p.add_argument("--post-us", type=float, default=0.0,
+                   help="per-chunk compute that needs the chunk's reverse (copy-back, partial output projection)")
     cli.add_output_args(p, csv=True, plot=True)
 
     from ditpar import maskprofile, maskverify
@@ -168,11 +170,13 @@ def _orders(text: str) -> list[str]:
 def _simulate(args) -> int:
     layer = _layer(args)
     t = masking.check_time("--transform-us", args.transform_us, allow_zero=True)
-    results = [masksim.simulate(layer, o, t, args.transforms) for o in _orders(args.order)]
+    post = masking.check_time("--post-us", args.post_us, allow_zero=True)
+    results = [masksim.simulate(layer, o, t, args.transforms, post) for o in _orders(args.order)]
+    plain = t == 0 and post == 0 and args.transforms == "per-chunk"
     rows = []
     for r in results:
         row = masksim.summary(r)
-        closed = masking.exposure_for_order(layer, r.order) if t == 0 and args.transforms == "per-chunk" else None
+        closed = masking.exposure_for_order(layer, r.order) if plain else None
         row["closed_form_exposed_us"] = closed
         rows.append(row)
     if args.plot:
@@ -187,15 +191,18 @@ def _simulate(args) -> int:
     if args.json:
         cli.print_json(TOOL, {"command": "simulate", "comm_us": layer.comm_us, "compute_us": layer.compute_us,
                               "chunks": layer.chunks, "drain_us": layer.drain_us, "transform_us": t,
+                              "post_us": post,
                               "transforms": args.transforms, "ceiling": ceil, "ideal": masking.ideal(layer.chunks),
                               "c_over_f": masking.c_over_f(layer), "regime": masking.regime(layer),
                               "orders": rows})
         return 0
     print(f"per layer: C = {layer.comm_us:.6g} us, F = {layer.compute_us:.6g} us, n = {layer.chunks}, "
           f"drain D = {layer.drain_us:.6g} us" + (f", transform {t:.6g} us ({args.transforms})" if t or
-                                                     args.transforms != "per-chunk" else ""))
+                                                     args.transforms != "per-chunk" else "")
+          + (f", post-reverse work {post:.6g} us per chunk" if post else ""))
     print(f"c/f = {masking.c_over_f(layer):.4f} ({masking.regime(layer)}); closed-form ceiling {ceil:.4f}, "
-          f"ideal {masking.ideal(layer.chunks):.4f}")
+          f"ideal {masking.ideal(layer.chunks):.4f}" + ("" if plain else
+          "; the closed form covers neither transforms nor post-reverse work (column left empty)"))
     print(cli.format_table(rows, ["order", "makespan_us", "exposed_us", "masking", "closed_form_exposed_us"],
                            digits=4))
     if args.plot:

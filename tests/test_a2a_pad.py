@@ -10,7 +10,6 @@ import sys
 
 import pytest
 from conftest import ROOT, SCRIPTS, run_script
-
 from ditpar import a2a_pad
 from ditpar.errors import InputError
 
@@ -19,6 +18,8 @@ def torchrun(nproc: int, script: str, *args: str, timeout: float = 120):
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
            str(nproc), str(SCRIPTS / script), *args]
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
+    if os.path.exists("/sys/class/net/lo"):  # pin gloo to loopback (failure-modes.md 2.3)
+        env.setdefault("GLOO_SOCKET_IFNAME", "lo")
     return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=timeout, env=env)
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 
 import pytest
-
 from ditpar import commbench
 from ditpar.errors import InputError
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-
 from ditpar.classify import ascend_one, classify_ascend, classify_kineto, kineto_one, op_family
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 
 import pandas as pd
@@ -184,6 +185,13 @@ DOC_KEYS = {"rank", "family", "group", "count", "sum_us", "union_us", "union_ove
             "mean_us", "median_us", "p90_us", "bytes", "bandwidth_GBps", "group_name", "group_role"}
 
 
+@functools.cache
+def loaded(name: str):
+    from ditpar.readers import load_profiles
+
+    return load_profiles([need_shared(*ALL[name])])
+
+
 def step_trace_csv(level: str, rank: int) -> pd.DataFrame:
     path = need_shared(*ASCEND[level], f"rank{rank}_ascend_pt", "ASCEND_PROFILER_OUTPUT", "step_trace_time.csv")
     return pd.read_csv(path).iloc[0]
@@ -209,8 +217,7 @@ def test_cli_json_on_every_fixture_and_rank(fixture):
 @pytest.mark.parametrize("rank", [0, 1])
 def test_ascend_union_and_exposed_match_the_profilers_step_trace(level, rank):
     """The profiler's own Communication and Communication(Not Overlapped) for the one step."""
-    proc = run_script("collectives.py", str(need_shared(*ASCEND[level])), "--rank", str(rank), "--json", check=0)
-    r = json.loads(proc.stdout)["ranks"][0]
+    r = collectives.analyse(loaded(level), ranks=[rank]).ranks.iloc[0]
     ref = step_trace_csv(level, rank)
     assert r["comm_union_us"] == pytest.approx(ref["Communication"], abs=0.05)
     assert r["comm_exposed_us"] == pytest.approx(ref["Communication(Not Overlapped)"], abs=0.05)
@@ -252,9 +259,8 @@ def kineto_overlap_by_hand(path) -> float:
 
 @pytest.mark.parametrize("fixture", sorted(KINETO))
 def test_kineto_whole_capture_overlap_by_independent_parse(fixture):
-    path = need_shared(*KINETO[fixture])
-    doc = json.loads(run_script("collectives.py", str(path), "--json", check=0).stdout)
-    assert doc["ranks"][0]["overlap_pct"] == pytest.approx(kineto_overlap_by_hand(path), abs=1e-6)
+    ours = collectives.analyse(loaded(fixture)).ranks.iloc[0]["overlap_pct"]
+    assert ours == pytest.approx(kineto_overlap_by_hand(need_shared(*KINETO[fixture])), abs=1e-6)
 
 
 def test_sampled_rank0_whole_capture_is_about_15_percent():

@@ -31,6 +31,8 @@ def torchrun(nproc: int, script: str, *args: str, timeout: float = LAUNCH_TIMEOU
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
            str(nproc), str(SCRIPTS / script), *args]
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1"}
+    if os.path.exists("/sys/class/net/lo"):  # pin gloo to loopback (failure-modes.md 2.3)
+        env.setdefault("GLOO_SOCKET_IFNAME", "lo")
     return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=timeout, env=env)
 
 
@@ -162,3 +164,71 @@ def test_bad_input_exits_2_with_one_line(args, needle):
     assert proc.returncode == 2, proc.stderr
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and needle in lines[0], proc.stderr
+
+
+# --- backend choice and device binding, with fakes (no accelerator here) -----------------------
+
+
+class _Recorder:
+    def __init__(self):
+        self.calls: list[tuple] = []
+
+
+def _fake_dist_env(monkeypatch, local_rank: int):
+    import torch.distributed as tdist
+
+    rec = _Recorder()
+    monkeypatch.setenv("RANK", str(local_rank))
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    monkeypatch.setenv("LOCAL_RANK", str(local_rank))
+    monkeypatch.setattr(tdist, "init_process_group", lambda **kw: rec.calls.append(("init", kw["backend"])))
+    return rec
+
+
+def test_hccl_sets_the_npu_before_init(monkeypatch):
+    import types
+
+    import torch
+    from ditpar import dist
+
+    rec = _fake_dist_env(monkeypatch, 2)
+    npu = types.SimpleNamespace(is_available=lambda: True, device_count=lambda: 8,
+                                set_device=lambda i: rec.calls.append(("set_device", i)))
+    monkeypatch.setitem(sys.modules, "torch_npu", types.SimpleNamespace(npu=npu))
+    monkeypatch.setattr(torch, "npu", npu, raising=False)
+    monkeypatch.setattr(torch, "device", lambda kind, idx=None: (kind, idx))
+    ctx = dist.setup("auto", timeout_s=5)
+    try:
+        assert ctx.backend == "hccl" and ctx.device == ("npu", 2)
+        assert rec.calls == [("set_device", 2), ("init", "hccl")]
+    finally:
+        ctx.watchdog.stop()
+
+
+def test_nccl_sets_the_cuda_device_before_init(monkeypatch):
+    import torch
+    from ditpar import dist
+    from ditpar.errors import InputError
+
+    rec = _fake_dist_env(monkeypatch, 1)
+    monkeypatch.setattr(dist, "npu_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda i: rec.calls.append(("set_device", i)))
+    ctx = dist.setup("auto", timeout_s=5)
+    ctx.watchdog.stop()
+    assert ctx.backend == "nccl" and rec.calls == [("set_device", 1), ("init", "nccl")]
+    assert dist.choose_backend("gloo") == "gloo"  # --backend forces
+    monkeypatch.setenv("LOCAL_RANK", "3")  # more ranks on the node than devices
+    with pytest.raises(InputError, match="only 2 CUDA device"):
+        dist.setup("nccl", timeout_s=5)
+
+
+def test_watchdog_exits_2_when_nothing_progresses():
+    code = ("import sys, time; sys.path.insert(0, 'scripts'); from ditpar.dist import Watchdog; "
+            "w = Watchdog(3, 0.5); w.start(); w.pet('all_to_all 1 MiB'); time.sleep(20)")
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=30)
+    assert proc.returncode == 2
+    assert "rank 3: no progress for 0.5 s in all_to_all 1 MiB" in proc.stderr
+    assert time.monotonic() - start < 10

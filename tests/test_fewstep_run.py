@@ -290,3 +290,37 @@ def test_count_contract_voids_runs_that_lack_the_expected_line(tmp_path):
     missing = [r for r in doc["reasons"] if r["code"] == "missing-tier"]
     assert [r["cells"] for r in missing] == [["B/few", "B/anchor"]]
     assert {c["config"] for c in doc["cells"]} == {"A"}
+
+
+def test_exposed_share_drift_found_by_run(tmp_path):
+    # A's exposed share grows 1 point per step: 0.14 at 4 steps, 0.20 at 10 (6 pp > 5 pp)
+    launch = ONCE + " --share {s0} --share-per-step {s1}"
+    configs = [[*cfg("A", 0.1), "s0=0.10", "s1=0.01"], [*cfg("B", 0.12), "s0=0.05", "s1=0"]]
+    _, doc = run_matrix(tmp_path, configs, "--share-regex",
+                        r"\[rank(?P<rank>\d+)\] exposed comm share (?P<share>[0-9.]+)", launch=launch,
+                        check=1)
+    assert [(r["code"], r["configs"]) for r in doc["reasons"]] == [("share-drift", ["A"])]
+    d = {x["config"]: x for x in doc["drift"]}
+    assert d["A"]["share_few"] == pytest.approx(0.14) and d["A"]["share_anchor"] == pytest.approx(0.20)
+    assert d["A"]["share_drift_pp"] == pytest.approx(6.0)
+    assert d["B"]["share_ok"] is True
+
+
+def test_reference_worked_example_is_real_output(tmp_path):
+    """references/fewstep-validation.md section 8 pastes this command's output: keep them equal."""
+    doc = (ROOT / "references" / "fewstep-validation.md").read_text()
+    block = doc[doc.index("$ python scripts/fewstep.py run \\\n  --config tp1-usp2"):]
+    block = block[:block.index("```")]
+    expected = block[block.index("cells (per-step"):].rstrip("\n")
+    configs = [["--config", "tp1-usp2", "devices=2", "cost=0.100", "fixed=0.06"],
+               ["--config", "tp2-usp1", "devices=2", "cost=0.110", "fixed=0"],
+               ["--config", "tp1-usp4", "devices=4", "cost=0.060", "fixed=0"],
+               ["--config", "tp2-usp2", "devices=4", "cost=0.066", "fixed=0"]]
+    launch = ("python tests/data/fewstep_workload.py once --ranks {devices} --steps {steps} "
+              "--per-step-s {cost} --fixed-s {fixed} --seed {config}-{tier}-{repeat}")
+    assert launch in block
+    args = ["run", *sum(configs, []), "--few-steps", "4", "--anchor-steps", "10", "--repeats", "3",
+            "--logdir", str(tmp_path / "runs-ex"), "--launch",
+            launch.replace("python ", f"{PY} ", 1), "--dit-regex", RX]
+    proc = run_script("fewstep.py", *args, check=1, timeout=120)
+    assert proc.stdout.rstrip("\n") == expected

@@ -9,12 +9,11 @@ import tempfile
 from pathlib import Path
 
 from conftest import ROOT
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from ditpar.breakdown import step_breakdown
 from ditpar.errors import DitParError
 from ditpar.readers import load_profiles
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 RANK0 = ROOT / "tests" / "data" / "ascend_cann83" / "node0_23101_20251127201437501_ascend_pt"
 FILES = [

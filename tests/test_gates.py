@@ -6,7 +6,6 @@ import re
 
 import pytest
 from costmodel_fixtures import box, replace, tiny_model
-
 from ditpar import gates
 from ditpar.cost import Plan, Tunables, make_shape, predict, rank_plans
 from ditpar.errors import InputError

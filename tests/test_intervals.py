@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from ditpar.intervals import Intervals, difference, gaps, intersection
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from ditpar.intervals import Intervals, difference, gaps, intersection, union
 
 LIMIT = 60
 spans = st.lists(st.tuples(st.integers(-5, LIMIT), st.integers(0, 25)), max_size=12)

@@ -91,10 +91,25 @@ def test_cli_exit_codes(tmp_path):
     b.write_bytes(b"x" * 100)
     c.write_bytes(b"x" * 99 + b"y")
     ok = run_script("mask_bound.py", "verify", "--outputs", str(a), str(b), check=0)
-    assert "PASS" in ok.stdout and "verdict: PASS" in ok.stdout
+    assert "verdict: PASS (1 of 4 items had evidence)" in ok.stdout
     bad = run_script("mask_bound.py", "verify", "--outputs", str(a), str(c), check=1)
     assert "verdict: FAIL" in bad.stdout
     none = run_script("mask_bound.py", "verify", check=2)
     assert "no item had evidence" in none.stderr
     missing = run_script("mask_bound.py", "verify", "--outputs", str(a), str(tmp_path / "gone"), check=2)
     assert "output file not found" in missing.stderr and missing.stderr.count("\n") == 1
+
+
+def test_real_kineto_comm_stream_carries_only_collectives():
+    path = need_shared("fixtures", "kineto", "hta-nccl_data.json.gz")
+    from ditpar.readers import load_profiles
+
+    ev = load_profiles(path).events
+    comm_streams = set(ev.loc[ev["kind"] == "comm", "stream"])
+    n_comm = int((ev["kind"] == "comm").sum())
+    n_compute_there = int(((ev["kind"] == "compute") & ev["stream"].isin(comm_streams)).sum())
+    proc = run_script("mask_bound.py", "verify", "--on", str(path), "--family", "allreduce|broadcast", check=0)
+    assert n_compute_there == 0 and comm_streams == {"40"}
+    assert f"PASS         zero compute kernels on the communication stream  rank 0 stream 40: {n_comm} " \
+           f"collectives, 0 compute kernels" in proc.stdout
+    assert "verdict: PASS (1 of 4 items had evidence)" in proc.stdout

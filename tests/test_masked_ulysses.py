@@ -126,6 +126,15 @@ def test_masked_ulysses_bitwise_and_counts(world, modules, tmp_path):
             assert case["stats_calls"] == case["calls"], where
 
 
+def test_library_imports_no_torch_or_matplotlib():
+    code = ("import sys; import ditpar.ulysses, ditpar.masking, ditpar.masksim, ditpar.maskprofile, "
+            "ditpar.maskverify; print(sorted(m for m in ('torch', 'matplotlib') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": str(SCRIPTS)})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
 def test_template_code_is_the_library_code():
     """The copyable template carries the library's code verbatim (so the tests above cover both)."""
     import ast

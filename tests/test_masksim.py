@@ -146,3 +146,14 @@ def test_simulate_cli_bad_order_exits_2():
     proc = run_script("mask_bound.py", "simulate", "--comm-us", "7", "--compute-us", "5", "--chunks", "2",
                       "--order", "zigzag", check=2)
     assert "zigzag" in proc.stderr and proc.stderr.count("\n") == 1
+
+
+def test_post_reverse_work_favours_pipelined_by_hand():
+    # c/f = 2, n = 7, a = 75, b = 25, f = 50, p = 50 per chunk after its reverse.
+    # forward-first by hand: forwards end 525, A6 [525,575], P0..P6 back to back from 575 -> 925.
+    # pipelined by hand: ... A6 [650,700], R6 [700,725], P5 [700,750], P6 [750,800] -> 800.
+    lay = layer(700, 350, 7, r=0.25)
+    ff = masksim.simulate(lay, "forward-first", post_us=50)
+    sp = masksim.simulate(lay, "pipelined", post_us=50)
+    assert ff.makespan_us == pytest.approx(925) and sp.makespan_us == pytest.approx(800)
+    assert spans(sp, "post")[-2:] == [(700, 750), (750, 800)]

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, need_shared
-
 from ditpar.errors import InputError
 from ditpar.events import COLUMNS
 from ditpar.readers import discover, load_profiles

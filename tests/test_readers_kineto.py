@@ -7,7 +7,6 @@ import json
 
 import pytest
 from conftest import need_shared
-
 from ditpar.errors import InputError
 from ditpar.readers import load_profiles
 

@@ -243,6 +243,36 @@ def test_named_scripts_and_flags_exist(doc):
     assert not problems, f"{rel(doc)}:\n  " + "\n  ".join(sorted(set(problems)))
 
 
+def heading_slugs(text: str) -> set[str]:
+    """GitHub-style anchors of a document's headings (duplicates get -1, -2, ...)."""
+    slugs: set[str] = set()
+    for line in FENCE_RE.sub("", text).splitlines():
+        m = re.match(r"#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if not m:
+            continue
+        base = re.sub(r"[^\w\- ]", "", m.group(1).strip().lower().replace("`", "")).replace(" ", "-")
+        slug, n = base, 0
+        while slug in slugs:
+            n += 1
+            slug = f"{base}-{n}"
+        slugs.add(slug)
+    return slugs
+
+
+@pytest.mark.parametrize("doc", doc_files(), ids=rel)
+def test_anchor_links_resolve(doc):
+    text = doc.read_text(encoding="utf-8")
+    broken = []
+    for target in LINK_RE.findall(text):
+        if "#" not in target or re.match(r"[a-z]+:", target):
+            continue
+        path, anchor = target.split("#", 1)
+        dest = (doc.parent / path).resolve() if path else doc
+        if dest.exists() and dest.suffix == ".md" and anchor not in heading_slugs(dest.read_text(encoding="utf-8")):
+            broken.append(target)
+    assert not broken, f"{rel(doc)}: links to headings that do not exist: {broken}"
+
+
 def test_every_script_is_routed_from_skill_md():
     text = SKILL.read_text(encoding="utf-8")
     unrouted = [p.name for p in script_files() if f"scripts/{p.name}" not in text]
@@ -352,10 +382,11 @@ def test_long_reference_has_contents(ref):
         return
     head = lines[:40]
     idx = next((i for i, line in enumerate(head)
-                if re.match(r"#+\s*(contents|table of contents)\b", line.strip(), re.I)), None)
-    assert idx is not None, f"{ref.name} has {len(lines)} lines but no '## Contents' heading near the top"
-    items = [line for line in lines[idx + 1: idx + 40] if re.match(r"\s*(?:[-*]|\d+\.)\s+\[.+\]\(#", line)]
-    assert len(items) >= 3, f"{ref.name}: the contents list needs linked entries ([title](#anchor))"
+                if re.fullmatch(r"(#+\s*)?\**\s*(contents|table of contents)\s*:?\s*\**", line.strip(), re.I)),
+               None)
+    assert idx is not None, f"{ref.name} has {len(lines)} lines but no 'Contents' list in its first 40 lines"
+    items = [line for line in lines[idx + 1: idx + 40] if re.match(r"\s*(?:[-*]|\d+\.)\s+\S", line)]
+    assert len(items) >= 3, f"{ref.name}: the contents list needs at least 3 entries (- [title](#anchor))"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -426,3 +457,26 @@ def test_evals_name_reachable_scripts_and_references():
             elif r not in refs:
                 problems.append(f"eval {e['id']}: {r} is not reachable from SKILL.md in two hops")
     assert not problems, "\n".join(problems)
+
+
+# ---------------------------------------------------------------------------------------------
+# templates are usable as they stand
+
+
+def test_topology_template_loads_as_a_hardware_preset():
+    """templates/topology.toml is read by the same loader as templates/hardware/*.toml."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    from ditpar.presets import parse_hardware
+
+    path = ROOT / "templates" / "topology.toml"
+    with open(path, "rb") as fh:
+        data = tomllib.load(fh)
+    hw = parse_hardware(data, path)
+    domains = data["domains"]
+    flat = sorted(d for dom in domains for d in dom)
+    assert flat == list(range(hw.devices_per_node)), "domains must partition the devices of a node"
+    assert {len(dom) for dom in domains} == {hw.domain_size}
+    assert set(hw.links) >= {"intra_domain", "inter_domain"}

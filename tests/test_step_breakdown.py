@@ -10,7 +10,6 @@ from decimal import Decimal
 
 import pytest
 from conftest import ROOT, need_shared, run_script
-
 from ditpar.breakdown import step_breakdown
 from ditpar.readers import load_profiles
 
@@ -204,3 +203,74 @@ def test_no_reference_for_kineto_is_not_a_pass_or_fail():
     doc = json.loads(run_script("step_breakdown.py", str(need_shared("fixtures", "kineto", "hta-nccl_data.json.gz")),
                                 "--json", check=0).stdout)
     assert doc["status"] == "no-reference" and doc["compared"] == 0
+
+
+# --- bad input: exit 2, one line on stderr naming the file and what was expected -----------
+
+
+def bad_copy(tmp_path, edit):
+    dst = tmp_path / "rank0_ascend_pt"
+    shutil.copytree(next(CANN83.glob("node0_23101*")), dst)
+    kd = dst / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+    kd.write_bytes(edit(kd.read_bytes().decode()).encode())
+    return dst, kd
+
+
+def assert_one_line_error(proc, *fragments):
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert lines[0].startswith("step_breakdown.py: error: ")
+    for frag in fragments:
+        assert frag in lines[0], (frag, lines[0])
+
+
+def test_cli_empty_folder(tmp_path):
+    assert_one_line_error(run_script("step_breakdown.py", str(tmp_path)), f"{tmp_path}: no profile found",
+                          "expected *_ascend_pt folders", "found an empty folder")
+
+
+def test_cli_folder_without_profile(tmp_path):
+    (tmp_path / "readme.txt").write_text("not a profile")
+    assert_one_line_error(run_script("step_breakdown.py", str(tmp_path)), f"{tmp_path}: no profile found",
+                          "found ['readme.txt']")
+
+
+def test_cli_missing_path(tmp_path):
+    assert_one_line_error(run_script("step_breakdown.py", str(tmp_path / "nope")),
+                          f"{tmp_path / 'nope'}: no such file or folder")
+
+
+def test_cli_csv_missing_column(tmp_path):
+    _, kd = bad_copy(tmp_path, lambda t: t.replace("Duration(us)", "Dur"))
+    assert_one_line_error(run_script("step_breakdown.py", str(tmp_path)),
+                          f"{kd}: missing column(s) ['Duration(us)']; have [")
+
+
+def test_cli_non_numeric_time(tmp_path):
+    _, kd = bad_copy(tmp_path, lambda t: t.replace("1764246877073670.140\t", "N/A", 1))
+    assert_one_line_error(run_script("step_breakdown.py", str(tmp_path)),
+                          f"{kd}: column 'Start Time(us)': line 3: expected a decimal time in microseconds, got 'N/A'")
+
+
+def test_cli_truncated_trace(tmp_path):
+    src = need_shared("fixtures", "kineto", "hta-nccl_data.json.gz")
+    path = tmp_path / "rank0.json"
+    path.write_bytes(gzip.decompress(src.read_bytes())[:200000])
+    assert_one_line_error(run_script("step_breakdown.py", str(path)), f"{path}: file ends early", "truncated")
+
+
+def test_cli_truncated_gzip(tmp_path):
+    src = need_shared("fixtures", "kineto", "hta-nccl_data.json.gz")
+    path = tmp_path / "rank0.json.gz"
+    path.write_bytes(src.read_bytes()[:100000])
+    assert_one_line_error(run_script("step_breakdown.py", str(path)), f"{path}: cannot read",
+                          "expected a JSON trace")
+
+
+def test_cli_non_json_trace(tmp_path):
+    path = tmp_path / "rank0.json"
+    path.write_text("this is not json\n")
+    assert_one_line_error(run_script("step_breakdown.py", str(path)), f"{path}: expected '[' or '{{'",
+                          "expected a Chrome-trace JSON document")

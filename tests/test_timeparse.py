@@ -7,11 +7,10 @@ from decimal import ROUND_HALF_UP, Decimal
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from ditpar.errors import InputError
 from ditpar.timeparse import parse_us_column, us_scalar_to_ns, us_to_ns
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 
 def decimal_ns(text: str) -> int:

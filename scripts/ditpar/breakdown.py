@@ -82,7 +82,8 @@ def _rank_rows(rank: int, events: pd.DataFrame, windows: pd.DataFrame) -> list[d
         free = busy.gaps(lo, hi)
     else:
         free = Intervals.empty()
-    receive = events["name"].astype(str).str.startswith(RECEIVE_PREFIX).to_numpy()
+    codes, names = pd.factorize(events["name"], use_na_sentinel=False)
+    receive = np.array([str(x).startswith(RECEIVE_PREFIX) for x in names] or [False], dtype=bool)[codes]
     if windows.empty:
         windows = pd.DataFrame({"step": pd.array([pd.NA], dtype="Int64"),
                                 "start_ns": [int(start.min())], "end_ns": [int(end.max())]})

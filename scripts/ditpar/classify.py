@@ -133,8 +133,7 @@ def _short(name: str) -> str:
 
 def classify_ascend(names: pd.Series, types: pd.Series, cores: pd.Series) -> Classified:
     """Classify kernel_details rows (Name, Type, Accelerator Core columns)."""
-    frame = pd.DataFrame({"n": _text(names), "t": _text(types), "c": _text(cores)})
-    codes, uniques = _factorize(frame)
+    codes, uniques = _factorize(names, types, cores)
     decided = [ascend_one(n, t, c) for n, t, c in uniques]
     return _expand(codes, [(k, f, g) for k, f, g, _ in decided], [d[3] for d in decided])
 
@@ -142,26 +141,34 @@ def classify_ascend(names: pd.Series, types: pd.Series, cores: pd.Series) -> Cla
 def classify_kineto(names: pd.Series, cats: pd.Series, collectives: pd.Series,
                     groups: pd.Series) -> Classified:
     """Classify Kineto GPU activities (name, cat, args['Collective name'], args['Process Group Name'])."""
-    frame = pd.DataFrame({"n": _text(names), "t": _text(cats), "c": _text(collectives)})
-    codes, uniques = _factorize(frame)
+    codes, uniques = _factorize(names, cats, collectives)
     decided = [kineto_one(n, t, c) for n, t, c in uniques]
     out = _expand(codes, [(k, f, "") for k, f, _ in decided], [d[2] for d in decided])
-    group = _text(groups).to_numpy(dtype=object)
+    g_codes, g_uniques = pd.factorize(pd.Series(groups).reset_index(drop=True), use_na_sentinel=False)
+    group = np.array([_str(v) for v in g_uniques] or [""], dtype=object)[g_codes]
     out.group = np.where(out.kind == "comm", group, "").astype(object)
     return out
 
 
-def _text(values: pd.Series) -> pd.Series:
-    s = pd.Series(values).reset_index(drop=True)
-    return s.astype(object).where(s.notna(), "").astype(str)
+def _str(value: object) -> str:
+    return "" if value is None or (isinstance(value, float) and value != value) else str(value)
 
 
-def _factorize(frame: pd.DataFrame) -> tuple[np.ndarray, list[tuple[str, str, str]]]:
-    if len(frame) == 0:
+def _factorize(*columns: pd.Series) -> tuple[np.ndarray, list[tuple[str, ...]]]:
+    """Codes of the distinct combinations of several columns, and those combinations as text."""
+    n = len(columns[0])
+    if n == 0:
         return np.zeros(0, dtype=np.int64), []
-    keys = frame["n"] + "\x1f" + frame["t"] + "\x1f" + frame["c"]
-    codes, uniq = pd.factorize(keys, sort=False)
-    return codes, [tuple(u.split("\x1f")) for u in uniq]  # type: ignore[misc]
+    combined = np.zeros(n, dtype=np.int64)
+    rows: list[tuple[str, ...]] = [()]  # the text of each distinct combination so far
+    for col in columns:
+        codes, uniques = pd.factorize(pd.Series(col).reset_index(drop=True), use_na_sentinel=False)
+        texts = [_str(v) for v in uniques]
+        # keep the codes compact: renumber the combinations seen so far, then add this column
+        keys, combined = np.unique(combined * len(texts) + codes, return_inverse=True)
+        rows = [(*rows[k // len(texts)], texts[k % len(texts)]) for k in keys.tolist()]
+        combined = combined.ravel().astype(np.int64)
+    return combined, rows
 
 
 def _expand(codes: np.ndarray, decided: list[tuple[str, str, str]], labels: list[str | None]) -> Classified:

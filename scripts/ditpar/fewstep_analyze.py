@@ -102,6 +102,7 @@ def drift_row(config: str, devices: int, few: dict | None, anchor: dict | None, 
                            "few_per_step_s": few and few["per_step_s"],
                            "anchor_per_step_s": anchor and anchor["per_step_s"],
                            "r": None, "drift_pct": None, "drift_ok": None,
+                           "marginal_per_step_s": None, "fixed_s": None,
                            "share_few": None, "share_anchor": None, "share_drift_pp": None,
                            "share_ok": None}
     if few is None or anchor is None:
@@ -109,6 +110,10 @@ def drift_row(config: str, devices: int, few: dict | None, anchor: dict | None, 
         return out
     r = anchor["per_step_s"] / few["per_step_s"]
     out.update(r=r, drift_pct=(r - 1.0) * 100.0)
+    # two-point fit T(n) = fixed + n * marginal through the cell medians (informational)
+    t_few, t_anchor = few["per_step_s"] * few["steps"], anchor["per_step_s"] * anchor["steps"]
+    marginal = (t_anchor - t_few) / (anchor["steps"] - few["steps"])
+    out.update(marginal_per_step_s=marginal, fixed_s=t_few - few["steps"] * marginal)
     usable = few["usable"] and anchor["usable"]
     if usable:
         out["drift_ok"] = abs(r - 1.0) * 100.0 <= gates.drift_pct
@@ -295,7 +300,7 @@ CELL_COLUMNS = ("config", "tier", "devices", "steps", "repeats", "ranks", "per_s
                 "per_step_min_s", "per_step_max_s", "dispersion_pct", "status", "slowest_rank",
                 "rank_skew_pct", "comm_exposed_share", "dit_s_median")
 DRIFT_COLUMNS = ("config", "devices", "few_per_step_s", "anchor_per_step_s", "r", "drift_pct",
-                 "share_few", "share_anchor", "share_drift_pp", "status")
+                 "marginal_per_step_s", "fixed_s", "share_few", "share_anchor", "share_drift_pp", "status")
 
 
 def _shown(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

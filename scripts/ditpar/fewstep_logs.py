@@ -1,4 +1,4 @@
-"""Command templates and log extraction for the few-step runner.
+"""Command templates and log extraction (the Extractor) for the few-step runner.
 
 Templates use ``{name}`` placeholders (``{{`` and ``}}`` for literal braces); values are shell-quoted
 on substitution. Timings come from a user regex with a named group ``dit_s`` and, optionally, ``rank``.
@@ -10,6 +10,7 @@ import re
 import shlex
 import string
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 
 from .errors import InputError
 
@@ -140,3 +141,81 @@ def group_requests(matches: Sequence[tuple[int | None, float]], ranks: int,
     for start in range(0, len(matches), ranks):
         requests.append({i: v for i, (_, v) in enumerate(matches[start:start + ranks])})
     return requests
+
+
+class Extractor:
+    """Turns log text into requests of per-rank DiT times (and exposed shares)."""
+
+    def __init__(self, dit_regex: str, dit_unit: str = "s", share_regex: str | None = None,
+                 iters_regex: str | None = None):
+        if dit_unit not in UNITS:
+            raise InputError(f"--dit-unit {dit_unit!r}: one of {sorted(UNITS)}")
+        self.pattern = dit_regex
+        self.dit = compile_regex(dit_regex, "--dit-regex", "dit_s")
+        self.share = compile_regex(share_regex, "--share-regex", "share") if share_regex else None
+        self.iters = compile_regex(iters_regex, "--iters-regex", "iters") if iters_regex else None
+        self.scale = UNITS[dit_unit]
+        self.matched_any = False
+
+    def count(self, text: str) -> int:
+        """Number of timing lines in text."""
+        return len(find_values(text, self.dit, "dit_s", self.scale))
+
+    def complete(self, text: str, ranks: int) -> bool:
+        """Whether text holds one request's lines: times (and shares, iterations) for every rank."""
+        if self.count(text) < ranks:
+            return False
+        if self.share is not None and len(find_values(text, self.share, "share")) < ranks:
+            return False
+        return self.iters is None or bool(find_values(text, self.iters, "iters"))
+
+    def extract(self, text: str, log: Path, ranks: int, rc_ok: bool, want: int) -> list[dict]:
+        """``want`` requests found in text, each {"dit": {rank: s}, "share": {rank: f} or None}.
+
+        A regex that has matched nothing yet, on the log of a command that exited 0, is an input
+        error (exit 2 naming the log); any other shortfall is a failed run (ExtractError).
+        """
+        matches = find_values(text, self.dit, "dit_s", self.scale, str(log))
+        if not matches:
+            if rc_ok and not self.matched_any:
+                raise InputError(f"{log}: --dit-regex {self.pattern!r} never matched (the command "
+                                 "exited 0); check the pattern against this log")
+            raise ExtractError(f"{log}: no line matches --dit-regex")
+        self.matched_any = True
+        requests = group_requests(matches, ranks, str(log))
+        if len(requests) != want:
+            raise ExtractError(f"{log}: found {len(requests)} request(s), expected {want}")
+        out = [{"dit": req, "share": None} for req in requests]
+        if self.share is not None:
+            shares = group_requests(find_values(text, self.share, "share", 1.0, str(log)), ranks,
+                                    str(log))
+            if len(shares) != want:
+                raise ExtractError(f"{log}: --share-regex found {len(shares)} request(s), "
+                                   f"expected {want}")
+            for item, sh in zip(out, shares, strict=True):
+                if set(sh) != set(item["dit"]):
+                    raise ExtractError(f"{log}: share ranks {sorted(sh)} != time ranks "
+                                       f"{sorted(item['dit'])}")
+                item["share"] = sh
+        if self.iters is not None:
+            for item, n in zip(out, self._iterations(text, log, ranks, want), strict=True):
+                item["iters"] = n
+        return out
+
+    def _iterations(self, text: str, log: Path, ranks: int, want: int) -> list[int]:
+        """Measured denoise iterations per request: one line per request, or one per rank."""
+        values = [v for _, v in find_values(text, self.iters, "iters", 1.0, str(log))]  # type: ignore[arg-type]
+        if len(values) == want:
+            chunks = [[v] for v in values]
+        elif len(values) == want * ranks:
+            chunks = [values[i:i + ranks] for i in range(0, len(values), ranks)]
+        else:
+            raise ExtractError(f"{log}: --iters-regex found {len(values)} line(s), expected {want} "
+                               f"or {want * ranks}")
+        out = []
+        for chunk in chunks:
+            if len(set(chunk)) != 1 or chunk[0] < 1 or chunk[0] != int(chunk[0]):
+                raise ExtractError(f"{log}: iteration counts {chunk} disagree or are not positive "
+                                   "integers")
+            out.append(int(chunk[0]))
+        return out

@@ -26,10 +26,9 @@ from .errors import InputError
 from .fewstep_logs import (
     UNITS,
     ExtractError,
+    Extractor,
     check_template,
     compile_regex,
-    find_values,
-    group_requests,
     render,
     render_regex,
 )
@@ -223,76 +222,6 @@ def _read_from(path: Path, offset: int) -> str:
         return fh.read().decode("utf-8", errors="replace")
 
 
-class Extractor:
-    """Turns log text into requests of per-rank DiT times (and exposed shares)."""
-
-    def __init__(self, dit_regex: str, dit_unit: str = "s", share_regex: str | None = None,
-                 iters_regex: str | None = None):
-        if dit_unit not in UNITS:
-            raise InputError(f"--dit-unit {dit_unit!r}: one of {sorted(UNITS)}")
-        self.pattern = dit_regex
-        self.dit = compile_regex(dit_regex, "--dit-regex", "dit_s")
-        self.share = compile_regex(share_regex, "--share-regex", "share") if share_regex else None
-        self.iters = compile_regex(iters_regex, "--iters-regex", "iters") if iters_regex else None
-        self.scale = UNITS[dit_unit]
-        self.matched_any = False
-
-    def count(self, text: str) -> int:
-        """Number of timing lines in text."""
-        return len(find_values(text, self.dit, "dit_s", self.scale))
-
-    def extract(self, text: str, log: Path, ranks: int, rc_ok: bool, want: int) -> list[dict]:
-        """``want`` requests found in text, each {"dit": {rank: s}, "share": {rank: f} or None}.
-
-        A regex that has matched nothing yet, on the log of a command that exited 0, is an input
-        error (exit 2 naming the log); any other shortfall is a failed run (ExtractError).
-        """
-        matches = find_values(text, self.dit, "dit_s", self.scale, str(log))
-        if not matches:
-            if rc_ok and not self.matched_any:
-                raise InputError(f"{log}: --dit-regex {self.pattern!r} never matched (the command "
-                                 "exited 0); check the pattern against this log")
-            raise ExtractError(f"{log}: no line matches --dit-regex")
-        self.matched_any = True
-        requests = group_requests(matches, ranks, str(log))
-        if len(requests) != want:
-            raise ExtractError(f"{log}: found {len(requests)} request(s), expected {want}")
-        out = [{"dit": req, "share": None} for req in requests]
-        if self.share is not None:
-            shares = group_requests(find_values(text, self.share, "share", 1.0, str(log)), ranks,
-                                    str(log))
-            if len(shares) != want:
-                raise ExtractError(f"{log}: --share-regex found {len(shares)} request(s), "
-                                   f"expected {want}")
-            for item, sh in zip(out, shares, strict=True):
-                if set(sh) != set(item["dit"]):
-                    raise ExtractError(f"{log}: share ranks {sorted(sh)} != time ranks "
-                                       f"{sorted(item['dit'])}")
-                item["share"] = sh
-        if self.iters is not None:
-            for item, n in zip(out, self._iterations(text, log, ranks, want), strict=True):
-                item["iters"] = n
-        return out
-
-    def _iterations(self, text: str, log: Path, ranks: int, want: int) -> list[int]:
-        """Measured denoise iterations per request: one line per request, or one per rank."""
-        values = [v for _, v in find_values(text, self.iters, "iters", 1.0, str(log))]  # type: ignore[arg-type]
-        if len(values) == want:
-            chunks = [[v] for v in values]
-        elif len(values) == want * ranks:
-            chunks = [values[i:i + ranks] for i in range(0, len(values), ranks)]
-        else:
-            raise ExtractError(f"{log}: --iters-regex found {len(values)} line(s), expected {want} "
-                               f"or {want * ranks}")
-        out = []
-        for chunk in chunks:
-            if len(set(chunk)) != 1 or chunk[0] < 1 or chunk[0] != int(chunk[0]):
-                raise ExtractError(f"{log}: iteration counts {chunk} disagree or are not positive "
-                                   "integers")
-            out.append(int(chunk[0]))
-        return out
-
-
 class MatrixState:
     """The matrix being built: records, the finished-run set, and an atomic save after each run."""
 
@@ -339,6 +268,7 @@ class Runner:
         """Load an existing matrix and check that it was made with the same contract."""
         s = self.s
         s.logdir.mkdir(parents=True, exist_ok=True)
+        s.matrix.parent.mkdir(parents=True, exist_ok=True)
         manifest = s.logdir / "manifest.json"
         known: dict[str, dict[str, str]] = {}
         if manifest.exists():
@@ -357,7 +287,6 @@ class Runner:
                "mode": "server" if s.server else "launch", "launch": s.launch, "request": s.request,
                "dit_regex": s.dit_regex, "dit_unit": s.dit_unit, "share_regex": s.share_regex,
                "iters_regex": s.iters_regex, "expect": s.expect, "warmup": s.n_warmup, "configs": known}
-        write_atomic(manifest, dumps_json(doc) + "\n")
         if s.matrix.exists():
             for r in read_matrix(s.matrix):
                 cfg = next((c for c in s.configs if c.name == r.config), None)
@@ -372,6 +301,7 @@ class Runner:
                 self.m.records.append(_record_from_row(r))
                 self.m.done.add((r.config, r.tier, r.repeat))
             self.x.matched_any = bool(self.m.records)
+        write_atomic(manifest, dumps_json(doc) + "\n")
 
     def _say(self, text: str) -> None:
         self.s.progress.write(f"fewstep run: {text}\n")
@@ -546,8 +476,7 @@ class Runner:
         deadline = time.monotonic() + (s.settle_s if rc == 0 else 0.0)
         while True:
             segment = _read_from(server_log, offset)
-            found = self.x.count(segment)
-            if found >= cfg.ranks or time.monotonic() >= deadline:
+            if self.x.complete(segment, cfg.ranks) or time.monotonic() >= deadline:
                 break
             time.sleep(0.02)
         write_atomic(log, segment)

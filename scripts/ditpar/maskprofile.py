@@ -243,12 +243,13 @@ def main(args, tool: str) -> int:
         cli.print_json(tool, {"command": "profile", **res})
         return 0
     print(f"family {res['family']!r}" + (f" on communicator {res['group']!r}" if res["group"] else "")
-          + f", consumer {res['consumer']!r}, {res['chunks']} chunks, per layer (/{res['layers']:g} layers "
-          f"x windows); mode {res['mode']}")
+          + f", consumer {res['consumer']!r}, {res['chunks']} chunks; us per layer = rank total / "
+          f"(step windows x {res['layers']:g} layers); mode {res['mode']}")
     print(cli.format_table(res["rows"], COLUMNS, digits=3))
     w = next(r for r in res["rows"] if r["rank"] == res["worst_rank"])
     if w["achieved_fraction"] is not None and w["achieved_fraction"] > 1.05:
-        print("warning: masking above the ceiling -- C may mix other communicators (--group) or the drain "
-              "is understated", file=sys.stderr)
+        print(f"warning: rank {w['rank']} masks {w['achieved_fraction']:.3g}x its ceiling -- compute other than "
+              "--consumer hides the family (F too small), C mixes other communicators (--group), or the "
+              "drain is understated", file=sys.stderr)
     return 0
 

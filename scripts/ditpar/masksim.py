@@ -9,6 +9,9 @@ Optionally each chunk has an output transform T_g (t us, on the compute stream) 
 With ``transforms="per-chunk"`` T_g is enqueued right after A_g; with ``"batched"`` all T_g are
 enqueued after the last attention chunk -- the shape of a host loop that issues every attention
 chunk before any output work, or of a reverse that waits on the whole compute stream (t = 0).
+Optionally each chunk also has post-reverse work P_g (p us on the compute stream, e.g. copy-back or
+a per-chunk share of the output projection) that waits for R_g; the host loop of each order decides
+where it is enqueued (after all attention for forward-first, one chunk behind for pipelined).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ ORDER_MEANING = {
 class Op:
     """One simulated task: what it is, which chunk, which stream, when."""
 
-    kind: str  # "forward", "attention", "transform", "reverse"
+    kind: str  # "forward", "attention", "transform", "reverse", "post"
     chunk: int
     stream: str  # "comm" or "compute"
     start_us: float
@@ -40,7 +43,7 @@ class Op:
 
     @property
     def label(self) -> str:
-        return {"forward": "F", "attention": "A", "transform": "T", "reverse": "R"}[self.kind] + str(self.chunk)
+        return {"forward": "F", "attention": "A", "transform": "T", "reverse": "R", "post": "P"}[self.kind] + str(self.chunk)
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,7 @@ class SimResult:
     comm_us: float
     transform_us: float = 0.0
     transforms: str = "per-chunk"
+    post_us: float = 0.0
 
     @property
     def masking(self) -> float:
@@ -90,34 +94,53 @@ def comm_issue_order(order: str, n: int) -> list[tuple[str, int]]:
 TRANSFORMS = ("per-chunk", "batched")
 
 
-def compute_issue_order(n: int, transform_us: float, transforms: str) -> list[tuple[str, int]]:
-    """The compute stream's issue order: attention chunks, with or without output transforms."""
+def compute_issue_order(n: int, transform_us: float, transforms: str, order: str = "forward-first",
+                        post_us: float = 0.0) -> list[tuple[str, int]]:
+    """The compute stream's issue order: attention chunks, output transforms, post-reverse work."""
     if transforms not in TRANSFORMS:
         raise InputError(f"--transforms: unknown value {transforms!r}; expected one of {list(TRANSFORMS)}")
+    per_chunk: list[list[tuple[str, int]]] = []
+    for g in range(n):
+        items = [("attention", g)]
+        if transforms == "per-chunk" and transform_us > 0:
+            items.append(("transform", g))
+        per_chunk.append(items)
+    seq = [item for items in per_chunk for item in items]
     if transforms == "batched":
-        return [("attention", g) for g in range(n)] + [("transform", g) for g in range(n)]
-    if transform_us > 0:
-        return [item for g in range(n) for item in (("attention", g), ("transform", g))]
-    return [("attention", g) for g in range(n)]
+        seq += [("transform", g) for g in range(n)]
+    if post_us <= 0:
+        return seq
+    if order == "pipelined" and transforms == "per-chunk":
+        seq = []
+        for g in range(n):
+            seq += per_chunk[g]
+            if g >= 1:
+                seq.append(("post", g - 1))
+        return seq + [("post", n - 1)]
+    if order == "alternating" and transforms == "per-chunk":
+        return [item for g in range(n) for item in per_chunk[g] + [("post", g)]]
+    return seq + [("post", g) for g in range(n)]
 
 
 def simulate(layer: Layer, order: str, transform_us: float = 0.0,
-             transforms: str = "per-chunk") -> SimResult:
+             transforms: str = "per-chunk", post_us: float = 0.0) -> SimResult:
     """Run the two FIFO streams to completion and measure makespan and exposed communication."""
     comm_q = comm_issue_order(order, layer.chunks)
-    comp_q = compute_issue_order(layer.chunks, transform_us, transforms)
-    return run_streams(layer, comm_q, comp_q, transform_us, label=order, transforms=transforms)
+    comp_q = compute_issue_order(layer.chunks, transform_us, transforms, order, post_us)
+    return run_streams(layer, comm_q, comp_q, transform_us, label=order, transforms=transforms,
+                       post_us=post_us)
 
 
 def run_streams(layer: Layer, comm_q: list[tuple[str, int]], comp_q: list[tuple[str, int]],
-                transform_us: float = 0.0, label: str = "custom", transforms: str = "per-chunk") -> SimResult:
+                transform_us: float = 0.0, label: str = "custom", transforms: str = "per-chunk",
+                post_us: float = 0.0) -> SimResult:
     """Simulate given issue orders of both streams (any order; a deadlock is an InputError)."""
     order = label
     a, b, f = layer.forward_us, layer.reverse_us, layer.f_us
     has_t = any(kind == "transform" for kind, _ in comp_q)
-    dur = {"forward": a, "reverse": b, "attention": f, "transform": transform_us}
+    dur = {"forward": a, "reverse": b, "attention": f, "transform": transform_us, "post": post_us}
     need = {"forward": None, "attention": "forward", "transform": "attention",
-            "reverse": "transform" if has_t else "attention"}
+            "reverse": "transform" if has_t else "attention", "post": "reverse"}
     done: dict[tuple[str, int], float] = {}
     free = {"comm": 0.0, "compute": 0.0}
     queues = {"comm": comm_q, "compute": comp_q}
@@ -153,7 +176,8 @@ def run_streams(layer: Layer, comm_q: list[tuple[str, int]], comp_q: list[tuple[
     exposed = sum(hi - lo for op in ops if op.stream == "comm"
                   for lo, hi in _minus((op.start_us, op.end_us), compute))
     makespan = max(o.end_us for o in ops)
-    return SimResult(order, layer, tuple(ops), makespan, exposed, layer.comm_us, transform_us, transforms)
+    return SimResult(order, layer, tuple(ops), makespan, exposed, layer.comm_us, transform_us, transforms,
+                     post_us)
 
 
 def _minus(span: tuple[float, float], others: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -181,13 +205,14 @@ def summary(result: SimResult) -> dict[str, object]:
         "makespan_us": result.makespan_us,
         "exposed_us": result.exposed_us,
         "masking": result.masking,
-        "compute_us": result.layer.compute_us + result.layer.chunks * result.transform_us,
+        "compute_us": result.layer.compute_us + result.layer.chunks * (result.transform_us + result.post_us),
         "comm_us": result.comm_us,
         "transforms": result.transforms,
     }
 
 
-COLORS = {"forward": "#4C72B0", "attention": "#55A868", "transform": "#8172B3", "reverse": "#DD8452"}
+COLORS = {"forward": "#4C72B0", "attention": "#55A868", "transform": "#8172B3", "reverse": "#DD8452",
+          "post": "#937860"}
 
 
 def plot_gantt(results: list[SimResult], path: str) -> None:
@@ -198,6 +223,7 @@ def plot_gantt(results: list[SimResult], path: str) -> None:
     rows = len(results) * 2
     fig, ax = plt.subplots(figsize=(11, 0.55 * rows + 1.6))
     yticks, ylabels = [], []
+    span = max(r.makespan_us for r in results)
     for i, res in enumerate(results):
         base = (len(results) - 1 - i) * 2.6
         ys = {"compute": base + 1.2, "comm": base}
@@ -205,7 +231,7 @@ def plot_gantt(results: list[SimResult], path: str) -> None:
             y = ys[op.stream]
             ax.broken_barh([(op.start_us, op.end_us - op.start_us)], (y, 0.9),
                            facecolors=COLORS[op.kind], edgecolor="black", linewidth=0.5)
-            if res.layer.chunks <= 16:
+            if res.layer.chunks <= 16 and op.end_us - op.start_us >= 0.02 * span:
                 ax.text((op.start_us + op.end_us) / 2, y + 0.45, op.label, ha="center",
                         va="center", fontsize=7, color="white")
         for lo, hi in res.exposed_spans():
@@ -218,11 +244,11 @@ def plot_gantt(results: list[SimResult], path: str) -> None:
     lay = results[0].layer
     ax.set_title(f"C={lay.comm_us:g} us, F={lay.compute_us:g} us, n={lay.chunks}, "
                  f"drain={lay.drain_us:g} us  (red: exposed communication)", fontsize=9)
-    kinds = [k for k in ("forward", "attention", "transform", "reverse")
+    kinds = [k for k in ("forward", "attention", "transform", "reverse", "post")
              if any(o.kind == k for r in results for o in r.ops)]
     handles = [plt.Rectangle((0, 0), 1, 1, color=COLORS[k]) for k in kinds]
     names = {"forward": "forward collective", "attention": "attention chunk",
-             "transform": "output transform", "reverse": "reverse collective"}
+             "transform": "output transform", "reverse": "reverse collective", "post": "post-reverse work"}
     ax.legend(handles, [names[k] for k in kinds], loc="upper center", bbox_to_anchor=(0.5, -0.18),
               fontsize=7, ncol=len(kinds), frameon=False)
     ax.grid(axis="x", alpha=0.3)

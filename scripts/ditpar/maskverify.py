@@ -218,11 +218,13 @@ def main(args, tool: str) -> int:
     verdict = FAIL if failed else (NO_EVIDENCE if none else PASS)
     if args.csv:
         cli.write_csv(args.csv, pd.DataFrame(items))
+    with_evidence = sum(i["status"] != NO_EVIDENCE for i in items)
     if args.json:
-        cli.print_json(tool, {"command": "verify", "verdict": verdict, "checks": items})
+        cli.print_json(tool, {"command": "verify", "verdict": verdict, "items_with_evidence": with_evidence,
+                              "checks": items})
     else:
         print(cli.format_table(items, ["status", "name", "detail"], headers={"detail": "evidence"}))
-        print(f"verdict: {verdict}")
+        print(f"verdict: {verdict} ({with_evidence} of {len(items)} items had evidence)")
     if failed:
         return 1
     if none:

@@ -53,12 +53,14 @@ def rank_plans(model, hw, shape: Shape, devices: int, tun: Tunables, *, with_dp:
             continue
         bd = predict(model, hw, shape, plan, tun)
         g2 = gates.memory_fit(model, hw, shape, plan, bd)
+        if g2.verdict == "warn":
+            add_weight_gather(hw, shape, plan, bd)
         results.append(PlanResult(plan, bd, [g1, g2], g2.verdict != "veto"))
     useful = [r for r in results if r.feasible and (devices == 1 or r.plan.dp < devices)]
     if not useful:
         reasons = sorted({r.gates[-1].reason.split(";")[0] for r in results if not r.feasible})[:3]
         raise InputError(f"no plan can use {devices} devices for one request of {model.name} on {hw.name} "
-                         f"(only data parallel replicas fit): " + " | ".join(reasons))
+                         f"(G1/G2 vetoes, e.g.): " + " | ".join(reasons))
     results.sort(key=lambda r: (not r.feasible, r.latency_s, r.plan.dp))
     for i, r in enumerate(results, 1):
         r.rank = i
@@ -82,6 +84,28 @@ def rank_plans(model, hw, shape: Shape, devices: int, tun: Tunables, *, with_dp:
     return results
 
 
+def add_weight_gather(hw, shape: Shape, plan: Plan, bd: Breakdown) -> None:
+    """Charge layer-wise weight sharding (the G2 unlock): every step all-gathers the weights over all
+    ranks, prefetched behind compute, so only the part longer than the step's compute is exposed."""
+    from .work import effective_bw, ring_flows, ring_link
+
+    ranks = list(range(plan.devices))
+    key = ring_link(hw, ranks)
+    bw = effective_bw(hw, key, len(ranks), ring_flows(hw, ranks)[key]) * 1e9
+    weights = bd.memory_parts_GB.get("weights_GB", 0.0) * 1e9
+    p = len(ranks)
+    gather = weights * (p - 1) / p / bw + (p - 1) * hw.links[key].latency_us * 1e-6
+    compute_step = bd.compute_s / shape.steps
+    exposed = max(0.0, gather - compute_step) * shape.steps
+    bd.latency_s += exposed
+    bd.exposed_by_link_s[key] += exposed
+    bd.exposed_by_family_s["weight all-gather (layer-wise sharding)"] = exposed
+    bd.hidden_s += (gather * shape.steps - exposed)
+    bd.memory_GB -= bd.memory_parts_GB["weights_GB"] * (1 - 1 / p)
+    bd.memory_parts_GB["weights_GB"] /= p
+    bd.notes.append("weights sharded layer-wise over all ranks (G2 unlock); their all-gather is included")
+
+
 def runner_up(feas: list[PlanResult]) -> PlanResult | None:
     """The best plan that differs from the leader in more than its data-parallel degree."""
     if not feas:
@@ -101,7 +125,10 @@ def conclusion(results: list[PlanResult], model, hw, shape: Shape) -> str:
         return f"Only {a.plan.name} is feasible: predicted {a.latency_s:.3g} s."
     lead = b.latency_s / a.latency_s - 1
     g7 = next((g for g in a.gates if g.gate == "G7"), None)
-    flips = g7.reason.split("; ", 1)[1].removesuffix(" (projection, not measurement)") if g7 else ""
+    flips = ""
+    if g7 is not None:
+        parts = g7.reason.removesuffix(" (projection, not measurement)").split("; ", 1)
+        flips = parts[1] if len(parts) > 1 else parts[0]
     ab = a.breakdown
     dom = max(ab.exposed_by_link_s, key=ab.exposed_by_link_s.get)
     share = ab.exposed_comm_s / ab.latency_s if ab.latency_s else 0.0

@@ -65,9 +65,14 @@ def make_shape(model, width: int | None = None, height: int | None = None, frame
     lat_h, lat_w = height // sh, width // sw
     if lat_h < ph or lat_w < pw:
         raise InputError(f"{width}x{height}: smaller than one patch of {model.name}")
-    grid_t = max(1, latent_frames(model, frames) // max(1, pt))
-    return Shape(width=width, height=height, frames=frames, steps=steps, cfg=cfg, frames_tok=grid_t,
-                 tokens_per_frame=(lat_h // ph) * (lat_w // pw), text_joint=int(model.text_joint_tokens),
+    if model.kind != "video" and frames > 1:
+        raise InputError(f"--frames {frames}: {model.name} is an image model")
+    if hasattr(model, "visual_grid"):   # the preset's own rounding (a partial patch counts)
+        grid_t, grid_h, grid_w = model.visual_grid(width, height, frames)
+    else:
+        grid_t, grid_h, grid_w = max(1, latent_frames(model, frames) // max(1, pt)), lat_h // ph, lat_w // pw
+    return Shape(width=width, height=height, frames=frames, steps=steps, cfg=cfg, frames_tok=int(grid_t),
+                 tokens_per_frame=int(grid_h * grid_w), text_joint=int(model.text_joint_tokens),
                  text_cross=int(model.text_cross_tokens))
 
 

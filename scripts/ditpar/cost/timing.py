@@ -107,6 +107,9 @@ def _block_time(hw, bw: BlockWork, tun: Tunables, flops_rate: float, bd: Breakdo
         bd.exposed_by_link_s[link] += exposed * bw.count
         bd.hidden_s += hidden * bw.count
         exposed_total += exposed
+    hbm = float(getattr(hw, "hbm_bandwidth_GBps", 0) or 0)
+    relayout = bw.relayout_bytes * scale / (hbm * 1e9) if hbm else 0.0
+    compute += relayout
     device = compute + exposed_total
     host = bw.kernels * tun.launch_us * 1e-6
     bd.compute_s += compute * bw.count

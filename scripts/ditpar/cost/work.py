@@ -85,6 +85,7 @@ class BlockWork:
     cross_flops: float
     comms: list[Collective]
     kernels: float          # eager ops launched per block (host dispatch)
+    relayout_bytes: float = 0.0  # HBM traffic of the form's layout copies and merges (memory-bound)
 
 
 def link_key(hw, a: int, b: int) -> str:
@@ -234,6 +235,13 @@ def block_work(model, hw, shape: Shape, plan: Plan, groups: dict[str, list[list[
             comms.append(Collective("TP all-reduce", "tp", "allreduce", float(ar_per_block),
                                     {ring_link(hw, grp): 2.0 * (tp - 1) / tp * tensor}, alpha_steps=2 * (tp - 1),
                                     group_size=tp, flows=ring_flows(hw, grp)))
+        relayout = 0.0
+        if u > 1 and seq_comm:      # SeqAllToAll4D: transpose+contiguous before and after each all-to-all
+            relayout += 2 * 2 * n * b * batch * (2 * dq_l + 2 * kv_u)
+        if r > 1 and seq_comm:      # per hop: out/LSE update in fp32 (read out, read block out, write out)
+            relayout += (r - 1) * (n_attn / (r * g)) * (dq_l / u) * batch * (4 + 2 + 4)
+        if g > 1 and seq_comm:      # gathered K/V re-laid out once
+            relayout += 2 * (n_attn / r) * 2 * kv_rank * b * batch
         kernels = OPS_PER_BLOCK[base]
         if u > 1 and seq_comm:
             kernels += OPS_ULYSSES
@@ -246,7 +254,7 @@ def block_work(model, hw, shape: Shape, plan: Plan, groups: dict[str, list[list[
         if plan.pipefusion > 1:
             kernels += OPS_STALE_KV
         out.append(BlockWork(kind=kind, count=count / plan.pipefusion, linear_flops=lin, attn_flops=attn,
-                             cross_flops=cross, comms=comms, kernels=kernels))
+                             cross_flops=cross, comms=comms, kernels=kernels, relayout_bytes=relayout))
     return out
 
 

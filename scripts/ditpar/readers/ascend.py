@@ -27,7 +27,7 @@ from ..errors import InputError
 from ..events import make_events
 from ..profile import COMM_OP_COLUMNS, STEP_COLUMNS, STEP_TRACE_COLUMNS, GroupInfo
 from ..timeparse import parse_us_column, us_to_ns
-from .common import as_int, byte_counts, check_times, hashable
+from .common import as_int, byte_counts, check_times, factorize, hashable, text_of
 from .jsonstream import iter_trace, load_json
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
@@ -150,7 +150,7 @@ def _read_kernel_details(path: Path) -> pd.DataFrame:
         raise InputError(f"{path}: missing column(s) {missing}; have {header}")
     use = [c for c in (*REQUIRED_KERNEL_COLUMNS, *OPTIONAL_KERNEL_COLUMNS) if c in header]
     try:
-        frame = pd.read_csv(path, usecols=use, dtype=str, keep_default_na=False, na_filter=False,
+        frame = pd.read_csv(path, usecols=use, dtype=object, keep_default_na=False, na_filter=False,
                             engine="c", encoding="utf-8")
     except (ValueError, UnicodeDecodeError, pd.errors.ParserError, OSError) as exc:
         raise InputError(f"{path}: cannot parse as CSV ({_first_line(exc)})") from None
@@ -173,19 +173,36 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
+_EMPTY = frozenset({"", "N/A", "NA", "None"})
+
+
 def _int_column(values: pd.Series, where: str, allow_empty: bool) -> pd.Series:
-    """Parse an integer column; empty (and N/A) cells become NA when allowed."""
-    text = values.astype(str).str.strip()
-    empty = text.isin(["", "N/A", "NA", "None"])
-    good = text.str.fullmatch(r"-?\d{1,18}")
-    bad = ~(good | (empty & allow_empty))
-    if bad.any():
-        i = int(np.flatnonzero(bad.to_numpy(bool))[0])
-        raise InputError(f"{where}: line {i + 2}: expected an integer, got {text.iat[i]!r}")
-    out = pd.Series(pd.NA, index=values.index, dtype="Int64")
-    if good.any():
-        out[good] = text[good].astype(np.int64)
-    return out.reset_index(drop=True)
+    """Parse an integer column (distinct values only); empty and N/A cells become NA when allowed."""
+    codes, uniques = factorize(values)
+    parsed: list[object] = []
+    for u in uniques:
+        text = text_of(u)
+        if text in _EMPTY and allow_empty:
+            parsed.append(pd.NA)
+        elif re.fullmatch(r"-?\d{1,18}", text):
+            parsed.append(int(text))
+        else:
+            parsed.append(None)  # bad
+    bad = [i for i, v in enumerate(parsed) if v is None]
+    if bad:
+        row = int(np.flatnonzero(np.isin(codes, bad))[0])
+        raise InputError(f"{where}: line {row + 2}: expected an integer, got {text_of(uniques[codes[row]])!r}")
+    table = pd.array(parsed or [pd.NA], dtype="Int64")
+    return pd.Series(table[codes] if len(codes) else pd.array([], dtype="Int64"))
+
+
+def _text_column(values: pd.Series, mapping: dict[str, str] | None = None) -> np.ndarray:
+    """Stripped text of every cell (distinct values only), with optional replacements."""
+    codes, uniques = factorize(values)
+    texts = [text_of(u) for u in uniques]
+    if mapping:
+        texts = [mapping.get(t, t) for t in texts]
+    return np.array(texts or [""], dtype=object)[codes]
 
 
 def _events(kernels: pd.DataFrame, trace: _TraceView | None, path: Path) -> tuple[pd.DataFrame, dict]:
@@ -197,9 +214,9 @@ def _events(kernels: pd.DataFrame, trace: _TraceView | None, path: Path) -> tupl
         i = int(np.flatnonzero(dur < 0)[0])
         raise InputError(f"{path}: line {i + 2}: negative Duration(us) {kernels['Duration(us)'].iat[i]!r}")
     check_times(start, dur, f"{path}: row")
-    names = kernels["Name"].fillna("").astype(str)
-    types = kernels["Type"] if "Type" in kernels else pd.Series([""] * n)
-    cores = kernels["Accelerator Core"].fillna("").astype(str).str.strip()
+    names = pd.Series(_text_column(kernels["Name"]))
+    types = pd.Series(_text_column(kernels["Type"])) if "Type" in kernels else pd.Series([""] * n)
+    cores = pd.Series(_text_column(kernels["Accelerator Core"]))
     decided = classify.classify_ascend(names, types, cores)
     step = (_int_column(kernels["Step Id"], f"{path}: column 'Step Id'", True)
             if "Step Id" in kernels else pd.Series(pd.NA, index=range(n), dtype="Int64"))
@@ -207,11 +224,14 @@ def _events(kernels: pd.DataFrame, trace: _TraceView | None, path: Path) -> tupl
               if "Device_id" in kernels else pd.Series(pd.NA, index=range(n), dtype="Int64"))
     if "Device_id" not in kernels and trace is not None and trace.device is not None:
         device = pd.Series(trace.device, index=range(n), dtype="Int64")
-    stream = (kernels["Stream ID"].fillna("").astype(str).str.strip().replace({"N/A": ""})
-              if "Stream ID" in kernels else pd.Series([""] * n)).astype(object)
+    stream = (_text_column(kernels["Stream ID"], {"N/A": ""}) if "Stream ID" in kernels
+              else np.full(n, "", dtype=object))
     is_comm = decided.kind == "comm"
-    stream = np.where(is_comm, "comm:" + pd.Series(decided.group).astype(str).to_numpy(), stream.to_numpy())
-    core = cores.replace({"N/A": ""}).to_numpy(dtype=object)
+    if is_comm.any():
+        g_codes, g_uniques = factorize(decided.group[is_comm])
+        stream = stream.copy()
+        stream[is_comm] = np.array([f"comm:{g}" for g in g_uniques], dtype=object)[g_codes]
+    core = np.where(cores.to_numpy(dtype=object) == "N/A", "", cores.to_numpy(dtype=object))
     table = pd.DataFrame({
         "rank": np.zeros(n, dtype=np.int64),
         "device": device,

@@ -39,3 +39,16 @@ def byte_counts(values: np.ndarray) -> pd.Series:
     if good.any():
         out[good] = np.round(arr[good]).astype(np.int64)
     return out
+
+
+def factorize(values: pd.Series | np.ndarray | list) -> tuple[np.ndarray, list]:
+    """Codes and distinct values (missing values kept as a value), for per-distinct-value work."""
+    codes, uniques = pd.factorize(pd.Series(values).reset_index(drop=True), use_na_sentinel=False)
+    return codes, list(uniques)
+
+
+def text_of(value: object) -> str:
+    """A cell as stripped text; missing values are empty."""
+    if value is None or (isinstance(value, float) and value != value) or value is pd.NA:
+        return ""
+    return str(value).strip()

@@ -83,7 +83,10 @@ class _Buffer:
                 # incomplete at the end of the buffer: read on, unless one value is already huge
                 if len(self.text) - self.pos < _MAX_VALUE and self.more():
                     continue
-                self.fail(f"invalid JSON ({exc.msg})", None)
+                at_end = exc.pos >= len(self.text.rstrip()) or exc.msg.startswith("Unterminated string")
+                if self.eof and at_end:
+                    self.fail(f"invalid JSON ({exc.msg})", "")
+                self.fail(f"invalid JSON ({exc.msg}) at character {exc.pos}", None)
             except RecursionError:
                 self.fail("invalid JSON (nested too deeply)", None)
             if end >= len(self.text) and self.more():
@@ -92,7 +95,7 @@ class _Buffer:
             return value
 
     def fail(self, what: str, got: str | None) -> None:
-        if got == "" or (got is None and self.eof and self.pos >= len(self.text.rstrip())):
+        if got == "":
             raise InputError(f"{self.path}: file ends early ({what}); the trace is truncated")
         shown = "" if got is None else f", found {got!r}"
         raise InputError(f"{self.path}: {what}{shown}; expected a Chrome-trace JSON document")

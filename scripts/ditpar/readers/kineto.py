@@ -21,7 +21,7 @@ from ..errors import InputError
 from ..events import make_events
 from ..profile import STEP_COLUMNS, GroupInfo
 from ..timeparse import us_to_ns
-from .common import as_int, byte_counts, check_times, hashable
+from .common import as_int, byte_counts, check_times, factorize, hashable, text_of
 from .jsonstream import iter_trace
 
 GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
@@ -133,12 +133,14 @@ def _events(path: Path, cols: dict[str, list], base: int) -> tuple[pd.DataFrame,
     dur = us_to_ns(cols["dur"], where=f"{where} dur")
     check_times(start, dur, where)
     start = start + np.int64(base)
-    names = pd.Series(cols["name"], dtype=object).astype(str)
+    codes, uniques = factorize(cols["name"])
+    names = pd.Series(np.array([text_of(u) for u in uniques] or [""], dtype=object)[codes])
     cats = pd.Series(cols["cat"], dtype=object)
     decided = classify.classify_kineto(names, cats, pd.Series(cols["coll"], dtype=object),
                                        pd.Series(cols["pg"], dtype=object))
     device = pd.to_numeric(pd.Series(cols["pid"], dtype=object), errors="coerce").astype("Int64")
-    stream = pd.Series(cols["stream"], dtype=object).astype(str).to_numpy(dtype=object)
+    codes, uniques = factorize(pd.Series(cols["stream"], dtype=object))
+    stream = np.array([text_of(u) for u in uniques] or [""], dtype=object)[codes]
     nbytes = _message_bytes(cols, decided.kind == "comm")
     table = pd.DataFrame({
         "rank": np.zeros(n, dtype=np.int64),
