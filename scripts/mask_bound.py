@@ -18,7 +18,7 @@ TOOL = "mask_bound"
 
 EXAMPLE = """python scripts/mask_bound.py calc --comm-us 700 --compute-us 538 --chunks 7 --reverse-share 0.25
   python scripts/mask_bound.py simulate --comm-us 700 --compute-us 538 --chunks 7 --reverse-share 0.25 --plot gantt.png
-  python scripts/mask_bound.py profile OFF_DIR --on ON_DIR --family alltoall --consumer 'FlashAttention' --layers 50
+  python scripts/mask_bound.py profile ON_DIR --off OFF_DIR --family alltoall --consumer 'FlashAttention' --layers 50
   python scripts/mask_bound.py verify --off OFF_DIR --on ON_DIR --family alltoall --chunks 7 --outputs off.bin on.bin"""
 
 
