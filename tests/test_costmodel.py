@@ -6,7 +6,7 @@ import itertools
 import math
 
 import pytest
-from costmodel_fixtures import box, tiny_model
+from costmodel_fixtures import box, replace, tiny_model
 from ditpar.cost import (
     Plan,
     Tunables,
@@ -19,6 +19,7 @@ from ditpar.cost import (
 from ditpar.cost.timing import comm_time_s, masking_hidden
 from ditpar.cost.work import block_work, step_collectives
 from ditpar.errors import InputError
+from ditpar.presets import LinkClass
 
 B = 2  # bytes per bf16 element
 
@@ -118,6 +119,66 @@ def test_shared_pcie_path_divides_bandwidth():
     c = comm(bw, "ulysses")
     # 8 senders share the PCIe path: 24 x 2/8 = 6 GB/s; NVLink would keep 24
     assert comm_time_s(hw, c) == pytest.approx(7e-6 + c.bytes_per_call / 6e9)
+
+
+def _pcie_box(**links) -> object:
+    """Two 4-card sockets on PCIe with measured pattern figures (numbers chosen to check by hand)."""
+    hw = box(domain_size=4, devices=8, intra=24.0, inter=20.0, interconnect="PCIe")
+    new = dict(hw.links)
+    new["intra_domain"] = LinkClass("PCIe", 24.0, 1.0, ring_GBps=22.0, alltoall_GBps=((4, 2.0),))
+    new["inter_domain"] = LinkClass("SYS", 20.0, 1.0, alltoall_GBps=((8, 1.0),))
+    new.update(links)
+    return replace(hw, links=new)
+
+
+def test_measured_pcie_alltoall_figure_replaces_flow_sharing():
+    hw = _pcie_box()
+    [bw], _ = work(tiny_model(), hw, Plan(ulysses=4), 128, 128)
+    c = comm(bw, "ulysses")
+    # 4 ranks in one socket: the measured 2 GB/s busbw covers their contention (no further 2/flows)
+    assert set(c.bytes_by_link) == {"intra_domain"}
+    assert comm_time_s(hw, c) == pytest.approx(3e-6 + c.bytes_per_call / 2e9)
+    # a pair is a plain exchange at the link rate
+    [bw2], _ = work(tiny_model(), hw, Plan(ulysses=2), 128, 128)
+    c2 = comm(bw2, "ulysses")
+    assert comm_time_s(hw, c2) == pytest.approx(1e-6 + c2.bytes_per_call / 24e9)
+
+
+def test_pcie_alltoall_across_sockets_sums_classes_through_one_port():
+    hw = _pcie_box()
+    [bw], _ = work(tiny_model(), hw, Plan(ulysses=8), 128, 128)
+    c = comm(bw, "ulysses")
+    # each rank sends 3/8 of its tensor inside its socket and 4/8 across: all leave through one port,
+    # at the 8-rank figure of the slowest class (1 GB/s), not max(intra, inter) at their own rates
+    intra, inter = c.bytes_by_link["intra_domain"], c.bytes_by_link["inter_domain"]
+    assert inter == pytest.approx(intra * 4 / 3)
+    assert comm_time_s(hw, c) == pytest.approx(7e-6 + (intra + inter) / 1e9)
+    # on NVLink the classes run in parallel: the slower class alone decides
+    nv = box(domain_size=4, devices=8, intra=100.0, inter=10.0)
+    [bwn], _ = work(tiny_model(), nv, Plan(ulysses=8), 128, 128)
+    cn = comm(bwn, "ulysses")
+    assert comm_time_s(nv, cn) == pytest.approx(7e-6 + cn.bytes_by_link["inter_domain"] / 10e9)
+
+
+def test_measured_ring_figure_on_pcie():
+    hw = _pcie_box()
+    [bw], _ = work(tiny_model(), hw, Plan(ring=4), 128, 128)
+    c = comm(bw, "ring")
+    # 4 hops inside one socket: the measured ring busbw (22) instead of 24 x 2/4 = 12
+    assert list(c.bytes_by_link) == ["intra_domain"]
+    assert comm_time_s(hw, c) == pytest.approx(1e-6 + c.bytes_per_call / 22e9)
+    # ring of 8 across both sockets: two cross hops (one each way) keep the full 20 GB/s, which is
+    # now the slowest hop; a ring of 4 strided over the sockets puts 4 flows on the socket link: 10
+    [bw8], _ = work(tiny_model(), hw, Plan(ring=8), 128, 128)
+    c8 = comm(bw8, "ring")
+    assert list(c8.bytes_by_link) == ["inter_domain"]
+    assert comm_time_s(hw, c8) == pytest.approx(1e-6 + c8.bytes_per_call / 20e9)
+    [bw24], _ = work(tiny_model(), hw, Plan(ulysses=2, ring=4), 128, 128)
+    c24 = comm(bw24, "ring")
+    # rings {0,2,4,6} and {1,3,5,7} run at once: 4 hops cross the socket link (2 each way) -> 20 x 2/4
+    assert c24.flows == {"intra_domain": 4, "inter_domain": 4}
+    assert list(c24.bytes_by_link) == ["inter_domain"]
+    assert comm_time_s(hw, c24) == pytest.approx(1e-6 + c24.bytes_per_call / 10e9)
 
 
 def test_ring_overlap_and_masking_ceiling():

@@ -173,7 +173,10 @@ def test_link_for_follows_domains_and_nodes():
     l40 = presets.load_hardware("L40")
     assert l40.link_for([0, 1, 2, 3]).name.startswith("PCIe")
     assert l40.class_for([0, 4]) == "inter_domain"
-    assert l40.link_for([3, 4]).bandwidth_GBps == 10.0
+    assert l40.link_for([3, 4]).bandwidth_GBps == 22.0
+    assert l40.link_for([3, 4]).alltoall_bus_GBps(8) == 1.0
+    assert l40.link_for([0, 1]).alltoall_bus_GBps(4) == 2.0
+    assert l40.link_for([0, 1]).alltoall_bus_GBps(2) == 0.0  # a pair is a plain exchange at link rate
     a100 = presets.load_hardware("A100, NVLink, 2 nodes")
     assert a100.n_devices == 16
     assert a100.class_for(range(8)) == "intra_domain"

@@ -126,6 +126,17 @@ class LinkClass:
     latency_us: float
     basis: str = ""
     per_peer_GBps: float = 0.0
+    ring_GBps: float = 0.0                                # measured busbw of the ring pattern (all ranks
+                                                          # send to one neighbour at once); 0 = not measured
+    alltoall_GBps: tuple[tuple[int, float], ...] = ()     # measured all-to-all busbw by group size (> 2)
+
+    def alltoall_bus_GBps(self, group_size: int) -> float:
+        """Measured all-to-all busbw for a group of this size: the entry of the largest measured size
+        not above it (the smallest entry for smaller groups); 0 when none is given or the group is a pair."""
+        if not self.alltoall_GBps or group_size <= 2:
+            return 0.0
+        below = [bw for k, bw in self.alltoall_GBps if k <= group_size]
+        return below[-1] if below else self.alltoall_GBps[0][1]
 
     def bus_bandwidth_GBps(self, group_size: int) -> float:
         """Bus bandwidth of a group of this size: full-mesh links cap it at (k-1) * per_peer_GBps."""
@@ -371,8 +382,26 @@ def _link(data: Any, key: str, path: Path) -> LinkClass:
     peer = data.get("per_peer_GBps", 0.0)
     if isinstance(peer, bool) or not isinstance(peer, (int, float)) or peer < 0:
         raise InputError(f"{path}: {where}.per_peer_GBps must be a number >= 0, got {peer!r}")
+    ring = data.get("ring_GBps", 0.0)
+    if isinstance(ring, bool) or not isinstance(ring, (int, float)) or ring < 0:
+        raise InputError(f"{path}: {where}.ring_GBps must be a number >= 0, got {ring!r}")
     return LinkClass(name=str(data["name"]), bandwidth_GBps=float(bw), latency_us=float(lat),
-                     basis=str(data.get("basis", "")), per_peer_GBps=float(peer))
+                     basis=str(data.get("basis", "")), per_peer_GBps=float(peer), ring_GBps=float(ring),
+                     alltoall_GBps=_alltoall_table(data.get("alltoall_GBps", {}), where, path))
+
+
+def _alltoall_table(data: Any, where: str, path: Path) -> tuple[tuple[int, float], ...]:
+    """`alltoall_GBps = { 4 = 2.0, 8 = 1.0 }`: measured busbw by group size, sorted by size."""
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: {where}.alltoall_GBps must be a table of group size = GB/s")
+    out = []
+    for k, v in data.items():
+        if not str(k).isdigit() or int(k) < 3:
+            raise InputError(f"{path}: {where}.alltoall_GBps key {k!r} must be a group size >= 3")
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
+            raise InputError(f"{path}: {where}.alltoall_GBps.{k} must be a positive number, got {v!r}")
+        out.append((int(k), float(v)))
+    return tuple(sorted(out))
 
 
 def parse_hardware(data: Mapping[str, Any], path: Path) -> HardwarePreset:
@@ -411,6 +440,8 @@ def parse_hardware(data: Mapping[str, Any], path: Path) -> HardwarePreset:
         _need_sources(sources, ("inter_domain",), path)
     if "inter_node" in links:
         _need_sources(sources, ("inter_node",), path)
+    for key, raw in links_raw.items():
+        _need_sources(sources, [f"{key}_{m}" for m in ("ring", "alltoall") if f"{m}_GBps" in raw], path)
     domains = _domains(data, path, dpn, dom)
     return HardwarePreset(
         name=name, aliases=_aliases(data, path), vendor=vendor,

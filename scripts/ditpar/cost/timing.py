@@ -11,6 +11,7 @@ from .work import (
     LINK_KEYS,
     BlockWork,
     Collective,
+    alltoall_time_s,
     block_work,
     effective_bw,
     step_collectives,
@@ -32,10 +33,15 @@ class Tunables:
 
 
 def comm_time_s(hw, c: Collective) -> float:
-    """alpha-beta: alpha_steps x latency + the slowest link class's bytes / bandwidth (links run in parallel)."""
+    """alpha-beta: alpha_steps x latency + bytes / bandwidth (the slowest link class decides, except for an
+    all-to-all on shared PCIe, where all classes leave through one port: ditpar.cost.work.alltoall_time_s)."""
     if not c.bytes_by_link:
         return 0.0
-    beta = max(v / (effective_bw(hw, k, c.group_size, c.flows.get(k, 1)) * 1e9) for k, v in c.bytes_by_link.items())
+    if c.family == "alltoall":
+        beta = alltoall_time_s(hw, c.bytes_by_link, c.group_size, c.flows)
+    else:
+        beta = max(v / (effective_bw(hw, k, c.group_size, c.flows.get(k, 1), c.family) * 1e9)
+                   for k, v in c.bytes_by_link.items())
     alpha = c.alpha_steps * max(hw.links[k].latency_us for k in c.bytes_by_link) * 1e-6
     return alpha + beta
 
@@ -102,7 +108,7 @@ def _block_time(hw, bw: BlockWork, tun: Tunables, flops_rate: float, bd: Breakdo
         exposed += sync * c.calls + lost
         hidden -= lost
         link = max(c.bytes_by_link,
-                   key=lambda k: c.bytes_by_link[k] / effective_bw(hw, k, c.group_size, c.flows.get(k, 1)))
+                   key=lambda k: c.bytes_by_link[k] / effective_bw(hw, k, c.group_size, c.flows.get(k, 1), c.family))
         _add(bd.exposed_by_family_s, c.name, exposed * bw.count)
         bd.exposed_by_link_s[link] += exposed * bw.count
         bd.hidden_s += hidden * bw.count

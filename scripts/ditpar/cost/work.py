@@ -115,13 +115,38 @@ def shared_link(hw, key: str) -> bool:
     return str(getattr(hw, "interconnect", "")).lower() == "pcie"
 
 
-def effective_bw(hw, key: str, group_size: int, flows: int) -> float:
-    """Per-rank bandwidth when `flows` ranks of the group send over a link class at once: a shared
-    path carries about two flows at full rate (one each way), more flows divide it."""
+def effective_bw(hw, key: str, group_size: int, flows: int, family: str = "") -> float:
+    """Per-rank bandwidth of a link class for a collective of `family` over group_size ranks when
+    `flows` ranks send over it at once. A measured figure for the pattern wins (it already holds the
+    contention of all ranks sending); otherwise a shared path carries about two flows at full rate (one
+    each way) and more flows divide it."""
+    link = hw.links[key]
+    if family == "alltoall":
+        measured = link.alltoall_bus_GBps(group_size) if hasattr(link, "alltoall_bus_GBps") else 0.0
+        if measured > 0:
+            return float(measured)
+    elif float(getattr(link, "ring_GBps", 0.0) or 0.0) > 0:
+        return float(link.ring_GBps)
     bw = link_bw(hw, key, group_size)
     if flows > 2 and shared_link(hw, key):
         bw *= 2.0 / flows
     return bw
+
+
+def alltoall_time_s(hw, split: dict[str, float], group_size: int, flows: dict[str, int]) -> float:
+    """Bandwidth time of one rank's all-to-all sends (bytes per link class). On a switched fabric the
+    classes run in parallel (the slowest decides); on shared PCIe every byte leaves through the rank's
+    one port, so the classes add up, and a measured group busbw of the slowest class covers them all."""
+    if not split:
+        return 0.0
+    if not shared_link(hw, "intra_domain"):
+        return max(v / (effective_bw(hw, k, group_size, flows.get(k, 1), "alltoall") * 1e9)
+                   for k, v in split.items())
+    slowest = max(split, key=LINK_KEYS.index)
+    measured = getattr(hw.links[slowest], "alltoall_bus_GBps", lambda _k: 0.0)(group_size)
+    if measured > 0:
+        return sum(split.values()) / (measured * 1e9)
+    return sum(v / (effective_bw(hw, k, group_size, flows.get(k, 1), "alltoall") * 1e9) for k, v in split.items())
 
 
 def slower(hw, keys, group_size: int = 2) -> str:
@@ -138,7 +163,7 @@ def alltoall_split(hw, group: list[int], total_bytes: float) -> dict[str, float]
     for r in group:
         cnt = Counter(link_key(hw, r, q) for q in group if q != r)
         split = {k: total_bytes / p * n for k, n in cnt.items()}
-        if worst is None or _time(hw, split, p, flows) > _time(hw, worst, p, flows):
+        if worst is None or alltoall_time_s(hw, split, p, flows) > alltoall_time_s(hw, worst, p, flows):
             worst = split
     return worst or {}
 
@@ -157,10 +182,22 @@ def ring_flows(hw, group: list[int]) -> dict[str, int]:
     return dict(Counter(link_key(hw, group[i], group[(i + 1) % len(group)]) for i in range(len(group))))
 
 
-def ring_link(hw, group: list[int]) -> str:
-    """Slowest hop of the ring through the group in rank order (wrapping around), counting sharing."""
-    flows = ring_flows(hw, group)
-    return min(flows, key=lambda k: effective_bw(hw, k, len(group), flows[k]))
+def concurrent_ring_flows(hw, groups: list[list[int]]) -> dict[str, int]:
+    """Ring hops per link class of all groups of one dimension together: they run at the same time, so
+    on a shared path (the socket link of a PCIe box) every group's crossing hops share it."""
+    out: Counter = Counter()
+    for gr in groups:
+        if len(gr) > 1:
+            out.update(ring_flows(hw, gr))
+    return dict(out)
+
+
+def ring_link(hw, group: list[int], flows: dict[str, int] | None = None) -> str:
+    """Slowest hop of the ring through the group in rank order (wrapping around), counting sharing
+    (`flows`: senders per class, by default this group's own hops)."""
+    own = ring_flows(hw, group)
+    flows = flows or own
+    return min(own, key=lambda k: effective_bw(hw, k, len(group), flows.get(k, own[k])))
 
 
 def worst_group(hw, groups: list[list[int]], cost) -> list[int]:
@@ -168,12 +205,16 @@ def worst_group(hw, groups: list[list[int]], cost) -> list[int]:
     return max(groups, key=cost)
 
 
-def slowest_ring(hw, groups: list[list[int]]) -> list[int]:
-    """The group whose slowest ring hop is slowest."""
+def slowest_ring(hw, groups: list[list[int]]) -> tuple[list[int], str, dict[str, int]]:
+    """The group whose slowest ring hop is slowest, that hop's link class, and the senders per class of
+    all groups together (what the Collective records as flows)."""
+    flows = concurrent_ring_flows(hw, groups) or ring_flows(hw, groups[0])
+
     def bw(gr):
-        key = ring_link(hw, gr)
-        return effective_bw(hw, key, len(gr), ring_flows(hw, gr)[key])
-    return min(groups, key=bw)
+        key = ring_link(hw, gr, flows)
+        return effective_bw(hw, key, len(gr), flows.get(key, 1))
+    grp = min(groups, key=bw)
+    return grp, ring_link(hw, grp, flows), flows
 
 
 def block_work(model, hw, shape: Shape, plan: Plan, groups: dict[str, list[list[int]]]) -> list[BlockWork]:
@@ -211,30 +252,29 @@ def block_work(model, hw, shape: Shape, plan: Plan, groups: dict[str, list[list[
         if u > 1 and seq_comm:
             tensor = n * b * batch * (2 * dq_l + 2 * kv_u)         # Q,K,V,O local tensors of one block
             grp = worst_group(hw, groups["ulysses"],
-                              lambda gr, t=tensor: _time(hw, alltoall_split(hw, gr, t), len(gr),
-                                                         alltoall_flows(hw, gr)))
+                              lambda gr, t=tensor: alltoall_time_s(hw, alltoall_split(hw, gr, t), len(gr),
+                                                                   alltoall_flows(hw, gr)))
             comms.append(Collective("ulysses all-to-all Q,K,V,O", "ulysses", "alltoall", 4.0,
                                     alltoall_split(hw, grp, tensor / 4.0), alpha_steps=u - 1, overlap="masking",
                                     group_size=u, flows=alltoall_flows(hw, grp)))
         kv_rank = max(model.kv_heads / (tp * u), 1) * hd         # K/V width per rank after Ulysses
         if r > 1 and seq_comm:
             hop = (n_attn / (r * g)) * 2 * kv_rank * b * batch     # local K and V block passed per hop
-            grp = slowest_ring(hw, groups["ring"])
-            comms.append(Collective("ring K,V pass", "ring", "p2p", float(r - 1), {ring_link(hw, grp): hop},
-                                    overlap="ring", group_size=r, flows=ring_flows(hw, grp)))
+            _, key, flows = slowest_ring(hw, groups["ring"])
+            comms.append(Collective("ring K,V pass", "ring", "p2p", float(r - 1), {key: hop},
+                                    overlap="ring", group_size=r, flows=flows))
         if g > 1 and seq_comm:
             shard = (n_attn / (r * g)) * 2 * kv_rank * b * batch
-            grp = slowest_ring(hw, groups["kv_allgather"])
+            _, key, flows = slowest_ring(hw, groups["kv_allgather"])
             comms.append(Collective("AllGather-KV", "kv_allgather", "allgather", 1.0,
-                                    {ring_link(hw, grp): (g - 1) * shard}, alpha_steps=g - 1, group_size=g,
-                                    flows=ring_flows(hw, grp)))
+                                    {key: (g - 1) * shard}, alpha_steps=g - 1, group_size=g, flows=flows))
         if tp > 1:
             ar_per_block = {"self": 2, "cross": 3, "joint": 2, "single": 1}[base]
             tensor = n * d * b * batch
-            grp = slowest_ring(hw, groups["tp"])
+            _, key, flows = slowest_ring(hw, groups["tp"])
             comms.append(Collective("TP all-reduce", "tp", "allreduce", float(ar_per_block),
-                                    {ring_link(hw, grp): 2.0 * (tp - 1) / tp * tensor}, alpha_steps=2 * (tp - 1),
-                                    group_size=tp, flows=ring_flows(hw, grp)))
+                                    {key: 2.0 * (tp - 1) / tp * tensor}, alpha_steps=2 * (tp - 1),
+                                    group_size=tp, flows=flows))
         relayout = 0.0
         if u > 1 and seq_comm:      # SeqAllToAll4D: transpose+contiguous before and after each all-to-all
             relayout += 2 * 2 * n * b * batch * (2 * dq_l + 2 * kv_u)
@@ -258,12 +298,6 @@ def block_work(model, hw, shape: Shape, plan: Plan, groups: dict[str, list[list[
     return out
 
 
-def _time(hw, split: dict[str, float], group_size: int, flows: dict[str, int] | None = None) -> float:
-    flows = flows or {}
-    return max((v / (effective_bw(hw, k, group_size, flows.get(k, 1)) * 1e9) for k, v in split.items()),
-               default=0.0)
-
-
 def step_collectives(model, hw, shape: Shape, plan: Plan, groups: dict[str, list[list[int]]]) -> list[Collective]:
     """Collectives that run once per step (CFG gather) or per patch (PipeFusion P2P)."""
     b = BYTES_PER_ELEMENT
@@ -278,11 +312,10 @@ def step_collectives(model, hw, shape: Shape, plan: Plan, groups: dict[str, list
     if plan.pipefusion > 1:
         n_tok = (shape.tokens + shape.text_joint) / plan.sp
         act = n_tok * model.hidden * b * batch / plan.num_patches
-        grp = slowest_ring(hw, groups["pipefusion"])
+        _, key, flows = slowest_ring(hw, groups["pipefusion"])
         skips = _skips_crossing(model, plan.pipefusion)
         out.append(Collective("PipeFusion P2P", "pipefusion", "p2p", 1.0,
-                              {ring_link(hw, grp): act * (1 + skips)}, overlap="pipeline",
-                              flows=ring_flows(hw, grp)))
+                              {key: act * (1 + skips)}, overlap="pipeline", flows=flows))
     return out
 
 
