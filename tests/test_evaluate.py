@@ -68,9 +68,10 @@ def test_calibration_set_baseline_and_model():
     assert (s["pairs"], s["top1_scenarios"]) == (31, 9)
     assert s["baseline_pairwise_accuracy"] == pytest.approx(19 / 31)
     assert s["baseline_top1_hit_rate"] == pytest.approx(4 / 9)
-    assert s["pairwise_accuracy"] > s["baseline_pairwise_accuracy"]
-    assert s["top1_hit_rate"] > s["baseline_top1_hit_rate"]
-    assert s["median_speedup_rel_error"] < 0.30
+    # the targets: pairwise >= 0.85, top-1 >= 0.8, speedup error <= 25 %
+    assert s["pairwise_accuracy"] >= 0.85
+    assert s["top1_hit_rate"] >= 0.8
+    assert s["median_speedup_rel_error"] <= 0.25
     text = ev.render(res, per_scenario=True)
     assert "rule of thumb" in text and "xdit_latte.csv" in text
 

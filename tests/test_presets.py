@@ -285,6 +285,14 @@ def test_broken_toml_syntax(tmp_path, monkeypatch):
     ("mfu = 0.6", "mfu = 1.5", "key 'mfu' is a fraction"),
     ("bandwidth_GBps = 24.0", "bandwidth_GBps = 0", "links.intra_domain.bandwidth_GBps must be a positive number"),
     ('vendor = "nvidia"', 'vendor = "amd"', "key 'vendor' must be 'nvidia' or 'ascend'"),
+    ("alltoall_GBps = { 4 = 2.0 }", "alltoall_GBps = { 2 = 2.0 }",
+     "links.intra_domain.alltoall_GBps key '2' must be a group size >= 3"),
+    ("alltoall_GBps = { 4 = 2.0 }", "alltoall_GBps = { 4 = -1 }",
+     "links.intra_domain.alltoall_GBps.4 must be a positive number"),
+    ("alltoall_GBps = { 4 = 2.0 }", "alltoall_GBps = 2.0",
+     "links.intra_domain.alltoall_GBps must be a table of group size = GB/s"),
+    ("ring_GBps = 22.0", 'ring_GBps = "fast"', "links.intra_domain.ring_GBps must be a number >= 0"),
+    ("\nintra_domain_ring = ", "\nintra_domain_ring_unused = ", "sources has no entry for intra_domain_ring"),
 ])
 def test_inconsistent_hardware_toml(tmp_path, monkeypatch, old, new, fragment):
     text = (TEMPLATES / "hardware" / "l40-pcie.toml").read_text(encoding="utf-8")
