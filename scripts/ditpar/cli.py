@@ -55,6 +55,12 @@ def run(prog: str, body: Callable[[], int | None]) -> None:
     except DitParError as exc:
         sys.stderr.write(f"{prog}: error: {one_line(str(exc))}\n")
         raise SystemExit(exc.exit_code) from None
+    except ModuleNotFoundError as exc:
+        top = (exc.name or "?").split(".")[0]
+        hint = 'pip install -e ".[dist]"' if top == "torch" else "pip install -e ."
+        sys.stderr.write(f"{prog}: error: this step needs the Python package '{top}', which is not installed "
+                         f"(from the repository root: {hint})\n")
+        raise SystemExit(2) from None
     except KeyboardInterrupt:
         sys.stderr.write(f"{prog}: interrupted\n")
         raise SystemExit(130) from None

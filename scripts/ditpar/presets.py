@@ -491,7 +491,9 @@ def _build(folder: Path, parse) -> _Registry:
             raise InputError(f"{path}: name '{preset.name}' already used by {origin[preset.name]}")
         reg.presets[preset.name] = preset
         origin[preset.name] = path
-        for alias in (preset.name, path.stem, *preset.aliases):
+        names = [preset.name, path.stem, *preset.aliases]
+        names += [a.rsplit("/", 1)[1] for a in preset.aliases if "/" in a and a.rsplit("/", 1)[1]]  # HF repo tail
+        for alias in dict.fromkeys(names):
             key = normalize(alias)
             other = reg.index.get(key)
             if other is not None and other != preset.name:
