@@ -41,3 +41,13 @@ def run_script(name: str, *args: str, check: int | None = None, cwd: Path | None
             f"stdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
         )
     return proc
+
+
+def torchrun(nproc: int, script: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run scripts/<script> under torch.distributed.run on this host with nproc processes (gloo on CPU)."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+           str(nproc), str(SCRIPTS / script), *args]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1"}
+    if os.path.exists("/sys/class/net/lo"):  # pin gloo to loopback (failure-modes.md 2.3)
+        env.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=timeout, env=env)

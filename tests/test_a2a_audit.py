@@ -6,25 +6,15 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
-from conftest import ROOT, SCRIPTS, run_script
+from conftest import run_script, torchrun
 from ditpar import a2a_audit
 
 CALLS, CHUNKS = 2, 2
 VERDICT = {"none": "transport faithful", "send_rewrite": "send buffer rewritten after dispatch",
            "placement": "placement problem", "packing": "packing problem"}
 
-
-def torchrun(nproc: int, script: str, *args: str, timeout: float = 120):
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-           str(nproc), str(SCRIPTS / script), *args]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
-    if os.path.exists("/sys/class/net/lo"):  # pin gloo to loopback (failure-modes.md 2.3)
-        env.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=timeout, env=env)
 
 
 def expected_legs(world: int) -> int:

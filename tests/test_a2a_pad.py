@@ -4,23 +4,11 @@ all_to_all_single under torchrun (gloo, 2 and 4 processes) and in a world of one
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
-from conftest import ROOT, SCRIPTS, run_script
+from conftest import run_script, torchrun
 from ditpar import a2a_pad
 from ditpar.errors import InputError
-
-
-def torchrun(nproc: int, script: str, *args: str, timeout: float = 120):
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-           str(nproc), str(SCRIPTS / script), *args]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
-    if os.path.exists("/sys/class/net/lo"):  # pin gloo to loopback (failure-modes.md 2.3)
-        env.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=timeout, env=env)
 
 
 def test_s_pad_is_the_next_multiple_of_128():

@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import subprocess
 import sys
 import time
 
 import pytest
-from conftest import ROOT, SCRIPTS, run_script
+from conftest import ROOT, run_script, torchrun
 
-LAUNCH_TIMEOUT_S = 120
 # bus factor per op for n ranks, from nccl-tests src/*.cu (independent of the code under test)
 FACTOR = {
     "all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
@@ -26,14 +24,6 @@ FACTOR = {
 ALL_OPS = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "all_to_all_uneven",
            "all_to_all_padded", "broadcast", "sendrecv"]
 
-
-def torchrun(nproc: int, script: str, *args: str, timeout: float = LAUNCH_TIMEOUT_S):
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-           str(nproc), str(SCRIPTS / script), *args]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1"}
-    if os.path.exists("/sys/class/net/lo"):  # pin gloo to loopback (failure-modes.md 2.3)
-        env.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=timeout, env=env)
 
 
 def hand_size(op: str, requested: int, n: int, row_bytes: int = 256) -> int:
