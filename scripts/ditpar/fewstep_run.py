@@ -188,6 +188,19 @@ def _spawn(command: str, log_path: Path) -> tuple[subprocess.Popen, Any]:
     return proc, fh
 
 
+def _run_to_end(command: str, log_path: Path, timeout_s: float) -> tuple[int | None, bool]:
+    """Run one command with its output in log_path; (exit code or None, timed out). A command that
+    outlives timeout_s is stopped with its whole process group."""
+    proc, fh = _spawn(command, log_path)
+    try:
+        return proc.wait(timeout_s), False
+    except subprocess.TimeoutExpired:
+        return None, True
+    finally:
+        _stop(proc)
+        fh.close()
+
+
 def _stop(proc: subprocess.Popen, grace_s: float = 3.0) -> None:
     """End the process group we started (SIGTERM, grace, SIGKILL); never anything else."""
     for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, None)):
@@ -360,15 +373,7 @@ class Runner:
         command = render(s.launch, self._values(cfg, steps=steps, tier=tier, repeat=rep,
                                                 out=str(log.with_suffix(".out"))))
         start = time.monotonic()
-        proc, fh = _spawn(command, log)
-        timed_out = False
-        try:
-            rc = proc.wait(s.timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out, rc = True, None
-        finally:
-            _stop(proc)
-            fh.close()
+        rc, timed_out = _run_to_end(command, log, s.timeout_s)
         wall = time.monotonic() - start
         status, reason = self._settle_run(cfg, tier, rep, log, rc, timed_out, s.n_warmup + 1, s.n_warmup,
                                           log)
@@ -463,15 +468,7 @@ class Runner:
                                                        out=str(log.with_suffix(".out")), port=port))
         offset = server_log.stat().st_size
         start = time.monotonic()
-        proc, fh = _spawn(command, req_log)
-        timed_out = False
-        try:
-            rc = proc.wait(s.timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out, rc = True, None
-        finally:
-            _stop(proc)
-            fh.close()
+        rc, timed_out = _run_to_end(command, req_log, s.timeout_s)
         # the server may flush its timing lines a little after the response: wait for them
         deadline = time.monotonic() + (s.settle_s if rc == 0 else 0.0)
         while True:
