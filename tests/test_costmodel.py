@@ -195,8 +195,10 @@ def test_ring_overlap_and_masking_ceiling():
     exposed_ideal = per + 3 * max(per, hop) - att                              # R sub-blocks, R-1 hops
     lin = bw.linear_flops / rate
     # per hop the fp32 out/LSE update reads out (4 B), the block's out (2 B) and writes out (4 B):
-    # 4 local tokens x 64 wide x 10 B, for 3 hops, at HBM bandwidth
-    assert bw.relayout_bytes == 3 * 4 * 64 * 10
+    # 4 local tokens x 64 wide x 10 B, for 3 hops; and the USP layer's layout copies of Q, K, V, O
+    # (2 copies each, read + write) run with Ulysses = 1 too: 2 x 2 x 4 tokens x 2 B x (64+64+64+64)
+    assert bw.relayout_bytes == 3 * 4 * 64 * 10 + 2 * 2 * 4 * 2 * 256
+    assert bw.kernels == 30 + 32 + 3 * 20      # block + USP layout ops (no all-to-all call) + 3 hops
     merge = bw.relayout_bytes / (hw.hbm_bandwidth_GBps * 1e9)
     assert ideal.step_s == pytest.approx(2 * (lin + att + merge + exposed_ideal))
     assert none.step_s == pytest.approx(2 * (lin + att + merge + 3 * hop))

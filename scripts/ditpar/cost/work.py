@@ -18,11 +18,14 @@ LINK_KEYS = ("intra_domain", "inter_domain", "inter_node")
 
 # Eager ops launched per block forward, counted from the diffusers blocks (BasicTransformerBlock with
 # ada-norm-single + cross-attention ~45; JointTransformerBlock two streams ~55; self-attn+FFN ~30) and from
-# yunchang's attention wrappers: Ulysses = 4 SeqAllToAll4D x ~9 ops (reshape, transpose, contiguous,
-# all_to_all_single, ...); ring = per hop send/recv (~6) + flash-attn call (~3) + out/LSE update (~10);
-# AllGather-KV ~12; TP ~2 per all-reduce; PipeFusion ~3 per block per patch for the stale-KV buffer.
+# yunchang's attention wrappers: the USP layer (yunchang LongContextAttention, xDiT xFuserLongContextAttention)
+# runs SeqAllToAll4D on Q, K, V and O for every sequence-parallel plan, ring-only included: ~8 layout ops
+# each (reshape, transpose, contiguous, empty_like, reshape, transpose, contiguous, reshape) plus the
+# all_to_all_single call when Ulysses > 1; ring = per hop send/recv (~6) + flash-attn call (~3) + out/LSE
+# update (~10); AllGather-KV ~12; TP ~2 per all-reduce; PipeFusion ~3 per block per patch (stale-KV buffer).
 OPS_PER_BLOCK = {"self": 30, "cross": 45, "joint": 55, "single": 30}
-OPS_ULYSSES = 36
+OPS_USP_LAYOUT = 32
+OPS_ULYSSES = 36  # OPS_USP_LAYOUT + 4 all_to_all_single calls
 OPS_RING_HOP = 20
 OPS_KV_GATHER = 12
 OPS_ALLREDUCE = 2
@@ -276,15 +279,16 @@ def block_work(model, hw, shape: Shape, plan: Plan, groups: dict[str, list[list[
                                     {key: 2.0 * (tp - 1) / tp * tensor}, alpha_steps=2 * (tp - 1),
                                     group_size=tp, flows=flows))
         relayout = 0.0
-        if u > 1 and seq_comm:      # SeqAllToAll4D: transpose+contiguous before and after each all-to-all
+        usp = (u > 1 or r > 1) and seq_comm
+        if usp:   # SeqAllToAll4D on Q,K,V,O: transpose+contiguous before and after (also when U = 1)
             relayout += 2 * 2 * n * b * batch * (2 * dq_l + 2 * kv_u)
         if r > 1 and seq_comm:      # per hop: out/LSE update in fp32 (read out, read block out, write out)
             relayout += (r - 1) * (n_attn / (r * g)) * (dq_l / u) * batch * (4 + 2 + 4)
         if g > 1 and seq_comm:      # gathered K/V re-laid out once
             relayout += 2 * (n_attn / r) * 2 * kv_rank * b * batch
         kernels = OPS_PER_BLOCK[base]
-        if u > 1 and seq_comm:
-            kernels += OPS_ULYSSES
+        if usp:
+            kernels += OPS_ULYSSES if u > 1 else OPS_USP_LAYOUT
         if r > 1 and seq_comm:
             kernels += OPS_RING_HOP * (r - 1)
         if g > 1 and seq_comm:
