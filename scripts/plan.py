@@ -159,6 +159,8 @@ def run_evaluate(args) -> int:
 
     frames = evaluate.load_tables(args.tables)
     res = evaluate.evaluate_tables(frames, _tunables(args), calibrate=args.calibrate)
+    for line in res["warnings"]:
+        sys.stderr.write(f"{PROG}: warning: {line}\n")
     if args.csv:
         cli.write_csv(args.csv, evaluate.scenario_frame(res))
     if args.json:

@@ -277,6 +277,7 @@ def test_parse_resolution():
     assert parse_resolution("1024x1024") == (1024, 1024, None)
     assert parse_resolution("512x512x16 frames") == (512, 512, 16)
     assert parse_resolution("1280x720, 81 frames") == (1280, 720, 81)
+    assert parse_resolution("1024px") == (1024, 1024, None)     # square, as published tables write it
     with pytest.raises(InputError):
         parse_resolution("seqlen 512")
 

@@ -108,3 +108,13 @@ def test_published_tables_outside_shared_are_read_whole():
     s = ev.evaluate_tables(frames)["summary"]
     assert (s["rows_scored"], s["pairs"], s["top1_scenarios"]) == (72, 20, 7)
     assert 0.0 <= s["pairwise_accuracy"] <= 1.0 and s["median_speedup_rel_error"] is not None
+
+
+def test_rows_without_a_measured_latency_are_named_not_dropped():
+    frame = pd.DataFrame([_row(ulysses="8"), _row(ring="8", latency_s="abc"), _row(tp="8", latency_s="-1"),
+                          _row(pipefusion="8", latency_s="0.9")])
+    res = ev.evaluate_tables({"t.csv": frame})
+    assert res["summary"]["rows_without_latency"] == 2
+    assert res["warnings"] == ["t.csv: line(s) 3, 4: latency_s is not a positive number (got 'abc', '-1'); "
+                               "left out of the evaluation"]
+    assert res["summary"]["pairs"] == 1        # only the two measured rows form a pair

@@ -261,8 +261,11 @@ def evaluate_tables(frames: dict[str, object], tun: Tunables | None = None, cali
         scored.append(s)
     if not scored:
         raise InputError("no tables to evaluate")
+    for s in scored:
+        s["csv_line"] = range(2, len(s) + 2)   # header is line 1
     data = pd.concat(scored, ignore_index=True)
     data["measured"] = pd.to_numeric(data["latency_s"], errors="coerce")
+    data.loc[~(data["measured"] > 0), "measured"] = float("nan")
     data["predicted"] = pd.to_numeric(data["predicted_latency_s"], errors="coerce")
     usable = data[data["measured"].notna() & data["predicted"].notna()].copy()
     scenarios: list[ScenarioResult] = []
@@ -295,7 +298,12 @@ def evaluate_tables(frames: dict[str, object], tun: Tunables | None = None, cali
         "speedup_rows": len(errs),
         "median_speedup_rel_error": _median(errs),
     }
-    return {"summary": summary, "scenarios": scenarios, "speedups": speedups, "scored": data}
+    unmeasured = data[data["predicted"].notna() & data["measured"].isna()]
+    summary["rows_without_latency"] = int(len(unmeasured))
+    warnings = [f"{table}: line(s) {', '.join(str(x) for x in grp['csv_line'])}: latency_s is not a positive "
+                f"number (got {', '.join(repr(str(v)) for v in grp['latency_s'].head(3))}); left out of the evaluation"
+                for table, grp in unmeasured.groupby("table", sort=False)]
+    return {"summary": summary, "scenarios": scenarios, "speedups": speedups, "scored": data, "warnings": warnings}
 
 
 def _ratio(a: float, b: int) -> float | None:
@@ -373,7 +381,7 @@ def evaluation_payload(res: dict) -> dict:
     """JSON payload: summary, scenarios, speedup errors."""
     frame = scenario_frame(res)
     return {"summary": res["summary"], "scenarios": frame.to_dict(orient="records"),
-            "speedups": res["speedups"], "baseline_rule": list(RULE_OF_THUMB)}
+            "speedups": res["speedups"], "baseline_rule": list(RULE_OF_THUMB), "warnings": res["warnings"]}
 
 
 def _fmt(x, pct: bool = False) -> str:

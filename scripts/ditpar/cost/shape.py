@@ -76,17 +76,21 @@ def make_shape(model, width: int | None = None, height: int | None = None, frame
                  text_cross=int(model.text_cross_tokens))
 
 
+_SQUARE = re.compile(r"^\s*(\d+)\s*px\s*$", re.I)
 _SIZE = re.compile(r"^\s*(\d+)\s*[x×*]\s*(\d+)(?:\s*[x×*,]\s*(\d+)\s*(?:f|frames?)?)?\s*$", re.I)
 _FRAMES = re.compile(r"(\d+)\s*(?:f|frames?)\b", re.I)
 
 
 def parse_resolution(text: str) -> tuple[int, int, int | None]:
-    """Parse 'WxH', 'WxHxF frames' or 'WxH, F frames' into (width, height, frames or None)."""
+    """Parse 'WxH', 'WxHxF frames', 'WxH, F frames' or 'Npx' (square) into (width, height, frames or None)."""
     raw = str(text).strip()
+    square = _SQUARE.match(raw)
+    if square:   # '1024px': a square image, as the published tables write it
+        return int(square.group(1)), int(square.group(1)), None
     head = raw.split(",")[0]
     m = _SIZE.match(head)
     if not m:
-        raise InputError(f"resolution {raw!r}: expected WxH, WxHxF frames or 'WxH, F frames'")
+        raise InputError(f"resolution {raw!r}: expected WxH, WxHxF frames, 'WxH, F frames' or Npx")
     width, height, frames = int(m.group(1)), int(m.group(2)), m.group(3)
     if frames is None:
         fm = _FRAMES.search(raw[len(head):])
