@@ -255,10 +255,8 @@ def _scale_link(hw, key: str, s: float):
     changes = {"bandwidth_GBps": link.bandwidth_GBps * s}
     if getattr(link, "per_peer_GBps", 0):
         changes["per_peer_GBps"] = link.per_peer_GBps * s
-    if getattr(link, "ring_GBps", 0):
-        changes["ring_GBps"] = link.ring_GBps * s
-    if getattr(link, "alltoall_GBps", ()):
-        changes["alltoall_GBps"] = tuple((k, v * s) for k, v in link.alltoall_GBps)
+    changes["ring_GBps"] = link.ring_GBps * s
+    changes["alltoall_GBps"] = tuple((k, v * s) for k, v in link.alltoall_GBps)
     links = dict(hw.links)
     links[key] = dataclasses.replace(link, **changes)
     return dataclasses.replace(hw, links=links)

@@ -379,15 +379,18 @@ def _link(data: Any, key: str, path: Path) -> LinkClass:
     for k, v in (("bandwidth_GBps", bw), ("latency_us", lat)):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
             raise InputError(f"{path}: {where}.{k} must be a positive number, got {v!r}")
-    peer = data.get("per_peer_GBps", 0.0)
-    if isinstance(peer, bool) or not isinstance(peer, (int, float)) or peer < 0:
-        raise InputError(f"{path}: {where}.per_peer_GBps must be a number >= 0, got {peer!r}")
-    ring = data.get("ring_GBps", 0.0)
-    if isinstance(ring, bool) or not isinstance(ring, (int, float)) or ring < 0:
-        raise InputError(f"{path}: {where}.ring_GBps must be a number >= 0, got {ring!r}")
+    peer, ring = (_optional_GBps(data, k, where, path) for k in ("per_peer_GBps", "ring_GBps"))
     return LinkClass(name=str(data["name"]), bandwidth_GBps=float(bw), latency_us=float(lat),
-                     basis=str(data.get("basis", "")), per_peer_GBps=float(peer), ring_GBps=float(ring),
+                     basis=str(data.get("basis", "")), per_peer_GBps=peer, ring_GBps=ring,
                      alltoall_GBps=_alltoall_table(data.get("alltoall_GBps", {}), where, path))
+
+
+def _optional_GBps(data: Mapping[str, Any], key: str, where: str, path: Path) -> float:
+    """An optional bandwidth of a link class: a number >= 0, 0 when absent."""
+    value = data.get(key, 0.0)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise InputError(f"{path}: {where}.{key} must be a number >= 0, got {value!r}")
+    return float(value)
 
 
 def _alltoall_table(data: Any, where: str, path: Path) -> tuple[tuple[int, float], ...]:
@@ -492,7 +495,7 @@ def _build(folder: Path, parse) -> _Registry:
         reg.presets[preset.name] = preset
         origin[preset.name] = path
         names = [preset.name, path.stem, *preset.aliases]
-        names += [a.rsplit("/", 1)[1] for a in preset.aliases if "/" in a and a.rsplit("/", 1)[1]]  # HF repo tail
+        names += [a.rsplit("/", 1)[1] for a in preset.aliases if "/" in a.rstrip("/")]  # HF repo part of org/repo
         for alias in dict.fromkeys(names):
             key = normalize(alias)
             other = reg.index.get(key)

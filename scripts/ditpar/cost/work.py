@@ -125,11 +125,11 @@ def effective_bw(hw, key: str, group_size: int, flows: int, family: str = "") ->
     each way) and more flows divide it."""
     link = hw.links[key]
     if family == "alltoall":
-        measured = link.alltoall_bus_GBps(group_size) if hasattr(link, "alltoall_bus_GBps") else 0.0
+        measured = link.alltoall_bus_GBps(group_size)
         if measured > 0:
-            return float(measured)
-    elif float(getattr(link, "ring_GBps", 0.0) or 0.0) > 0:
-        return float(link.ring_GBps)
+            return measured
+    elif link.ring_GBps > 0:
+        return link.ring_GBps
     bw = link_bw(hw, key, group_size)
     if flows > 2 and shared_link(hw, key):
         bw *= 2.0 / flows
@@ -146,7 +146,7 @@ def alltoall_time_s(hw, split: dict[str, float], group_size: int, flows: dict[st
         return max(v / (effective_bw(hw, k, group_size, flows.get(k, 1), "alltoall") * 1e9)
                    for k, v in split.items())
     slowest = max(split, key=LINK_KEYS.index)
-    measured = getattr(hw.links[slowest], "alltoall_bus_GBps", lambda _k: 0.0)(group_size)
+    measured = hw.links[slowest].alltoall_bus_GBps(group_size)
     if measured > 0:
         return sum(split.values()) / (measured * 1e9)
     return sum(v / (effective_bw(hw, k, group_size, flows.get(k, 1), "alltoall") * 1e9) for k, v in split.items())
@@ -208,16 +208,15 @@ def worst_group(hw, groups: list[list[int]], cost) -> list[int]:
     return max(groups, key=cost)
 
 
-def slowest_ring(hw, groups: list[list[int]]) -> tuple[list[int], str, dict[str, int]]:
-    """The group whose slowest ring hop is slowest, that hop's link class, and the senders per class of
-    all groups together (what the Collective records as flows)."""
+def slowest_ring(hw, groups: list[list[int]]) -> tuple[str, dict[str, int]]:
+    """Link class of the slowest hop of the slowest group, and the senders per class of all groups
+    together (what the Collective records as flows)."""
     flows = concurrent_ring_flows(hw, groups) or ring_flows(hw, groups[0])
 
     def bw(gr):
         key = ring_link(hw, gr, flows)
         return effective_bw(hw, key, len(gr), flows.get(key, 1))
-    grp = min(groups, key=bw)
-    return grp, ring_link(hw, grp, flows), flows
+    return ring_link(hw, min(groups, key=bw), flows), flows
 
 
 def block_work(model, hw, shape: Shape, plan: Plan, groups: dict[str, list[list[int]]]) -> list[BlockWork]:
@@ -263,18 +262,18 @@ def block_work(model, hw, shape: Shape, plan: Plan, groups: dict[str, list[list[
         kv_rank = max(model.kv_heads / (tp * u), 1) * hd         # K/V width per rank after Ulysses
         if r > 1 and seq_comm:
             hop = (n_attn / (r * g)) * 2 * kv_rank * b * batch     # local K and V block passed per hop
-            _, key, flows = slowest_ring(hw, groups["ring"])
+            key, flows = slowest_ring(hw, groups["ring"])
             comms.append(Collective("ring K,V pass", "ring", "p2p", float(r - 1), {key: hop},
                                     overlap="ring", group_size=r, flows=flows))
         if g > 1 and seq_comm:
             shard = (n_attn / (r * g)) * 2 * kv_rank * b * batch
-            _, key, flows = slowest_ring(hw, groups["kv_allgather"])
+            key, flows = slowest_ring(hw, groups["kv_allgather"])
             comms.append(Collective("AllGather-KV", "kv_allgather", "allgather", 1.0,
                                     {key: (g - 1) * shard}, alpha_steps=g - 1, group_size=g, flows=flows))
         if tp > 1:
             ar_per_block = {"self": 2, "cross": 3, "joint": 2, "single": 1}[base]
             tensor = n * d * b * batch
-            _, key, flows = slowest_ring(hw, groups["tp"])
+            key, flows = slowest_ring(hw, groups["tp"])
             comms.append(Collective("TP all-reduce", "tp", "allreduce", float(ar_per_block),
                                     {key: 2.0 * (tp - 1) / tp * tensor}, alpha_steps=2 * (tp - 1),
                                     group_size=tp, flows=flows))
@@ -316,7 +315,7 @@ def step_collectives(model, hw, shape: Shape, plan: Plan, groups: dict[str, list
     if plan.pipefusion > 1:
         n_tok = (shape.tokens + shape.text_joint) / plan.sp
         act = n_tok * model.hidden * b * batch / plan.num_patches
-        _, key, flows = slowest_ring(hw, groups["pipefusion"])
+        key, flows = slowest_ring(hw, groups["pipefusion"])
         skips = _skips_crossing(model, plan.pipefusion)
         out.append(Collective("PipeFusion P2P", "pipefusion", "p2p", 1.0,
                               {key: act * (1 + skips)}, overlap="pipeline", flows=flows))
