@@ -70,7 +70,7 @@ def main() -> None:
     if not FIXTURE.is_dir():
         sys.exit(f"bench_attribution: fixture not found: {FIXTURE}")
 
-    from ditpar import bubbles, collectives, stage_delta
+    from ditpar.analysis import bubbles, collectives, stage_delta
     from ditpar.readers import load_profiles
 
     with tempfile.TemporaryDirectory() as tmp:

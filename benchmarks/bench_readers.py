@@ -106,7 +106,7 @@ try:
 except (AttributeError, OSError):
     pass
 from ditpar.readers import load_profiles
-from ditpar.breakdown import step_breakdown
+from ditpar.analysis.breakdown import step_breakdown
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 t0 = time.perf_counter()
 ps = load_profiles([sys.argv[2]])

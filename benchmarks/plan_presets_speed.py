@@ -15,9 +15,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
-from ditpar import presets  # noqa: E402
-from ditpar.cost import Tunables, conclusion, make_shape, rank_plans  # noqa: E402
 from ditpar.errors import InputError  # noqa: E402
+from ditpar.plan import presets  # noqa: E402
+from ditpar.plan.cost import Tunables, conclusion, make_shape, rank_plans  # noqa: E402
 
 
 def main() -> None:

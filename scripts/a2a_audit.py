@@ -49,9 +49,9 @@ def body() -> int:
         return probe(args)
     if not args.logs:
         raise InputError("give the log files of every rank (or --probe OUT_DIR under torchrun)")
-    from ditpar import a2a_audit
+    from ditpar.comm import audit
 
-    result = a2a_audit.reconcile(a2a_audit.read_logs(args.logs), args.world, args.comm)
+    result = audit.reconcile(audit.read_logs(args.logs), args.world, args.comm)
     if args.csv:
         import pandas as pd
 
@@ -60,7 +60,7 @@ def body() -> int:
         cli.print_json("a2a_audit", result)
     else:
         show(result)
-    return a2a_audit.exit_code(result, args.allow_incomplete)
+    return audit.exit_code(result, args.allow_incomplete)
 
 
 def show(r: dict) -> None:
@@ -92,18 +92,18 @@ def show(r: dict) -> None:
 
 
 def probe(args) -> int:
-    from ditpar import a2a_audit_probe, dist
+    from ditpar.comm import dist, negative_control
 
     faults = [f for f in args.faults.replace(" ", "").split(",") if f]
-    unknown = [f for f in faults if f not in a2a_audit_probe.FAULTS] or ([] if faults else ["(none)"])
+    unknown = [f for f in faults if f not in negative_control.FAULTS] or ([] if faults else ["(none)"])
     if unknown:
-        raise InputError(f"--faults: unknown fault(s) {unknown}; known: {', '.join(a2a_audit_probe.FAULTS)}")
+        raise InputError(f"--faults: unknown fault(s) {unknown}; known: {', '.join(negative_control.FAULTS)}")
     if args.calls < 1 or args.chunks < 1:
         raise InputError("--calls and --chunks must be >= 1")
     ctx = None
     try:
         ctx = dist.setup(args.backend, args.timeout)
-        folders = a2a_audit_probe.run_probe(ctx, args.probe, faults, args.calls, args.chunks, args.seed)
+        folders = negative_control.run_probe(ctx, args.probe, faults, args.calls, args.chunks, args.seed)
         if ctx.rank == 0:
             if args.json:
                 cli.print_json("a2a_audit", {"mode": "probe", "world": ctx.world, "backend": ctx.backend,

@@ -43,15 +43,15 @@ def build_parser():
 
 def body() -> int:
     args = build_parser().parse_args()
-    from ditpar import a2a_pad
+    from ditpar.comm import padded_alltoall
 
     if args.multiple < 1 or args.trials < 0 or args.max_rows < 1:
         raise InputError("--multiple and --max-rows must be >= 1 and --trials >= 0")
-    matrix = a2a_pad.parse_split_matrix(args.splits) if args.splits else None
+    matrix = padded_alltoall.parse_split_matrix(args.splits) if args.splits else None
     if not args.check:
         if matrix is None or args.row_bytes is None:
             raise InputError("give --check (under torchrun), or --splits and --row-bytes for a plan")
-        return show_plan(args, a2a_pad.pad_plan(matrix, args.row_bytes, args.multiple))
+        return show_plan(args, padded_alltoall.pad_plan(matrix, args.row_bytes, args.multiple))
     return check(args, matrix)
 
 
@@ -73,7 +73,7 @@ def show_plan(args, plan: dict) -> int:
 
 
 def check(args, matrix) -> int:
-    from ditpar import a2a_pad_check, dist
+    from ditpar.comm import byte_identity, dist
 
     _, world, _, _ = dist.world_from_env(args.world_size)  # checked before torch is imported
     if matrix is not None and len(matrix) != world:
@@ -81,7 +81,7 @@ def check(args, matrix) -> int:
     ctx = None
     try:
         ctx = dist.setup(args.backend, args.timeout, args.world_size)
-        rows = a2a_pad_check.run_check(ctx, args.trials, args.seed, args.multiple, args.max_rows, matrix)
+        rows = byte_identity.run_check(ctx, args.trials, args.seed, args.multiple, args.max_rows, matrix)
         if ctx.rank == 0:
             report(args, ctx, rows)
     finally:

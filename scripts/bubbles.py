@@ -12,8 +12,8 @@ from __future__ import annotations
 import sys
 
 from ditpar import cli
-from ditpar.bubbles import CLASSES, BubbleReport, analyse
-from ditpar.collectives import us
+from ditpar.analysis.bubbles import CLASSES, BubbleReport, analyse
+from ditpar.analysis.collectives import us
 
 PROG = "bubbles.py"
 TOOL = "bubbles"
@@ -104,7 +104,7 @@ def main() -> None:
         report = analyse(ps, ranks=args.rank, families=families, tolerance_us=args.tolerance_us,
                          consumer=args.consumer, stream=args.stream)
         if args.plot:
-            from ditpar.plots_timeline import plot_window
+            from ditpar.analysis.timeline_plot import plot_window
 
             plot_window(ps, report, args.plot, rank=args.plot_rank, step=args.plot_step,
                         range_us=args.plot_range_us)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 
 from ditpar import cli
-from ditpar.collectives import CollectiveReport, analyse
+from ditpar.analysis.collectives import CollectiveReport, analyse
 
 PROG = "collectives.py"
 TOOL = "collectives"

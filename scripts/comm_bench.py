@@ -21,7 +21,7 @@ EXAMPLE = ("torchrun --nproc-per-node 8 scripts/comm_bench.py --ops all_to_all,a
 
 
 def build_parser():
-    from ditpar.commbench import OPS
+    from ditpar.comm.bench import OPS
 
     p = cli.make_parser(PROG, __doc__.strip().splitlines()[0], EXAMPLE)
     p.add_argument("--ops", default="all",
@@ -63,11 +63,11 @@ def parse_fault(text: str | None) -> tuple[str, int] | None:
 
 def body() -> int:
     args = build_parser().parse_args()
-    from ditpar import commbench, dist
+    from ditpar.comm import bench, dist
 
-    ops = commbench.parse_ops(args.ops)
-    sizes = commbench.size_sweep(commbench.parse_size(args.min_bytes, "--min-bytes"),
-                                 commbench.parse_size(args.max_bytes, "--max-bytes"), args.factor)
+    ops = bench.parse_ops(args.ops)
+    sizes = bench.size_sweep(bench.parse_size(args.min_bytes, "--min-bytes"),
+                                 bench.parse_size(args.max_bytes, "--max-bytes"), args.factor)
     for name in ("iters", "concurrent", "row_elems"):
         if getattr(args, name) < 1:
             raise InputError(f"--{name.replace('_', '-')} {getattr(args, name)}: expected >= 1")
@@ -79,15 +79,15 @@ def body() -> int:
         if folder and not os.path.isdir(folder):
             raise InputError(f"{path}: folder {folder} does not exist")
     _, world, _, _ = dist.world_from_env(args.world_size)  # checked before torch is imported
-    groups = commbench.parse_groups(args.groups, world)
+    groups = bench.parse_groups(args.groups, world)
     if fault and fault[1] >= world:
         raise InputError(f"--fault-drill {args.fault_drill}: rank {fault[1]} outside the world of {world}")
     ctx = None
     try:
         ctx = dist.setup(args.backend, args.timeout, args.world_size)
-        cfg = commbench.BenchConfig(ops, sizes, groups, args.concurrent, args.iters, args.warmup,
+        cfg = bench.BenchConfig(ops, sizes, groups, args.concurrent, args.iters, args.warmup,
                                     args.dtype, args.row_elems, fault)
-        rows, timing = commbench.run_bench(ctx, cfg)
+        rows, timing = bench.run_bench(ctx, cfg)
         if ctx.rank == 0:
             report(args, ctx, rows, timing)
     finally:
@@ -101,7 +101,7 @@ def body() -> int:
 
 def report(args, ctx, rows: list[dict], timing: str) -> None:
     import pandas as pd
-    from ditpar.commbench import CSV_COLUMNS
+    from ditpar.comm.bench import CSV_COLUMNS
 
     frame = pd.DataFrame(rows, columns=CSV_COLUMNS)
     if args.csv:

@@ -87,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _gates(args: argparse.Namespace):
-    from ditpar.fewstep_analyze import Gates
+    from ditpar.fewstep.analyze import Gates
 
     return Gates(args.dispersion_pct, args.drift_pct, args.tie_pct, args.share_drift_pp,
                  args.min_repeats)
@@ -96,8 +96,8 @@ def _gates(args: argparse.Namespace):
 def _report(args: argparse.Namespace, matrix_path: Path, extra: dict | None = None,
             planned: dict[str, int] | None = None) -> int:
     """Analyze the matrix file and print table or JSON; write --csv / --plot; return the exit code."""
-    from ditpar.fewstep_analyze import EXIT_CODES, analyze, cells_csv, render_text
-    from ditpar.fewstep_matrix import read_matrix
+    from ditpar.fewstep.analyze import EXIT_CODES, analyze, cells_csv, render_text
+    from ditpar.fewstep.matrix import read_matrix
 
     gates = _gates(args)
     gates.check()
@@ -107,7 +107,7 @@ def _report(args: argparse.Namespace, matrix_path: Path, extra: dict | None = No
     if args.csv:
         cli.write_atomic(args.csv, cells_csv(payload))
     if args.plot:
-        from ditpar.fewstep_plot import plot_fewstep
+        from ditpar.fewstep.plot import plot_fewstep
 
         plot_fewstep(payload, args.plot)
     if args.json:
@@ -118,7 +118,7 @@ def _report(args: argparse.Namespace, matrix_path: Path, extra: dict | None = No
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ditpar.fewstep_run import Runner, Settings, parse_config, parse_only
+    from ditpar.fewstep.run import Runner, Settings, parse_config, parse_only
 
     if args.parse_only:
         logdir = Path(args.parse_only)

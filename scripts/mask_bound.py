@@ -10,8 +10,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from ditpar import cli, masking, masksim  # noqa: E402
+from ditpar import cli  # noqa: E402
 from ditpar.errors import InputError  # noqa: E402
+from ditpar.masking import bound, simulator  # noqa: E402
 
 PROG = "mask_bound.py"
 TOOL = "mask_bound"
@@ -36,8 +37,8 @@ def _layer_args(p) -> None:
                    help="D as a share of c (Ulysses q,k,v forward + o reverse of equal size: 0.25)")
 
 
-def _layer(args) -> masking.Layer:
-    return masking.make_layer(args.comm_us, args.compute_us, args.chunks, args.drain_us, args.reverse_share)
+def _layer(args) -> bound.Layer:
+    return bound.make_layer(args.comm_us, args.compute_us, args.chunks, args.drain_us, args.reverse_share)
 
 
 def build_parser():
@@ -65,19 +66,19 @@ def build_parser():
                        formatter_class=parser.formatter_class)
     _layer_args(p)
     p.add_argument("--order", default="forward-first,pipelined",
-                   help=f"comma-separated issue orders, or 'all' ({', '.join(masksim.ORDERS)})")
+                   help=f"comma-separated issue orders, or 'all' ({', '.join(simulator.ORDERS)})")
     p.add_argument("--transform-us", type=float, default=0.0,
                    help="per-chunk output transform on the compute stream that the reverse waits for (us)")
-    p.add_argument("--transforms", choices=masksim.TRANSFORMS, default="per-chunk",
+    p.add_argument("--transforms", choices=simulator.TRANSFORMS, default="per-chunk",
                    help="per-chunk: T_g right after A_g; batched: all T_g after the last attention chunk")
     p.add_argument("--post-us", type=float, default=0.0,
                    help="per-chunk compute that needs the chunk's reverse (copy-back, partial output projection)")
     cli.add_output_args(p, csv=True, plot=True)
 
-    from ditpar import maskprofile, maskverify
+    from ditpar.masking import measured, verify
 
-    maskprofile.add_arguments(sub, parser)
-    maskverify.add_arguments(sub, parser)
+    measured.add_arguments(sub, parser)
+    verify.add_arguments(sub, parser)
     return parser
 
 
@@ -86,10 +87,10 @@ def _calc(args) -> int:
     cands = None
     if args.overhead_us is not None:
         if args.heads is not None:
-            cands = masking.divisors(masking.check_chunks("--heads", args.heads))
+            cands = bound.divisors(bound.check_chunks("--heads", args.heads))
         else:
-            cands = list(range(1, masking.check_chunks("--max-chunks", args.max_chunks) + 1))
-    res = masking.analyse(layer, target=args.target, overhead_us=args.overhead_us,
+            cands = list(range(1, bound.check_chunks("--max-chunks", args.max_chunks) + 1))
+    res = bound.analyse(layer, target=args.target, overhead_us=args.overhead_us,
                           candidates=cands, measured=args.measured)
     if args.csv:
         import pandas as pd
@@ -129,7 +130,7 @@ def format_calc(res: dict) -> str:
             lines.append("  warning: above the ceiling -- C probably mixes in other families or communicators, "
                          "or side-stream compute is counted as communication (check the drain and C's source)")
     lines += ["", "lower bounds on exposed communication (us per layer):"]
-    rows = [{"bound": k, "us": v, "meaning": masking.TERM_MEANING[k]} for k, v in res["terms_us"].items()]
+    rows = [{"bound": k, "us": v, "meaning": bound.TERM_MEANING[k]} for k, v in res["terms_us"].items()]
     lines.append(cli.format_table(rows, ["bound", "us", "meaning"], digits=4))
     t = res["target"]
     if t:
@@ -157,11 +158,11 @@ def format_calc(res: dict) -> str:
 
 def _orders(text: str) -> list[str]:
     if text.strip() == "all":
-        return list(masksim.ORDERS)
+        return list(simulator.ORDERS)
     orders = [o.strip() for o in text.split(",") if o.strip()]
     for o in orders:
-        if o not in masksim.ORDERS:
-            raise InputError(f"--order: unknown order {o!r}; expected one of {list(masksim.ORDERS)} or 'all'")
+        if o not in simulator.ORDERS:
+            raise InputError(f"--order: unknown order {o!r}; expected one of {list(simulator.ORDERS)} or 'all'")
     if not orders:
         raise InputError("--order: no order given")
     return orders
@@ -169,39 +170,39 @@ def _orders(text: str) -> list[str]:
 
 def _simulate(args) -> int:
     layer = _layer(args)
-    t = masking.check_time("--transform-us", args.transform_us, allow_zero=True)
-    post = masking.check_time("--post-us", args.post_us, allow_zero=True)
-    results = [masksim.simulate(layer, o, t, args.transforms, post) for o in _orders(args.order)]
+    t = bound.check_time("--transform-us", args.transform_us, allow_zero=True)
+    post = bound.check_time("--post-us", args.post_us, allow_zero=True)
+    results = [simulator.simulate(layer, o, t, args.transforms, post) for o in _orders(args.order)]
     plain = t == 0 and post == 0 and args.transforms == "per-chunk"
     rows = []
     for r in results:
-        row = masksim.summary(r)
-        closed = masking.exposure_for_order(layer, r.order) if plain else None
+        row = simulator.summary(r)
+        closed = bound.exposure_for_order(layer, r.order) if plain else None
         row["closed_form_exposed_us"] = closed
         rows.append(row)
     if args.plot:
-        masksim.plot_gantt(results, args.plot)
+        simulator.plot_gantt(results, args.plot)
     if args.csv:
         import pandas as pd
 
         ops = [{"order": r.order, "op": o.label, "kind": o.kind, "chunk": o.chunk, "stream": o.stream,
                 "start_us": o.start_us, "end_us": o.end_us} for r in results for o in r.ops]
         cli.write_csv(args.csv, pd.DataFrame(ops))
-    ceil = masking.ceiling(layer)
+    ceil = bound.ceiling(layer)
     if args.json:
         cli.print_json(TOOL, {"command": "simulate", "comm_us": layer.comm_us, "compute_us": layer.compute_us,
                               "chunks": layer.chunks, "drain_us": layer.drain_us, "transform_us": t,
                               "post_us": post,
-                              "transforms": args.transforms, "ceiling": ceil, "ideal": masking.ideal(layer.chunks),
-                              "c_over_f": masking.c_over_f(layer), "regime": masking.regime(layer),
+                              "transforms": args.transforms, "ceiling": ceil, "ideal": bound.ideal(layer.chunks),
+                              "c_over_f": bound.c_over_f(layer), "regime": bound.regime(layer),
                               "orders": rows})
         return 0
     print(f"per layer: C = {layer.comm_us:.6g} us, F = {layer.compute_us:.6g} us, n = {layer.chunks}, "
           f"drain D = {layer.drain_us:.6g} us" + (f", transform {t:.6g} us ({args.transforms})" if t or
                                                      args.transforms != "per-chunk" else "")
           + (f", post-reverse work {post:.6g} us per chunk" if post else ""))
-    print(f"c/f = {masking.c_over_f(layer):.4f} ({masking.regime(layer)}); closed-form ceiling {ceil:.4f}, "
-          f"ideal {masking.ideal(layer.chunks):.4f}" + ("" if plain else
+    print(f"c/f = {bound.c_over_f(layer):.4f} ({bound.regime(layer)}); closed-form ceiling {ceil:.4f}, "
+          f"ideal {bound.ideal(layer.chunks):.4f}" + ("" if plain else
           "; the closed form covers neither transforms nor post-reverse work (column left empty)"))
     print(cli.format_table(rows, ["order", "makespan_us", "exposed_us", "masking", "closed_form_exposed_us"],
                            digits=4))
@@ -219,11 +220,11 @@ def main() -> None:
             return _calc(args)
         if args.command == "simulate":
             return _simulate(args)
-        from ditpar import maskprofile, maskverify
+        from ditpar.masking import measured, verify
 
         if args.command == "profile":
-            return maskprofile.main(args, TOOL)
-        return maskverify.main(args, TOOL)
+            return measured.main(args, TOOL)
+        return verify.main(args, TOOL)
 
     cli.run(PROG, body)
 

@@ -32,7 +32,7 @@ def _tunable_args(p) -> None:
 
 
 def _tunables(args):
-    from ditpar.cost import Tunables, parse_order
+    from ditpar.plan.cost import Tunables, parse_order
 
     kw = {}
     if args.launch_us is not None:
@@ -106,8 +106,8 @@ def main() -> None:
 
 
 def run_plan(args) -> int:
-    from ditpar import planreport, presets
-    from ditpar.cost import calibrate, conclusion, make_shape, parse_resolution, rank_plans
+    from ditpar.plan import presets, report
+    from ditpar.plan.cost import calibrate, conclusion, make_shape, parse_resolution, rank_plans
 
     model = presets.resolve_model(args.model)
     hw = presets.resolve_hardware(args.hardware, args.interconnect, args.devices)
@@ -124,20 +124,20 @@ def run_plan(args) -> int:
     results = rank_plans(model, hw, shape, args.devices, tun, with_dp=not args.no_dp,
                          patches=args.patches, warmup=args.warmup)
     text = conclusion(results, model, hw, shape)
-    payload = planreport.payload(results, model, hw, shape, tun, text)
+    payload = report.payload(results, model, hw, shape, tun, text)
     if args.csv:
-        cli.write_csv(args.csv, planreport.frame(results))
+        cli.write_csv(args.csv, report.frame(results))
     if args.plot:
-        planreport.plot(results, args.plot, title=f"{model.name} on {hw.name}, {args.devices} devices")
+        report.plot(results, args.plot, title=f"{model.name} on {hw.name}, {args.devices} devices")
     if args.json:
         cli.print_json("plan", payload)
     else:
-        sys.stdout.write(planreport.render(results, model, hw, shape, tun, text, args.top, args.all))
+        sys.stdout.write(report.render(results, model, hw, shape, tun, text, args.top, args.all))
     return 0
 
 
 def run_score(args) -> int:
-    from ditpar import evaluate
+    from ditpar.plan import evaluate
 
     frame = evaluate.read_table(args.candidates)
     out = evaluate.score_table(frame, _tunables(args))
@@ -155,7 +155,7 @@ def run_score(args) -> int:
 
 
 def run_evaluate(args) -> int:
-    from ditpar import evaluate
+    from ditpar.plan import evaluate
 
     frames = evaluate.load_tables(args.tables)
     res = evaluate.evaluate_tables(frames, _tunables(args), calibrate=args.calibrate)

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from ditpar import cli  # noqa: E402
 from ditpar.errors import InputError  # noqa: E402
-from ditpar.scope_check import EXIT_CODES, Full, Plan, baseline_fulls, judge, load_records  # noqa: E402
+from ditpar.scope.check import EXIT_CODES, Full, Plan, baseline_fulls, judge, load_records  # noqa: E402
 
 PROG = "scope_probe.py"
 TABLE_COLUMNS = ["rank", "name", "stage", "calls", "seq_q", "expected_seq_q", "heads_q",

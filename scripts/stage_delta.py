@@ -13,8 +13,7 @@ import sys
 from pathlib import Path
 
 from ditpar import cli
-from ditpar.errors import InputError
-from ditpar.stage_delta import (
+from ditpar.analysis.stage_delta import (
     DeltaReport,
     Side,
     compare,
@@ -22,6 +21,7 @@ from ditpar.stage_delta import (
     read_step_trace_csv,
     side_from_profile,
 )
+from ditpar.errors import InputError
 
 PROG = "stage_delta.py"
 TOOL = "stage_delta"

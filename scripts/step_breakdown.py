@@ -44,7 +44,7 @@ def body() -> int:
     cli.add_output_args(parser, csv=True, plot=False)
     args = parser.parse_args()
 
-    from ditpar.breakdown import COLUMNS, STAGE_TOLERANCE_US, TOLERANCE_US, step_breakdown
+    from ditpar.analysis.breakdown import COLUMNS, STAGE_TOLERANCE_US, TOLERANCE_US, step_breakdown
     from ditpar.readers import load_profiles
 
     profiles = load_profiles(args.paths)

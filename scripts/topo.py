@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ditpar import cli
 from ditpar.errors import InputError
-from ditpar.topology import parse_topology
+from ditpar.plan.topology import parse_topology
 
 PROG = "topo.py"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from ditpar.events import make_events
+from ditpar.core.events import make_events
 
 
 def events(rows: list[tuple], rank: int = 0):

@@ -9,7 +9,7 @@ import os
 
 import pytest
 from conftest import run_script, torchrun
-from ditpar import a2a_audit
+from ditpar.comm import audit
 
 CALLS, CHUNKS = 2, 2
 VERDICT = {"none": "transport faithful", "send_rewrite": "send buffer rewritten after dispatch",
@@ -106,11 +106,11 @@ def write(tmp_path, name, lines):
 
 
 def test_fingerprint_spellings():
-    assert a2a_audit.parse_fp("-1") == a2a_audit.parse_fp("0xffffffffffffffff") == 2**64 - 1
-    assert a2a_audit.parse_fp("0x1F") == a2a_audit.parse_fp("31") == 31
+    assert audit.parse_fp("-1") == audit.parse_fp("0xffffffffffffffff") == 2**64 - 1
+    assert audit.parse_fp("0x1F") == audit.parse_fp("31") == 31
     for bad in ("1e5", "0x", "abc", "", "1.0"):
         with pytest.raises(ValueError):
-            a2a_audit.parse_fp(bad)
+            audit.parse_fp(bad)
 
 
 def test_signed_and_hex_fingerprints_reconcile(tmp_path):
@@ -158,7 +158,7 @@ def test_self_leg_without_src_points_at_packing(tmp_path):
 
 
 def test_same_call_numbers_in_two_communicators_do_not_collide(tmp_path):
-    # the seed tool keyed records by (call, chunk) only: these two groups would overwrite each other
+    # the MindIE-SD skill's tool keyed records by (call, chunk) only: these two groups would overwrite each other
     lines = [line("ulysses0", 0, 2, 0, 0, ["1", "2"], ["1", "2"], ["1", "3"]),
              line("ulysses0", 1, 2, 0, 0, ["3", "4"], ["3", "4"], ["2", "4"]),
              line("ulysses1", 0, 2, 0, 0, ["5", "6"], ["5", "6"], ["5", "7"]),
@@ -200,29 +200,29 @@ def test_missing_file_and_no_args_exit_2(tmp_path):
 def test_logger_api_fingerprints_and_switch(tmp_path, monkeypatch):
     torch = pytest.importorskip("torch")
     x = torch.arange(12, dtype=torch.float32).reshape(6, 2)
-    fp = a2a_audit.fingerprint
+    fp = audit.fingerprint
     assert int(fp(x)) == int(fp(x.clone()))
     assert int(fp(x)) != int(fp(x.flip(0)))  # row order matters
-    assert int(fp(x[:0])) == a2a_audit.FP_EMPTY
+    assert int(fp(x[:0])) == audit.FP_EMPTY
     assert int(fp(torch.zeros(4))) != int(fp(torch.zeros(5)))  # zeros still count
 
     lines: list[str] = []
-    monkeypatch.delenv(a2a_audit.ENV_SWITCH, raising=False)
-    off = a2a_audit.A2AAudit(lines.append, "g", 0, 2)
+    monkeypatch.delenv(audit.ENV_SWITCH, raising=False)
+    off = audit.A2AAudit(lines.append, "g", 0, 2)
     c = off.begin(x, [2, 4], call=0)
     c.received(x, [3, 3])
     assert c.end() is None and lines == []  # default off
 
-    monkeypatch.setenv(a2a_audit.ENV_SWITCH, "1")
-    on = a2a_audit.A2AAudit(lines.append, "g", 0, 2, max_lines=1)
+    monkeypatch.setenv(audit.ENV_SWITCH, "1")
+    on = audit.A2AAudit(lines.append, "g", 0, 2, max_lines=1)
     c = on.begin(x, [2, 4], call=7, chunk=-1, intended=[x[:2], x[2:]])
     x[0, 0] = 99.0  # the send buffer changes after dispatch
     c.received(x, [3, 3])
     text = c.end()
-    rec = a2a_audit.parse_line(text, "mem")
+    rec = audit.parse_line(text, "mem")
     assert (rec.call, rec.chunk, rec.n) == (7, -1, 2)
     assert rec.spre[0] != rec.spost[0] and rec.spre[1] == rec.spost[1]
     assert rec.src == rec.spre
     assert on.begin(x, [2, 4], call=8).end() is None  # line cap reached
-    with pytest.raises(a2a_audit.InputError):
-        a2a_audit.A2AAudit(lines.append, "g", 0, 2, enabled=True).begin(x, [2, 4], 0).end()
+    with pytest.raises(audit.InputError):
+        audit.A2AAudit(lines.append, "g", 0, 2, enabled=True).begin(x, [2, 4], 0).end()

@@ -7,34 +7,34 @@ import json
 
 import pytest
 from conftest import run_script, torchrun
-from ditpar import a2a_pad
+from ditpar.comm import padded_alltoall
 from ditpar.errors import InputError
 
 
 def test_s_pad_is_the_next_multiple_of_128():
-    assert [a2a_pad.s_pad_for(v) for v in (0, 1, 127, 128, 129, 300)] == [0, 128, 128, 128, 256, 384]
-    assert a2a_pad.s_pad_for(300, multiple=1) == 300
+    assert [padded_alltoall.s_pad_for(v) for v in (0, 1, 127, 128, 129, 300)] == [0, 128, 128, 128, 256, 384]
+    assert padded_alltoall.s_pad_for(300, multiple=1) == 300
     with pytest.raises(InputError):
-        a2a_pad.s_pad_for(-1)
+        padded_alltoall.s_pad_for(-1)
     with pytest.raises(InputError):
-        a2a_pad.round_up(5, 0)
+        padded_alltoall.round_up(5, 0)
 
 
 def test_plan_by_hand():
     # blocks 300, 0, 17, 129 rows; S_PAD = 384; wire = 2 ranks x 2 blocks x 384 rows x 6144 B
-    plan = a2a_pad.pad_plan([[300, 0], [17, 129]], row_bytes=6144)
+    plan = padded_alltoall.pad_plan([[300, 0], [17, 129]], row_bytes=6144)
     assert plan["s_pad"] == 384
     assert plan["payload_bytes"] == (300 + 0 + 17 + 129) * 6144 == 2740224
     assert plan["wire_bytes"] == 2 * 2 * 384 * 6144 == 9437184
     assert plan["padding_overhead"] == pytest.approx(9437184 / 2740224 - 1)
     assert [r["recv_rows"] for r in plan["per_rank"]] == [317, 129]
-    assert a2a_pad.pad_plan([[0]], 10)["padding_overhead"] is None  # nothing to move: no ratio
+    assert padded_alltoall.pad_plan([[0]], 10)["padding_overhead"] is None  # nothing to move: no ratio
 
 
 @pytest.mark.parametrize("text", ["1,2;3", "a,b;c,d", "1,-1;2,2", ""])
 def test_split_matrix_rejects(text):
     with pytest.raises(InputError):
-        a2a_pad.parse_split_matrix(text)
+        padded_alltoall.parse_split_matrix(text)
 
 
 def test_plan_cli_json():

@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 from attribution_synth import brute_bubbles, events
 from conftest import need_shared, run_script
-from ditpar import bubbles
+from ditpar.analysis import bubbles
+from ditpar.core.profile import ProfileSet
 from ditpar.errors import InputError
-from ditpar.profile import ProfileSet
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

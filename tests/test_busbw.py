@@ -10,24 +10,24 @@ from __future__ import annotations
 import math
 
 import pytest
-from ditpar import commbench
+from ditpar.comm import bench
 from ditpar.errors import InputError
 
 
 def plan(op: str, size: int, n: int, elem: int = 4, row_elems: int = 64):
-    return commbench.OPS[op].plan(size, n, elem, row_elems)
+    return bench.OPS[op].plan(size, n, elem, row_elems)
 
 
 def test_bandwidths_hand_values():
     # 1e9 bytes in one second is 1 GB/s (nccl-tests divides by 1.0E9)
-    alg, bus = commbench.bandwidths(10**9, 1e6, 2 * 7 / 8)
+    alg, bus = bench.bandwidths(10**9, 1e6, 2 * 7 / 8)
     assert alg == pytest.approx(1.0)
     assert bus == pytest.approx(1.75)
     # 64 MiB all_to_all on 8 ranks in 2500 us: 67108864 / 2.5e-3 / 1e9 = 26.8435456 GB/s; x 7/8
-    alg, bus = commbench.bandwidths(64 * 2**20, 2500.0, 7 / 8)
+    alg, bus = bench.bandwidths(64 * 2**20, 2500.0, 7 / 8)
     assert alg == pytest.approx(26.8435456)
     assert bus == pytest.approx(23.488102400)
-    assert all(math.isnan(v) for v in commbench.bandwidths(1024, 0.0, 1.0))
+    assert all(math.isnan(v) for v in bench.bandwidths(1024, 0.0, 1.0))
 
 
 @pytest.mark.parametrize("op,n,factor", [
@@ -56,9 +56,9 @@ def test_sizes_round_like_nccl_tests():
 
 def test_uneven_split_pattern_and_factor():
     # weights [1, 2, 0, 1] over the peer offset k = 0..3 (self first); 12 rows -> 3, 6, 0, 3
-    assert commbench.uneven_blocks(12, 4) == [3, 6, 0, 3]
+    assert bench.uneven_blocks(12, 4) == [3, 6, 0, 3]
     # two ranks: weights [1, 2] -> 9 rows = 3 to self, 6 to the peer
-    assert commbench.uneven_blocks(9, 2) == [3, 6]
+    assert bench.uneven_blocks(9, 2) == [3, 6]
     # 1 MiB of float32 rows of 64 elements = 4096 rows on 4 ranks -> blocks 1024, 2048, 0, 1024
     p = plan("all_to_all_uneven", 1 << 20, 4)
     assert p.extra["blocks"] == [1024, 2048, 0, 1024]
@@ -73,7 +73,7 @@ def test_uneven_split_pattern_and_factor():
 
 def test_uneven_blocks_are_circulant_so_every_rank_sends_and_receives_the_same():
     n, rows = 5, 1003
-    blocks = commbench.uneven_blocks(rows, n)
+    blocks = bench.uneven_blocks(rows, n)
     sends = [sum(blocks[(d - r) % n] for d in range(n)) for r in range(n)]
     recvs = [sum(blocks[(r - s) % n] for s in range(n)) for r in range(n)]
     assert sends == recvs == [rows] * n
@@ -81,38 +81,38 @@ def test_uneven_blocks_are_circulant_so_every_rank_sends_and_receives_the_same()
 
 
 def test_apportion_largest_remainder():
-    assert commbench.apportion(10, [1, 2, 0, 1]) == [3, 5, 0, 2]
-    assert sum(commbench.apportion(7, [1, 1, 1])) == 7
+    assert bench.apportion(10, [1, 2, 0, 1]) == [3, 5, 0, 2]
+    assert sum(bench.apportion(7, [1, 1, 1])) == 7
 
 
 @pytest.mark.parametrize("text,value", [("64K", 65536), ("1M", 1 << 20), ("2G", 2 << 30),
                                         ("1.5K", 1536), ("4096", 4096), ("8MiB", 8 << 20)])
 def test_parse_size(text, value):
-    assert commbench.parse_size(text) == value
+    assert bench.parse_size(text) == value
 
 
 @pytest.mark.parametrize("text", ["12Q", "abc", "-1", "0", "1.3", ""])
 def test_parse_size_rejects(text):
     with pytest.raises(InputError):
-        commbench.parse_size(text)
+        bench.parse_size(text)
 
 
 def test_size_sweep():
-    assert commbench.size_sweep(1024, 8192, 2) == [1024, 2048, 4096, 8192]
-    assert commbench.size_sweep(1024, 5000, 4) == [1024, 4096]
+    assert bench.size_sweep(1024, 8192, 2) == [1024, 2048, 4096, 8192]
+    assert bench.size_sweep(1024, 5000, 4) == [1024, 4096]
     with pytest.raises(InputError):
-        commbench.size_sweep(2048, 1024, 2)
+        bench.size_sweep(2048, 1024, 2)
     with pytest.raises(InputError):
-        commbench.size_sweep(1024, 2048, 1)
+        bench.size_sweep(1024, 2048, 1)
 
 
 def test_parse_groups_and_ops():
-    assert commbench.parse_groups("0,1;0,4", 8) == [[0, 1], [0, 4]]
-    assert commbench.parse_groups(None, 3) == [[0, 1, 2]]
+    assert bench.parse_groups("0,1;0,4", 8) == [[0, 1], [0, 4]]
+    assert bench.parse_groups(None, 3) == [[0, 1, 2]]
     for bad in ("0,8", "0,0", "a,b", ";"):
         with pytest.raises(InputError):
-            commbench.parse_groups(bad, 8)
-    assert [s.name for s in commbench.parse_ops("sendrecv,all_reduce")] == ["sendrecv", "all_reduce"]
-    assert len(commbench.parse_ops("all")) == 8
+            bench.parse_groups(bad, 8)
+    assert [s.name for s in bench.parse_ops("sendrecv,all_reduce")] == ["sendrecv", "all_reduce"]
+    assert len(bench.parse_ops("all")) == 8
     with pytest.raises(InputError, match="unknown op"):
-        commbench.parse_ops("all_reduce,alltoallv")
+        bench.parse_ops("all_reduce,alltoallv")

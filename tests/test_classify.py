@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from ditpar.classify import ascend_one, classify_ascend, classify_kineto, kineto_one, op_family
+from ditpar.core.classify import ascend_one, classify_ascend, classify_kineto, kineto_one, op_family
 
 
 @pytest.mark.parametrize(

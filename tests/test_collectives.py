@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 from attribution_synth import events, mask
 from conftest import need_shared, run_script
-from ditpar import collectives
+from ditpar.analysis import collectives
+from ditpar.core.events import make_events
+from ditpar.core.profile import ProfileSet
 from ditpar.errors import InputError
-from ditpar.events import make_events
-from ditpar.profile import ProfileSet
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

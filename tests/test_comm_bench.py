@@ -179,7 +179,7 @@ def test_hccl_sets_the_npu_before_init(monkeypatch):
     import types
 
     import torch
-    from ditpar import dist
+    from ditpar.comm import dist
 
     rec = _fake_dist_env(monkeypatch, 2)
     npu = types.SimpleNamespace(is_available=lambda: True, device_count=lambda: 8,
@@ -197,7 +197,7 @@ def test_hccl_sets_the_npu_before_init(monkeypatch):
 
 def test_nccl_sets_the_cuda_device_before_init(monkeypatch):
     import torch
-    from ditpar import dist
+    from ditpar.comm import dist
     from ditpar.errors import InputError
 
     rec = _fake_dist_env(monkeypatch, 1)
@@ -215,7 +215,7 @@ def test_nccl_sets_the_cuda_device_before_init(monkeypatch):
 
 
 def test_watchdog_exits_2_when_nothing_progresses():
-    code = ("import sys, time; sys.path.insert(0, 'scripts'); from ditpar.dist import Watchdog; "
+    code = ("import sys, time; sys.path.insert(0, 'scripts'); from ditpar.comm.dist import Watchdog; "
             "w = Watchdog(3, 0.5); w.start(); w.pet('all_to_all 1 MiB'); time.sleep(20)")
     start = time.monotonic()
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=30)

@@ -7,7 +7,8 @@ import math
 
 import pytest
 from costmodel_fixtures import box, replace, tiny_model
-from ditpar.cost import (
+from ditpar.errors import InputError
+from ditpar.plan.cost import (
     Plan,
     Tunables,
     enumerate_plans,
@@ -16,10 +17,9 @@ from ditpar.cost import (
     parse_resolution,
     predict,
 )
-from ditpar.cost.timing import comm_time_s, masking_hidden
-from ditpar.cost.work import block_work, step_collectives
-from ditpar.errors import InputError
-from ditpar.presets import LinkClass
+from ditpar.plan.cost.timing import comm_time_s, masking_hidden
+from ditpar.plan.cost.work import block_work, step_collectives
+from ditpar.plan.presets import LinkClass
 
 B = 2  # bytes per bf16 element
 

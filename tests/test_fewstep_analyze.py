@@ -8,8 +8,8 @@ import statistics
 import pytest
 from conftest import ROOT, run_script
 from ditpar.errors import InputError
-from ditpar.fewstep_analyze import Gates, analyze
-from ditpar.fewstep_matrix import matrix_csv, parse_matrix
+from ditpar.fewstep.analyze import Gates, analyze
+from ditpar.fewstep.matrix import matrix_csv, parse_matrix
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -65,7 +65,7 @@ def test_cell_values_by_hand():
 
 
 def test_slowest_rank_bounds_the_run_not_the_fastest():
-    # the seed probe took the minimum; a straggler must show up in the cell
+    # the MindIE-SD skill's probe took the minimum; a straggler must show up in the cell
     rows = runs("A", "few", [[0.40, 0.48]] * 3) + runs("A", "anchor", [[1.0, 1.2]] * 3) + \
         per_step("B", [0.2] * 3, [0.2] * 3)
     cell = analyze_records(rows)["cells"][0]

@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 
 from conftest import ROOT
-from ditpar.breakdown import step_breakdown
+from ditpar.analysis.breakdown import step_breakdown
 from ditpar.errors import DitParError
 from ditpar.readers import load_profiles
 from hypothesis import HealthCheck, given, settings

@@ -6,9 +6,9 @@ import re
 
 import pytest
 from costmodel_fixtures import box, replace, tiny_model
-from ditpar import gates
-from ditpar.cost import Plan, Tunables, make_shape, predict, rank_plans
 from ditpar.errors import InputError
+from ditpar.plan import gates
+from ditpar.plan.cost import Plan, Tunables, make_shape, predict, rank_plans
 
 
 def shape(model, px=128):

@@ -17,8 +17,8 @@ import shutil
 import numpy as np
 import pytest
 from conftest import need_shared
-from ditpar.collectives import rank_table
-from ditpar.events import make_events
+from ditpar.analysis.collectives import rank_table
+from ditpar.core.events import make_events
 
 hta_trace_analysis = pytest.importorskip(
     "hta.trace_analysis",

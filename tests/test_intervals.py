@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from ditpar.intervals import Intervals, difference, gaps, intersection
+from ditpar.core.intervals import Intervals, difference, gaps, intersection
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

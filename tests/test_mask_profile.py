@@ -10,10 +10,10 @@ import json
 import pandas as pd
 import pytest
 from conftest import need_shared, run_script
-from ditpar import maskprofile
+from ditpar.core.events import make_events
+from ditpar.core.profile import ProfileSet
 from ditpar.errors import InputError
-from ditpar.events import make_events
-from ditpar.profile import ProfileSet
+from ditpar.masking import measured
 
 US = 1000  # ns per us
 
@@ -58,7 +58,7 @@ def on_arm(rank=0):
 
 
 def test_off_on_pair_by_hand():
-    res = maskprofile.analyse(profile(on_arm()), "alltoall", "flash", layers=2, chunks=None,
+    res = measured.analyse(profile(on_arm()), "alltoall", "flash", layers=2, chunks=None,
                               off=profile(off_arm()), drain_us=10)
     row = res["rows"][0]
     assert res["chunks"] == 2  # 4 -> 8 ops
@@ -74,7 +74,7 @@ def test_off_on_pair_by_hand():
 def test_step_windows_and_multi_rank():
     rows = on_arm(0) + on_arm(1) + [(1, "7", "comm", "a2a", "alltoall", "g1", 5000, 999)]  # outside window
     win = [(0, 1, 0, 700 * US), (1, 1, 0, 700 * US)]
-    res = maskprofile.analyse(profile(rows, win), "alltoall", "Flash", layers=2, chunks=2)
+    res = measured.analyse(profile(rows, win), "alltoall", "Flash", layers=2, chunks=2)
     assert [r["rank"] for r in res["rows"]] == [0, 1]
     for r in res["rows"]:
         assert r["count"] == 8 and r["comm_us"] == pytest.approx(100) and r["exposed_us"] == pytest.approx(50)
@@ -82,28 +82,28 @@ def test_step_windows_and_multi_rank():
 
 def test_group_pins_the_communicator():
     rows = on_arm() + [(0, "8", "comm", "a2a", "alltoall", "g9", 700, 60)]  # another group, exposed
-    whole = maskprofile.analyse(profile(rows), "alltoall", "Flash", layers=2, chunks=2)
-    pinned = maskprofile.analyse(profile(rows), "alltoall", "Flash", layers=2, chunks=2, group="g1")
+    whole = measured.analyse(profile(rows), "alltoall", "Flash", layers=2, chunks=2)
+    pinned = measured.analyse(profile(rows), "alltoall", "Flash", layers=2, chunks=2, group="g1")
     assert whole["rows"][0]["comm_us"] == pytest.approx(130)
     assert pinned["rows"][0]["comm_us"] == pytest.approx(100)
 
 
 def test_patterns_that_match_nothing_list_what_is_there():
     with pytest.raises(InputError, match=r"families present: alltoall \(8\)"):
-        maskprofile.analyse(profile(on_arm()), "alltoallv", "Flash", layers=1, chunks=2)
+        measured.analyse(profile(on_arm()), "alltoallv", "Flash", layers=1, chunks=2)
     with pytest.raises(InputError, match=r"top compute kernels: FlashAttn \(400.0 us\), MatMul \(100.0 us\)"):
-        maskprofile.analyse(profile(on_arm()), "alltoall", "sparse_fa", layers=1, chunks=2)
+        measured.analyse(profile(on_arm()), "alltoall", "sparse_fa", layers=1, chunks=2)
     with pytest.raises(InputError, match=r"communicators present: g1 \(8\)"):
-        maskprofile.analyse(profile(on_arm()), "alltoall", "Flash", layers=1, chunks=2, group="g7")
+        measured.analyse(profile(on_arm()), "alltoall", "Flash", layers=1, chunks=2, group="g7")
     with pytest.raises(InputError, match="--chunks: required"):
-        maskprofile.analyse(profile(on_arm()), "alltoall", "Flash", layers=1, chunks=None)
+        measured.analyse(profile(on_arm()), "alltoall", "Flash", layers=1, chunks=None)
 
 
 def test_uneven_growth_is_not_guessed():
     off = profile(off_arm()[:3] + [(0, "1", "comm", "a2a", "alltoall", "g1", 900, 5)])  # 3 ops
     on = profile(on_arm()[:5] + on_arm()[6:8])  # 5 ops: 1.67x is no chunk count
     with pytest.raises(InputError, match="not a whole number"):
-        maskprofile.analyse(on, "alltoall", "Flash", layers=1, chunks=None, off=off)
+        measured.analyse(on, "alltoall", "Flash", layers=1, chunks=None, off=off)
 
 
 @pytest.mark.parametrize("level", ["msinsight-text-level0", "msinsight-text-level1"])

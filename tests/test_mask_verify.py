@@ -8,8 +8,8 @@ import json
 
 import pytest
 from conftest import need_shared, run_script
-from ditpar import maskverify
 from ditpar.errors import InputError
+from ditpar.masking import verify
 from test_mask_profile import off_arm, on_arm, profile
 
 PASS, FAIL, NOEV = "PASS", "FAIL", "NO EVIDENCE"
@@ -23,7 +23,7 @@ def test_all_pass_on_the_synthetic_pair(tmp_path):
     a, b = tmp_path / "off.bin", tmp_path / "on.bin"
     a.write_bytes(b"\x00\x01same")
     b.write_bytes(b"\x00\x01same")
-    items = maskverify.run_checks(profile(off_arm()), profile(on_arm()), "alltoall", None, 2, [str(a), str(b)])
+    items = verify.run_checks(profile(off_arm()), profile(on_arm()), "alltoall", None, 2, [str(a), str(b)])
     assert [i["status"] for i in items] == [PASS, PASS, PASS, PASS]
     got = by_name(items)
     assert "rank 0: 4 -> 8 (2x)" in got["op count of the family grew about n-fold"]["detail"]
@@ -32,34 +32,34 @@ def test_all_pass_on_the_synthetic_pair(tmp_path):
 
 
 def test_wrong_chunk_count_fails():
-    items = maskverify.run_checks(profile(off_arm()), profile(on_arm()), "alltoall", None, 4, None)
+    items = verify.run_checks(profile(off_arm()), profile(on_arm()), "alltoall", None, 4, None)
     assert items[0]["status"] == FAIL and "expected 4x" in items[0]["detail"]
 
 
 def test_compute_on_the_comm_stream_fails():
     rows = on_arm() + [(0, "7", "compute", "Transpose", "", "", 90, 5)]
-    item = maskverify.check_side_stream(profile(rows), "alltoall", None)
+    item = verify.check_side_stream(profile(rows), "alltoall", None)
     assert item["status"] == FAIL and "1 compute kernels (Transpose)" in item["detail"]
 
 
 def test_synthetic_comm_streams_are_no_evidence():
     rows = [(r, "comm:g1" if k == "comm" else s, k, n, f, g, t, d) for r, s, k, n, f, g, t, d in on_arm()]
-    assert maskverify.check_side_stream(profile(rows), "alltoall", None)["status"] == NOEV
+    assert verify.check_side_stream(profile(rows), "alltoall", None)["status"] == NOEV
 
 
 def test_not_overlapped_that_rises_fails():
-    item = maskverify.check_not_overlapped(profile(on_arm()), profile(off_arm()))  # arms swapped
+    item = verify.check_not_overlapped(profile(on_arm()), profile(off_arm()))  # arms swapped
     assert item["status"] == FAIL
 
 
 def test_missing_inputs_are_no_evidence_not_pass():
-    items = maskverify.run_checks(None, None, None, None, None, None)
+    items = verify.run_checks(None, None, None, None, None, None)
     assert all(i["status"] == NOEV for i in items)
 
 
 def test_family_that_matches_nothing_is_an_error():
     with pytest.raises(InputError, match=r"masking-off profile: .*families present: alltoall \(4\), allgather \(1\)"):
-        maskverify.run_checks(profile(off_arm()), profile(on_arm()), "allgatherv", None, 2, None)
+        verify.run_checks(profile(off_arm()), profile(on_arm()), "allgatherv", None, 2, None)
 
 
 def test_real_fixture_not_overlapped_against_step_trace():

@@ -1,4 +1,4 @@
-"""Closed-form masking ceiling: hand-worked cases (the seed's three regimes), what-if solvers, CLI."""
+"""Closed-form masking ceiling: hand-worked cases (the MindIE-SD skill's three regimes), what-if solvers, CLI."""
 
 from __future__ import annotations
 
@@ -6,50 +6,50 @@ import json
 
 import pytest
 from conftest import run_script
-from ditpar import masking
 from ditpar.errors import InputError
+from ditpar.masking import bound
 
 
 def layer(C, F, n, D=None, r=None):
-    return masking.make_layer(C, F, n, D, r)
+    return bound.make_layer(C, F, n, D, r)
 
 
 # --- hand-worked: C = 700 us, n = 7 (c = 100 us), reverse o = 1/4 of q,k,v,o (a = 75, b = 25) ---
 
 def test_seed_usp4_c_over_f_046_reaches_ideal():
     lay = layer(700, 700 / 0.46, 7, r=0.25)  # f = 217.39 > c = 100
-    assert masking.regime(lay) == "compute-bound"
-    assert masking.c_over_f(lay) == pytest.approx(0.46)
+    assert bound.regime(lay) == "compute-bound"
+    assert bound.c_over_f(lay) == pytest.approx(0.46)
     # E_min = c = 100 (fill 75 + drain 25); ceiling = 1 - 100/700 = 6/7
-    assert masking.exposure_min(lay) == pytest.approx(100)
-    assert masking.ceiling(lay) == pytest.approx(6 / 7)
-    assert masking.ceiling(lay) == pytest.approx(masking.ideal(7))
-    # the seed measured 0.43 here: half of the ceiling
-    assert 0.43 / masking.ceiling(lay) == pytest.approx(0.5017, abs=1e-4)
+    assert bound.exposure_min(lay) == pytest.approx(100)
+    assert bound.ceiling(lay) == pytest.approx(6 / 7)
+    assert bound.ceiling(lay) == pytest.approx(bound.ideal(7))
+    # the MindIE-SD skill measured 0.43 here: half of the ceiling
+    assert 0.43 / bound.ceiling(lay) == pytest.approx(0.5017, abs=1e-4)
 
 
 def test_seed_usp8_c_over_f_13():
     lay = layer(700, 700 / 1.3, 7, r=0.25)  # f = 76.923
-    assert masking.regime(lay) == "comm-bound"
-    terms = masking.exposure_terms(lay)
+    assert bound.regime(lay) == "comm-bound"
+    terms = bound.exposure_terms(lay)
     # by hand: c = 100; C - F = 700 - 538.4615 = 161.5385; 7*75 + 25 - 6*76.923 = 88.4615;
     # 75 + 7*25 - 6*76.923 = -211.5385
     assert terms["fill+drain"] == pytest.approx(100)
     assert terms["comm-minus-compute"] == pytest.approx(161.53846, abs=1e-4)
     assert terms["forward-backlog"] == pytest.approx(88.46154, abs=1e-4)
     assert terms["reverse-backlog"] == pytest.approx(-211.53846, abs=1e-4)
-    assert masking.binding_term(lay) == "comm-minus-compute"
+    assert bound.binding_term(lay) == "comm-minus-compute"
     # ceiling = F/C = 1/1.3 exactly (fill and drain are hidden by the backlog)
-    assert masking.ceiling(lay) == pytest.approx(1 / 1.3)
-    assert 0.54 / masking.ceiling(lay) == pytest.approx(0.702, abs=1e-3)  # seed: "~0.7"
+    assert bound.ceiling(lay) == pytest.approx(1 / 1.3)
+    assert 0.54 / bound.ceiling(lay) == pytest.approx(0.702, abs=1e-3)  # MindIE-SD skill: "~0.7"
 
 
 def test_seed_cp2usp4_c_over_f_2():
     lay = layer(700, 350, 7, r=0.25)  # f = 50, a = 75 > f
-    terms = masking.exposure_terms(lay)
+    terms = bound.exposure_terms(lay)
     assert terms["comm-minus-compute"] == pytest.approx(350)
     assert terms["forward-backlog"] == pytest.approx(7 * 75 + 25 - 6 * 50)  # 250
-    assert masking.ceiling(lay) == pytest.approx(0.5)
+    assert bound.ceiling(lay) == pytest.approx(0.5)
 
 
 def test_forward_only_matches_the_seed_formula():
@@ -57,15 +57,15 @@ def test_forward_only_matches_the_seed_formula():
     for C, F, n in [(700, 350, 7), (700, 700 / 1.3, 7), (100, 40, 3), (10, 9.99, 12)]:
         lay = layer(C, F, n)
         c, f = C / n, F / n
-        assert masking.exposure_min(lay) == pytest.approx(c + (n - 1) * max(0, c - f))
+        assert bound.exposure_min(lay) == pytest.approx(c + (n - 1) * max(0, c - f))
     # c/f = 2: 1 - (100 + 6*50)/700 = 3/7, well below the large-n limit 1/2
-    assert masking.ceiling(layer(700, 350, 7)) == pytest.approx(3 / 7)
-    assert masking.large_n_limit(layer(700, 350, 7)) == pytest.approx(0.5)
+    assert bound.ceiling(layer(700, 350, 7)) == pytest.approx(3 / 7)
+    assert bound.large_n_limit(layer(700, 350, 7)) == pytest.approx(0.5)
 
 
 def test_one_chunk_hides_nothing():
     for F in (1, 100, 1e6):
-        assert masking.ceiling(layer(50, F, 1, r=0.3)) == pytest.approx(0.0)
+        assert bound.ceiling(layer(50, F, 1, r=0.3)) == pytest.approx(0.0)
 
 
 def test_ceiling_never_above_ideal_or_large_n_limit_plus_fill():
@@ -73,15 +73,15 @@ def test_ceiling_never_above_ideal_or_large_n_limit_plus_fill():
         for k in (0.2, 0.5, 0.99, 1.0, 1.5, 4.0):
             for r in (0, 0.25, 0.5, 1):
                 lay = layer(100, 100 * k, n, r=r)
-                assert masking.ceiling(lay) <= masking.ideal(n) + 1e-12
-                assert masking.ceiling(lay) <= masking.large_n_limit(lay) + 1e-12
+                assert bound.ceiling(lay) <= bound.ideal(n) + 1e-12
+                assert bound.ceiling(lay) <= bound.large_n_limit(lay) + 1e-12
 
 
 def test_large_n_limit_approached():
     lay_big = layer(700, 350, 7000, r=0.25)
-    assert masking.ceiling(lay_big) == pytest.approx(0.5, abs=1e-3)
+    assert bound.ceiling(lay_big) == pytest.approx(0.5, abs=1e-3)
     lay_big = layer(700, 350, 7000)  # D = 0: 1 - (c + (n-1)(c-f))/C -> 1/2
-    assert masking.ceiling(lay_big) == pytest.approx(0.5, abs=1e-3)
+    assert bound.ceiling(lay_big) == pytest.approx(0.5, abs=1e-3)
 
 
 @pytest.mark.parametrize("C,F,n,r,target", [
@@ -90,19 +90,19 @@ def test_large_n_limit_approached():
 ])
 def test_compute_and_comm_needed_hit_the_target(C, F, n, r, target):
     lay = layer(C, F, n, r=r)
-    f_need = masking.compute_needed(lay, target)
-    assert masking.ceiling(layer(C, f_need, n, r=r)) == pytest.approx(target, abs=1e-9)
-    assert masking.ceiling(layer(C, f_need * 0.999, n, r=r)) < target
-    c_need = masking.comm_needed(lay, target)
-    assert masking.ceiling(layer(c_need, F, n, r=r)) == pytest.approx(target, abs=1e-9)
-    assert masking.ceiling(layer(c_need * 1.001, F, n, r=r)) < target
+    f_need = bound.compute_needed(lay, target)
+    assert bound.ceiling(layer(C, f_need, n, r=r)) == pytest.approx(target, abs=1e-9)
+    assert bound.ceiling(layer(C, f_need * 0.999, n, r=r)) < target
+    c_need = bound.comm_needed(lay, target)
+    assert bound.ceiling(layer(c_need, F, n, r=r)) == pytest.approx(target, abs=1e-9)
+    assert bound.ceiling(layer(c_need * 1.001, F, n, r=r)) < target
 
 
 def test_target_above_ideal_is_unreachable():
     lay = layer(700, 5000, 7, r=0.25)
-    assert masking.compute_needed(lay, 0.9) is None  # 1 - 1/7 = 0.857 < 0.9
-    assert masking.comm_needed(lay, 0.9) is None
-    res = masking.analyse(lay, target=0.9)
+    assert bound.compute_needed(lay, 0.9) is None  # 1 - 1/7 = 0.857 < 0.9
+    assert bound.comm_needed(lay, 0.9) is None
+    res = bound.analyse(lay, target=0.9)
     assert res["target"]["chunks_needed_at_least"] == 10
 
 
@@ -111,7 +111,7 @@ def test_best_chunks_with_overhead_by_hand():
     # E(n) = max(c, C0 + n*o - F, ...) with c = 630/n + 10. n = 4: max(167.5, 131.5) = 167.5;
     # n = 5: max(136, 141.54) = 141.54; n = 6: 151.54. Best n = 5.
     lay = layer(700, 538.4615384615385, 7, r=0.25)
-    best = masking.best_chunks(lay, 10, list(range(1, 15)))
+    best = bound.best_chunks(lay, 10, list(range(1, 15)))
     assert best["base_comm_us"] == pytest.approx(630)
     assert best["best_chunks"] == 5
     by_n = {row["chunks"]: row["exposed_us"] for row in best["table"]}
@@ -121,10 +121,10 @@ def test_best_chunks_with_overhead_by_hand():
 
 
 def test_chunk_count_rule():
-    assert masking.chunk_count(7, 14) == 7
-    assert masking.chunk_count(8, 7) == 7
-    assert masking.chunk_count(4, 7) == 1
-    assert masking.chunk_count(6, 24) == 6
+    assert bound.chunk_count(7, 14) == 7
+    assert bound.chunk_count(8, 7) == 7
+    assert bound.chunk_count(4, 7) == 1
+    assert bound.chunk_count(6, 24) == 6
 
 
 @pytest.mark.parametrize("kw", [
@@ -135,7 +135,7 @@ def test_chunk_count_rule():
 ])
 def test_bad_layers_raise(kw):
     with pytest.raises(InputError):
-        masking.make_layer(**kw)
+        bound.make_layer(**kw)
 
 
 def test_calc_cli_json_contract():
@@ -175,7 +175,7 @@ def test_calc_cli_bad_input_exits_2(args):
 def test_comm_allowed_by_hand():
     # n = 4, F = 1000, target 0.1: comm-bound, E = C - F, so 1 - (C - 1000)/C = 0.1 -> C = 10000/9 * 9 = 10000
     lay = layer(10, 1000, 4, r=0.25)
-    assert masking.comm_needed(lay, 0.1) == pytest.approx(10000)
+    assert bound.comm_needed(lay, 0.1) == pytest.approx(10000)
 
 
 def test_reference_examples_are_real_output(tmp_path):

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, need_shared
-from ditpar import presets
 from ditpar.errors import InputError
+from ditpar.plan import presets
 
 TEMPLATES = ROOT / "templates"
 

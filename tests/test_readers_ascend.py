@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, need_shared
+from ditpar.core.events import COLUMNS
 from ditpar.errors import InputError
-from ditpar.events import COLUMNS
 from ditpar.readers import discover, load_profiles
 from ditpar.readers.ascend import double_hash
 

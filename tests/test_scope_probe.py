@@ -29,7 +29,7 @@ WORKER = textwrap.dedent(
     sys.path.insert(0, {str(SCRIPTS)!r})
     import torch
     import torch.distributed as dist
-    from ditpar.scope import ScopeRecorder
+    from ditpar.scope.recorder import ScopeRecorder
 
     SEQ, HEADS, HEAD_DIM, BATCH = {SEQ}, {HEADS}, {HEAD_DIM}, {BATCH}
     HIDDEN = HEADS * HEAD_DIM
@@ -204,16 +204,16 @@ def test_bad_line_names_file_and_line(tmp_path):
 
 
 def test_record_function_is_off_without_env(monkeypatch, tmp_path):
-    from ditpar import scope
+    from ditpar.scope import recorder
 
-    monkeypatch.delenv(scope.ENV_DIR, raising=False)
-    monkeypatch.setattr(scope, "_default", None)
-    assert scope.record("x", _Shape((1, 4, 2, 8))) is False
-    monkeypatch.setenv(scope.ENV_DIR, str(tmp_path))
+    monkeypatch.delenv(recorder.ENV_DIR, raising=False)
+    monkeypatch.setattr(recorder, "_default", None)
+    assert recorder.record("x", _Shape((1, 4, 2, 8))) is False
+    monkeypatch.setenv(recorder.ENV_DIR, str(tmp_path))
     monkeypatch.setenv("RANK", "3")
     monkeypatch.setenv("WORLD_SIZE", "4")
-    assert scope.record("x", _Shape((1, 4, 2, 8))) is True
-    scope.default_recorder().close()
+    assert recorder.record("x", _Shape((1, 4, 2, 8))) is True
+    recorder.default_recorder().close()
     line = json.loads((tmp_path / "scope-rank3.jsonl").read_text())
     assert (line["rank"], line["world_size"], line["q"], line["k"]) == (3, 4, [1, 4, 2, 8], None)
 
@@ -230,7 +230,7 @@ class _Shape:
 
 
 def test_expected_sizes_by_hand():
-    from ditpar.scope_check import Full, Plan, expected_sizes
+    from ditpar.scope.check import Full, Plan, expected_sizes
 
     wan = Full(seq=75600, heads=40)  # Wan2.1-14B at 1280x720x81: 21 x 45 x 80 tokens, 40 heads
     # Ulysses 8: input 75600/8 = 9450 rows; core: full sequence, 40/8 = 5 heads
@@ -259,7 +259,7 @@ def test_expected_sizes_by_hand():
 
 def test_bad_plans_are_input_errors():
     from ditpar.errors import InputError
-    from ditpar.scope_check import Full, Plan, expected_sizes
+    from ditpar.scope.check import Full, Plan, expected_sizes
 
     with pytest.raises(InputError, match="alternatives"):
         Plan(ring=2, kv_allgather=2)
@@ -270,7 +270,7 @@ def test_bad_plans_are_input_errors():
 
 
 def test_two_recorders_on_one_folder_share_the_file(tmp_path):
-    from ditpar.scope import ScopeRecorder
+    from ditpar.scope.recorder import ScopeRecorder
 
     a = ScopeRecorder(tmp_path, rank=0, world_size=2)
     b = ScopeRecorder(tmp_path, rank=0, world_size=2)

@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 from attribution_synth import events
 from conftest import need_shared, run_script
-from ditpar import stage_delta as sd
+from ditpar.analysis import stage_delta as sd
+from ditpar.core.profile import ProfileSet
 from ditpar.errors import InputError
-from ditpar.profile import ProfileSet
 
 L0 = ("fixtures", "ascend", "msinsight-text-level0")
 L1 = ("fixtures", "ascend", "msinsight-text-level1")

@@ -10,7 +10,7 @@ from decimal import Decimal
 
 import pytest
 from conftest import ROOT, need_shared, run_script
-from ditpar.breakdown import step_breakdown
+from ditpar.analysis.breakdown import step_breakdown
 from ditpar.readers import load_profiles
 
 CANN83 = ROOT / "tests" / "data" / "ascend_cann83"
@@ -81,7 +81,7 @@ def test_cann83_matches_its_own_step_trace_file():
 
 
 def merge(spans):
-    """Merged intervals by the textbook sweep (independent of ditpar.intervals)."""
+    """Merged intervals by the textbook sweep (independent of ditpar.core.intervals)."""
     out = []
     for s, e in sorted(spans):
         if e <= s:

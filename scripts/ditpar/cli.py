@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .errors import DitParError, InputError
+from ditpar.errors import DitParError, InputError
 
 SCHEMA_PREFIX = "dit-parallel-opt"
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
-from .errors import InputError
+from ditpar.errors import InputError
 
 _MAX_WIDTH = 48  # longer cells cannot be a time written by a profiler; they are reported as bad
 _MAX_WHOLE_US = (2**63 - 1) // 1000 - 1  # largest integer microsecond count whose ns fit int64

@@ -3,6 +3,9 @@
 Accepted paths: a torch_npu ``*_ascend_pt`` folder, its ``ASCEND_PROFILER_OUTPUT/``, a folder that
 holds many rank folders, Kineto ``.json``/``.json.gz`` trace files, or folders of such traces.
 Formats are never mixed in one ProfileSet.
+
+Owns every byte of profiler file formats. May import ``core`` and the plumbing; nothing here knows
+about analyses, masking or plans.
 """
 
 from __future__ import annotations
@@ -14,10 +17,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..errors import InputError
-from ..events import make_events, validate_events
-from ..profile import COMM_OP_COLUMNS, STEP_COLUMNS, GroupInfo, ProfileSet
-from . import ascend, kineto
+from ditpar.core.events import make_events, validate_events
+from ditpar.core.profile import COMM_OP_COLUMNS, STEP_COLUMNS, GroupInfo, ProfileSet
+from ditpar.errors import InputError
+from ditpar.readers import ascend, kineto
 
 __all__ = ["load_profiles", "discover"]
 

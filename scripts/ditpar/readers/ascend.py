@@ -22,13 +22,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import classify
-from ..errors import InputError
-from ..events import make_events
-from ..profile import COMM_OP_COLUMNS, STEP_COLUMNS, STEP_TRACE_COLUMNS, GroupInfo
-from ..timeparse import parse_us_column, us_to_ns
-from .common import as_int, byte_counts, check_times, factorize, hashable, text_of
-from .jsonstream import iter_trace, load_json
+from ditpar.core import classify
+from ditpar.core.events import make_events
+from ditpar.core.profile import COMM_OP_COLUMNS, STEP_COLUMNS, STEP_TRACE_COLUMNS, GroupInfo
+from ditpar.errors import InputError
+from ditpar.readers.common import as_int, byte_counts, check_times, factorize, hashable, text_of
+from ditpar.readers.jsonstream import iter_trace, load_json
+from ditpar.timeparse import parse_us_column, us_to_ns
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 KERNEL_FILE = "kernel_details.csv"

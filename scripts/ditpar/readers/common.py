@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..errors import InputError
+from ditpar.errors import InputError
 
 #: times and sizes above this cannot be real (2**62 ns is 146 years); it keeps start + dur in int64
 LIMIT = 2**62

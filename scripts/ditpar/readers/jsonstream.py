@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
+from ditpar.errors import InputError
 
 _CHUNK = 1 << 22  # characters read at a time
 _MAX_VALUE = 1 << 27  # one event (or top-level member) larger than this is not a trace: stop reading

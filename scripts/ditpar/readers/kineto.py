@@ -16,13 +16,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import classify
-from ..errors import InputError
-from ..events import make_events
-from ..profile import STEP_COLUMNS, GroupInfo
-from ..timeparse import us_to_ns
-from .common import as_int, byte_counts, check_times, factorize, hashable, text_of
-from .jsonstream import iter_trace
+from ditpar.core import classify
+from ditpar.core.events import make_events
+from ditpar.core.profile import STEP_COLUMNS, GroupInfo
+from ditpar.errors import InputError
+from ditpar.readers.common import as_int, byte_counts, check_times, factorize, hashable, text_of
+from ditpar.readers.jsonstream import iter_trace
+from ditpar.timeparse import us_to_ns
 
 GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 LAUNCH_CATS = frozenset({"cuda_runtime", "cuda_driver"})

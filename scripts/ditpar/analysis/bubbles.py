@@ -1,0 +1,255 @@
+"""Compute-stream bubbles: gaps inside step windows, each nanosecond of gap classed exactly once.
+
+Classes, in order of precedence (see references/profile-attribution.md):
+released  -- a collective of the releasing families ends inside the gap, at most ``tolerance`` before
+             the gap end; the gap from the start of that family's continuous activity (or the gap
+             start) to the gap end is credited to it;
+running   -- otherwise a collective (any family) is running;
+other     -- otherwise another stream is busy (compute on another stream, memcpy, memset);
+idle      -- nothing runs on any stream: a host / dispatch bubble.
+released + running + other + idle == gaps_total, exactly in ns.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ditpar.analysis.collectives import intervals_of, require_families, select_ranks, us
+from ditpar.analysis.steps import assign_steps, has_steps, rank_steps
+from ditpar.core.events import end_ns
+from ditpar.core.intervals import Intervals
+from ditpar.core.profile import ProfileSet
+from ditpar.errors import InputError
+
+CLASSES = ("released", "running", "other", "idle")
+#: upper bounds (us) of the lag histogram bins; the last bin is open
+LAG_BINS_US = (10, 20, 50, 100, 1000)
+
+
+@dataclass
+class RankBubbles:
+    """Gap classification of one rank, in exact ns, plus the intervals needed to draw it."""
+
+    rank: int
+    stream: str
+    windows: pd.DataFrame  # step, start_ns, end_ns (compute span inside each step window)
+    gaps: pd.DataFrame  # step, start_ns, end_ns, released_ns, running_ns, other_ns, idle_ns, release_family
+    by_family: pd.DataFrame
+    totals: dict[str, int] = field(default_factory=dict)
+    classes: dict[str, Intervals] = field(default_factory=dict)
+
+
+def choose_stream(rev: pd.DataFrame, stream: str | None) -> str:
+    """The compute stream: the one given, else the stream with the largest compute busy time."""
+    compute = rev[rev["kind"] == "compute"]
+    if compute.empty:
+        raise InputError(f"rank {int(rev['rank'].iloc[0])}: no compute kernels; kinds present: "
+                         f"{rev['kind'].value_counts().to_dict()}")
+    present = sorted(set(compute["stream"]))
+    if stream is not None:
+        if stream not in present:
+            raise InputError(f"--stream {stream}: no compute kernels on it (rank {int(rev['rank'].iloc[0])});"
+                             f" compute streams present: {present}")
+        return stream
+    busy = {s: intervals_of(sub).total for s, sub in compute.groupby("stream", sort=True)}
+    return max(busy, key=lambda s: (busy[s], s))
+
+
+def step_windows(compute: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFrame:
+    """Per step: from the first to the last compute kernel of that step (see ditpar.analysis.steps).
+
+    Without any step in the profile the whole capture of the stream is one window (step = NA).
+    """
+    labels = assign_steps(compute, steps)
+    if not has_steps(labels):
+        return pd.DataFrame({"step": pd.array([pd.NA], dtype="Int64"),
+                             "start_ns": [int(compute["start_ns"].min())], "end_ns": [int(end_ns(compute).max())]})
+    frame = pd.DataFrame({"step": labels, "start_ns": compute["start_ns"], "end_ns": end_ns(compute)})
+    frame = frame[labels.notna()]
+    win = frame.groupby("step", sort=True).agg(start_ns=("start_ns", "min"), end_ns=("end_ns", "max")).reset_index()
+    return win.sort_values("start_ns", kind="stable").reset_index(drop=True).astype({"step": "Int64"})
+
+
+def _release(gs: np.ndarray, ge: np.ndarray, rel: pd.DataFrame, tol_ns: int):
+    """For each gap: the releasing collective's family and where the released part starts (or -1)."""
+    n = gs.size
+    fam = np.full(n, "", dtype=object)
+    cut = np.full(n, -1, dtype=np.int64)
+    if rel.empty or n == 0:
+        return fam, cut
+    e = end_ns(rel)
+    order = np.argsort(e, kind="stable")
+    e_sorted = e[order]
+    families = rel["family"].to_numpy(object)[order]
+    idx = np.searchsorted(e_sorted, ge, side="right") - 1
+    ok = idx >= 0
+    last = np.where(ok, e_sorted[np.maximum(idx, 0)], np.iinfo(np.int64).min)
+    ok &= (last > gs) & (last >= ge - tol_ns)
+    if not ok.any():
+        return fam, cut
+    union = intervals_of(rel)
+    k = np.searchsorted(union.starts, last[ok], side="left") - 1  # union segment holding the release end
+    fam[ok] = families[idx[ok]]
+    cut[ok] = np.maximum(gs[ok], union.starts[k])
+    return fam, cut
+
+
+def classify_rank(rev: pd.DataFrame, steps: pd.DataFrame | None, families: list[str] | None,
+                  tolerance_ns: int, stream: str | None = None) -> RankBubbles:
+    """Find the compute-stream gaps of one rank and class each of their nanoseconds exactly once."""
+    if tolerance_ns < 0:
+        raise InputError(f"--tolerance-us {tolerance_ns / 1000}: expected >= 0")
+    rank = int(rev["rank"].iloc[0])
+    label = choose_stream(rev, stream)
+    on_stream = (rev["kind"] == "compute") & (rev["stream"] == label)
+    compute = rev[on_stream]
+    busy = intervals_of(compute)
+    windows = step_windows(compute, steps)
+    span = Intervals.from_spans(windows["start_ns"].to_numpy(np.int64), windows["end_ns"].to_numpy(np.int64))
+    gap_iv = span - busy
+    gs, ge = gap_iv.starts, gap_iv.ends
+
+    comm = rev[rev["kind"] == "comm"]
+    rel = comm if not families else comm[comm["family"].isin(families)]
+    comm_iv = intervals_of(comm)
+    other_iv = intervals_of(rev[~on_stream & (rev["kind"] != "comm")])
+
+    fam, cut = _release(gs, ge, rel, tolerance_ns)
+    released_mask = cut >= 0
+    released_iv = Intervals.from_spans(cut[released_mask], ge[released_mask])
+    rest = gap_iv - released_iv
+    running_iv = rest & comm_iv
+    other_cls = (rest - comm_iv) & other_iv
+    idle_iv = rest - comm_iv - other_iv
+
+    per = {name: iv.overlap_with_each(gs, ge) for name, iv in
+           (("released", released_iv), ("running", running_iv), ("other", other_cls), ("idle", idle_iv))}
+    win_starts = windows["start_ns"].to_numpy(np.int64)
+    w = np.clip(np.searchsorted(win_starts, gs, side="right") - 1, 0, max(len(windows) - 1, 0))
+    gaps = pd.DataFrame({
+        "step": windows["step"].to_numpy()[w] if len(windows) else pd.NA,
+        "start_ns": gs, "end_ns": ge, "dur_ns": ge - gs,
+        **{f"{k}_ns": v for k, v in per.items()}, "release_family": fam,
+    })
+    totals = {"gaps_total_ns": gap_iv.total, **{f"{k}_ns": int(v.sum()) for k, v in per.items()},
+              "windows_ns": span.total, "busy_ns": busy.total}
+    return RankBubbles(rank=rank, stream=label, windows=windows, gaps=gaps,
+                       by_family=_by_family(comm, gap_iv, gaps), totals=totals,
+                       classes={"released": released_iv, "running": running_iv, "other": other_cls,
+                                "idle": idle_iv})
+
+
+def _by_family(comm: pd.DataFrame, gap_iv: Intervals, gaps: pd.DataFrame) -> pd.DataFrame:
+    """Per family: its union, the part of it inside compute gaps (exposed), and what it released."""
+    rows = []
+    for family, sub in comm.groupby("family", sort=True):
+        iv = intervals_of(sub)
+        mine = gaps["release_family"] == family
+        rows.append({"family": family, "count": len(sub), "union_ns": iv.total,
+                     "exposed_ns": (iv & gap_iv).total, "releases": int(mine.sum()),
+                     "released_ns": int(gaps.loc[mine, "released_ns"].sum())})
+    return pd.DataFrame(rows, columns=["family", "count", "union_ns", "exposed_ns", "releases", "released_ns"])
+
+
+def consumer_lags(rev: pd.DataFrame, pattern: re.Pattern[str], families: list[str] | None) -> pd.DataFrame:
+    """For each compute kernel matching the pattern: time since the latest producer collective ended."""
+    compute = rev[rev["kind"] == "compute"]
+    hit = compute[name_matches(compute["name"], pattern)]
+    comm = rev[rev["kind"] == "comm"]
+    prod = comm if not families else comm[comm["family"].isin(families)]
+    c = hit["start_ns"].to_numpy(np.int64)
+    e = np.sort(end_ns(prod))
+    idx = np.searchsorted(e, c, side="right") - 1
+    has = idx >= 0
+    lag = np.where(has, c - e[np.maximum(idx, 0)], 0)
+    during = intervals_of(prod).covered_at(c)
+    return pd.DataFrame({"rank": hit["rank"].to_numpy(), "name": hit["name"].to_numpy(), "start_ns": c,
+                         "has_producer": has, "lag_ns": lag, "during_collective": during})
+
+
+def summarise_lags(lags: pd.DataFrame, tolerance_ns: int) -> dict:
+    """Median and distribution of the producer-to-consumer lags."""
+    ok = lags[lags["has_producer"]]
+    v = ok["lag_ns"].to_numpy(np.int64)
+    out = {"consumers": len(lags), "with_producer": len(ok), "without_producer": int((~lags["has_producer"]).sum()),
+           "started_during_collective": int(lags["during_collective"].sum()),
+           "within_tolerance": int((v <= tolerance_ns).sum())}
+    if v.size:
+        out.update({"median_lag_us": us(np.median(v)), "p10_lag_us": us(np.percentile(v, 10)),
+                    "p90_lag_us": us(np.percentile(v, 90)), "min_lag_us": us(v.min()), "max_lag_us": us(v.max())})
+    else:
+        out.update({k: None for k in ("median_lag_us", "p10_lag_us", "p90_lag_us", "min_lag_us", "max_lag_us")})
+    edges = [0, *(b * 1000 for b in LAG_BINS_US), np.iinfo(np.int64).max]
+    counts = np.histogram(v, bins=edges)[0] if v.size else np.zeros(len(edges) - 1, dtype=int)
+    labels = [f"<{b}us" for b in LAG_BINS_US] + [f">={LAG_BINS_US[-1]}us"]
+    out["histogram"] = [{"bin": lab, "count": int(n)} for lab, n in zip(labels, counts, strict=True)]
+    return out
+
+
+def name_matches(names: pd.Series, pattern: re.Pattern[str]) -> np.ndarray:
+    """Boolean mask of names the pattern finds (searched once per distinct name)."""
+    hits = [n for n in pd.unique(names) if pattern.search(str(n))]
+    return names.isin(hits).to_numpy()
+
+
+def compile_consumer(events: pd.DataFrame, regex: str) -> re.Pattern[str]:
+    """Compile --consumer and check it matches at least one compute kernel (else list what is there)."""
+    try:
+        pattern = re.compile(regex)
+    except re.error as exc:
+        raise InputError(f"--consumer {regex!r}: not a valid regular expression ({exc})") from None
+    names = events.loc[events["kind"] == "compute", "name"]
+    if not name_matches(names, pattern).any():
+        common = names.value_counts().head(8)
+        listed = "; ".join(f"{n[:60]} x{c}" for n, c in common.items())
+        raise InputError(f"--consumer {regex!r}: matches no compute kernel; most common kernels: {listed}")
+    return pattern
+
+
+@dataclass
+class BubbleReport:
+    """Result over all analysed ranks."""
+
+    ranks: list[RankBubbles]
+    families: list[str]
+    tolerance_ns: int
+    lags: pd.DataFrame | None = None
+    lag_summary: dict | None = None
+
+    def totals(self) -> dict[str, int]:
+        keys = ["gaps_total_ns", *(f"{c}_ns" for c in CLASSES)]
+        return {k: sum(r.totals[k] for r in self.ranks) for k in keys}
+
+    def by_family(self) -> pd.DataFrame:
+        frames = [r.by_family.assign(rank=r.rank) for r in self.ranks]
+        both = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+        if both.empty:
+            return pd.DataFrame(columns=["family", "count", "union_ns", "exposed_ns", "releases", "released_ns"])
+        return both.groupby("family", sort=True)[["count", "union_ns", "exposed_ns", "releases", "released_ns"]].sum().reset_index()
+
+
+def analyse(ps: ProfileSet, ranks: list[int] | None = None, families: list[str] | None = None,
+            tolerance_us: float = 20.0, consumer: str | None = None,
+            stream: str | None = None) -> BubbleReport:
+    """Classify the compute-stream gaps of every selected rank; optional consumer lags."""
+    events = select_ranks(ps, ranks)
+    fams = require_families(events, families) if families else []
+    if not (events["kind"] == "comm").any() and (families or consumer):
+        raise InputError(f"profile: no communication events; kinds present: {events['kind'].value_counts().to_dict()}")
+    tol_ns = int(round(tolerance_us * 1000))
+    pattern = compile_consumer(events, consumer) if consumer else None
+    out, lag_frames = [], []
+    for rank, rev in events.groupby("rank", sort=True):
+        st = rank_steps(ps.steps, int(rank))
+        out.append(classify_rank(rev, st, fams, tol_ns, stream))
+        if pattern is not None:
+            lag_frames.append(consumer_lags(rev, pattern, fams))
+    report = BubbleReport(ranks=out, families=fams, tolerance_ns=tol_ns)
+    if pattern is not None:
+        report.lags = pd.concat(lag_frames, ignore_index=True)
+        report.lag_summary = {"pattern": consumer, **summarise_lags(report.lags, tol_ns)}
+    return report

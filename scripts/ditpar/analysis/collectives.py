@@ -1,0 +1,372 @@
+"""Collective attribution: per rank x (family, communicator) time, overlap, exposure and bandwidth.
+
+Every figure is computed on merged intervals (exact int64 ns): union before intersection, so
+concurrent collectives are never counted twice. "Exposed" is communication time that no compute
+kernel of the same rank overlaps. Memory copies and memsets (kind ``other``) are neither.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ditpar.analysis.steps import assign_steps, has_steps, rank_steps
+from ditpar.core.events import end_ns
+from ditpar.core.intervals import Intervals
+from ditpar.core.profile import GroupInfo, ProfileSet
+from ditpar.errors import InputError
+
+PASS, FAIL, NO_EVIDENCE = "PASS", "FAIL", "NO EVIDENCE"
+
+#: likely sources of extra calls of one family, shown when calls per layer is not a whole number
+EXTRA_SOURCES = {
+    "allgather": "layer-wise offload weight gathers on the same group, TP, text encoder, VAE",
+    "alltoall": "text encoder or VAE all-to-all, an extra Ulysses exchange (e.g. pre/post-processing)",
+    "alltoallv": "text encoder or VAE all-to-all, an extra Ulysses exchange (e.g. pre/post-processing)",
+    "allreduce": "TP row-parallel reductions, CFG-parallel combine, text encoder, VAE, norm statistics",
+    "reducescatter": "TP/sequence-parallel outputs, offload, text encoder, VAE",
+    "broadcast": "weight or seed broadcast at start-up, text encoder, VAE",
+}
+DEFAULT_EXTRA = "offload weight gathers, TP, text encoder, VAE"
+
+#: columns of the per (rank, family, group) table, in print order
+TABLE_COLUMNS = [
+    "rank", "family", "group", "group_name", "group_role", "count", "sum_us", "union_us",
+    "union_over_sum", "exposed_us", "mean_us", "median_us", "p90_us", "bytes", "bandwidth_GBps",
+    "transit_us", "wait_us", "idle_us", "wait_share",
+]
+
+
+def us(ns: int | float | np.integer) -> float:
+    """Nanoseconds to microseconds (float, for output only)."""
+    return float(ns) / 1000.0
+
+
+def intervals_of(frame: pd.DataFrame) -> Intervals:
+    """Union of the [start, end) spans of an event frame."""
+    starts = frame["start_ns"].to_numpy(np.int64)
+    return Intervals.from_spans(starts, starts + frame["dur_ns"].to_numpy(np.int64))
+
+
+def check_row(name: str, status: str, detail: str) -> dict[str, str]:
+    """One entry of ``checks[]``."""
+    return {"name": name, "status": status, "detail": detail}
+
+
+def select_ranks(ps: ProfileSet, ranks: list[int] | None) -> pd.DataFrame:
+    """Events of the requested ranks; an unknown rank is an error listing the ranks present."""
+    events = ps.events
+    if not ranks:
+        return events
+    have = ps.ranks
+    missing = sorted(set(ranks) - set(have))
+    if missing:
+        raise InputError(f"--rank {missing}: not in the profile; ranks present: {have}")
+    return events[events["rank"].isin(ranks)]
+
+
+def require_families(events: pd.DataFrame, families: list[str] | None) -> list[str]:
+    """Check that each requested family occurs among the comm events; return the list."""
+    comm = events[events["kind"] == "comm"]
+    present = sorted(set(comm["family"]) - {""})
+    if not families:
+        return present
+    missing = [f for f in families if f not in present]
+    if missing:
+        raise InputError(f"--family {','.join(missing)}: matches no collective; families present: {present or 'none'}")
+    return list(families)
+
+
+def _percentile_us(durs: np.ndarray, q: float) -> float:
+    return us(np.percentile(durs, q)) if durs.size else float("nan")
+
+
+@dataclass
+class CollectiveReport:
+    """All tables of one collectives analysis; ns integers inside, us floats when exported."""
+
+    table: pd.DataFrame
+    ranks: pd.DataFrame
+    streams: pd.DataFrame
+    overlap: pd.DataFrame
+    skew: pd.DataFrame
+    layers: pd.DataFrame | None
+    checks: list[dict[str, str]] = field(default_factory=list)
+    slowest_rank: int | None = None
+    slowest_by: str = ""
+
+
+def collective_table(events: pd.DataFrame, groups: dict[str, GroupInfo] | None = None,
+                     comm_ops: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per rank x (family, group): count, sum, union, union/sum, exposed, duration stats, bytes, bandwidth.
+
+    The ``*_ns`` columns hold exact integers; the ``*_us`` columns are the same values in us.
+    """
+    groups = groups or {}
+    rows = []
+    for rank, rev in events.groupby("rank", sort=True):
+        compute = intervals_of(rev[rev["kind"] == "compute"])
+        comm = rev[rev["kind"] == "comm"]
+        for (family, group), sub in comm.groupby(["family", "group"], sort=True):
+            durs = sub["dur_ns"].to_numpy(np.int64)
+            iv = intervals_of(sub)
+            sum_ns = int(durs.sum())
+            union_ns = iv.total
+            exposed_ns = (iv - compute).total
+            sized = sub["bytes"].notna().to_numpy()
+            nbytes = int(sub["bytes"][sized].sum()) if sized.any() else None
+            sized_ns = int(durs[sized].sum()) if sized.any() else 0
+            info = groups.get(str(group))
+            rows.append({
+                "rank": int(rank), "family": family, "group": group,
+                "group_name": info.name if info else "", "group_role": info.role if info else "",
+                "count": int(durs.size), "sum_ns": sum_ns, "union_ns": union_ns, "exposed_ns": exposed_ns,
+                "sum_us": us(sum_ns), "union_us": us(union_ns),
+                "union_over_sum": union_ns / sum_ns if sum_ns else float("nan"),
+                "exposed_us": us(exposed_ns),
+                "mean_us": us(durs.mean()), "median_us": _percentile_us(durs, 50),
+                "p90_us": _percentile_us(durs, 90),
+                "sized_count": int(sized.sum()), "bytes": nbytes,
+                # bytes per ns is exactly GB/s (1e9 B/s)
+                "bandwidth_GBps": nbytes / sized_ns if nbytes is not None and sized_ns else float("nan"),
+            })
+    table = pd.DataFrame(rows, columns=[*TABLE_COLUMNS, "sum_ns", "union_ns", "exposed_ns", "sized_count"])
+    return _add_wait_split(table, comm_ops)
+
+
+def _add_wait_split(table: pd.DataFrame, comm_ops: pd.DataFrame | None) -> pd.DataFrame:
+    """Join transit and wait time per (rank, family, group) where the profile splits them."""
+    table["transit_us"] = float("nan")
+    table["wait_us"] = float("nan")
+    table["wait_share"] = float("nan")
+    table["idle_us"] = float("nan")
+    if comm_ops is None or comm_ops.empty or table.empty:
+        return table
+    ops = comm_ops.copy()
+    ops["group"] = ops["group"].astype(str)
+    agg = ops.groupby(["rank", "family", "group"], sort=False)[["transit_us", "wait_us", "idle_us"]].sum(min_count=1)
+    key = list(zip(table["rank"], table["family"], table["group"].astype(str), strict=True))
+    found = [k in agg.index for k in key]
+    for i, (k, ok) in enumerate(zip(key, found, strict=True)):
+        if ok:
+            transit, wait = agg.loc[k, "transit_us"], agg.loc[k, "wait_us"]
+            table.loc[i, "transit_us"] = transit
+            table.loc[i, "wait_us"] = wait
+            table.loc[i, "idle_us"] = agg.loc[k, "idle_us"]
+            total = transit + wait
+            table.loc[i, "wait_share"] = wait / total if total else float("nan")
+    return table
+
+
+def rank_table(events: pd.DataFrame) -> pd.DataFrame:
+    """Per rank, whole capture, all families merged: comm union, exposed comm and overlap %.
+
+    overlap_pct = |U(comm) & U(compute)| / |U(comm)| x 100; memcpy/memset are in neither set.
+    """
+    rows = []
+    for rank, rev in events.groupby("rank", sort=True):
+        comm = intervals_of(rev[rev["kind"] == "comm"])
+        compute = intervals_of(rev[rev["kind"] == "compute"])
+        overlap_ns = (comm & compute).total
+        exposed_ns = comm.total - overlap_ns
+        ends = end_ns(rev)
+        span_ns = int(ends.max() - rev["start_ns"].min()) if len(rev) else 0
+        rows.append({
+            "rank": int(rank), "comm_union_ns": comm.total, "comm_exposed_ns": exposed_ns,
+            "overlap_ns": overlap_ns, "compute_union_ns": compute.total, "span_ns": span_ns,
+            "comm_union_us": us(comm.total), "comm_exposed_us": us(exposed_ns),
+            "overlap_pct": 100.0 * overlap_ns / comm.total if comm.total else float("nan"),
+            "compute_union_us": us(compute.total), "span_us": us(span_ns),
+        })
+    return pd.DataFrame(rows)
+
+
+def stream_table(events: pd.DataFrame) -> pd.DataFrame:
+    """Per rank x stream x core x kind: event count, summed time and busy (union) time."""
+    rows = []
+    for (rank, stream, core, kind), sub in events.groupby(["rank", "stream", "core", "kind"], sort=False):
+        rows.append({
+            "rank": int(rank), "stream": stream, "core": core, "kind": kind, "count": len(sub),
+            "sum_us": us(int(sub["dur_ns"].sum())), "busy_us": us(intervals_of(sub).total),
+        })
+    table = pd.DataFrame(rows, columns=["rank", "stream", "core", "kind", "count", "sum_us", "busy_us"])
+    if table.empty:
+        return table
+    order = table["stream"].map(_stream_sort_key)
+    table = table.assign(_k=order).sort_values(["rank", "_k", "core", "kind"]).drop(columns="_k")
+    return table.reset_index(drop=True)
+
+
+def _stream_sort_key(stream: str) -> tuple:
+    text = str(stream)
+    return (0, int(text), "") if text.isdigit() else (1, 0, text)
+
+
+def check_comm_streams(events: pd.DataFrame) -> dict[str, str]:
+    """No compute kernel may run on a stream that carries collectives (synthetic comm:* streams prove nothing)."""
+    comm = events[events["kind"] == "comm"]
+    comm = comm[(comm["stream"] != "") & ~comm["stream"].str.startswith("comm:")]
+    if comm.empty:
+        return check_row("no_compute_on_comm_streams", NO_EVIDENCE,
+                         "no collective carries a real stream id in this profile")
+    keys = set(zip(comm["rank"], comm["stream"], strict=True))
+    compute = events[events["kind"] == "compute"]
+    hit = np.zeros(len(compute), dtype=bool)
+    c_rank, c_stream = compute["rank"].to_numpy(), compute["stream"].to_numpy(object)
+    for rank, stream in keys:
+        hit |= (c_rank == rank) & (c_stream == stream)
+    on_comm = compute[hit]
+    where = ", ".join(f"rank {r} stream {s}" for r, s in sorted(keys, key=lambda k: (k[0], _stream_sort_key(k[1]))))
+    if on_comm.empty:
+        return check_row("no_compute_on_comm_streams", PASS, f"0 compute kernels on comm streams ({where})")
+    names = on_comm["name"].value_counts().head(3)
+    sample = "; ".join(f"{n} x{c}" for n, c in names.items())
+    return check_row("no_compute_on_comm_streams", FAIL,
+                     f"{len(on_comm)} compute kernels on comm streams ({where}); e.g. {sample}")
+
+
+def overlap_matrix(events: pd.DataFrame) -> pd.DataFrame:
+    """Per rank, each pair of (family, group) keys: |U(A) & U(B)| and its share of the smaller union."""
+    rows = []
+    for rank, rev in events[events["kind"] == "comm"].groupby("rank", sort=True):
+        keyed = {f"{fam}@{grp}" if grp else fam: intervals_of(sub)
+                 for (fam, grp), sub in rev.groupby(["family", "group"], sort=True)}
+        names = list(keyed)
+        for i, a in enumerate(names):
+            for b in names[i + 1:]:
+                both = (keyed[a] & keyed[b]).total
+                smaller = min(keyed[a].total, keyed[b].total)
+                rows.append({"rank": int(rank), "a": a, "b": b, "overlap_us": us(both),
+                             "overlap_of_smaller": both / smaller if smaller else float("nan")})
+    return pd.DataFrame(rows, columns=["rank", "a", "b", "overlap_us", "overlap_of_smaller"])
+
+
+def family_skew(table: pd.DataFrame) -> pd.DataFrame:
+    """Per family: summed time on each rank, the spread across ranks, and which ranks are extreme."""
+    rows = []
+    if table.empty:
+        return pd.DataFrame(columns=["family", "ranks", "min_us", "max_us", "skew_us", "max_over_min",
+                                     "min_rank", "max_rank"])
+    per = table.groupby(["family", "rank"], sort=True)["sum_ns"].sum().reset_index()
+    for family, sub in per.groupby("family", sort=True):
+        lo, hi = sub.loc[sub["sum_ns"].idxmin()], sub.loc[sub["sum_ns"].idxmax()]
+        rows.append({
+            "family": family, "ranks": len(sub), "min_us": us(lo["sum_ns"]), "max_us": us(hi["sum_ns"]),
+            "skew_us": us(hi["sum_ns"] - lo["sum_ns"]),
+            "max_over_min": hi["sum_ns"] / lo["sum_ns"] if lo["sum_ns"] else float("nan"),
+            "min_rank": int(lo["rank"]), "max_rank": int(hi["rank"]),
+        })
+    return pd.DataFrame(rows)
+
+
+def slowest_rank(ps: ProfileSet, ranks: pd.DataFrame) -> tuple[int | None, str]:
+    """The rank with the longest mean step (step windows) or else the longest device span."""
+    if ranks.empty:
+        return None, ""
+    steps = ps.steps
+    if steps is not None and len(steps):
+        st = steps[steps["rank"].isin(ranks["rank"])]
+        if len(st):
+            mean = (st["end_ns"].astype("int64") - st["start_ns"].astype("int64")).groupby(st["rank"]).mean()
+            return int(mean.idxmax()), "mean step window"
+    return int(ranks.loc[ranks["span_ns"].idxmax(), "rank"]), "device span of the capture"
+
+
+def calls_per_layer(events: pd.DataFrame, steps: pd.DataFrame | None, layers: int,
+                    n_steps: int | None) -> tuple[pd.DataFrame, str]:
+    """count / (layers x steps) per rank, family and group; a remainder marks extra same-family calls.
+
+    With ``n_steps`` given, every collective of the capture counts and S = n_steps. Otherwise only
+    collectives of a step count (ditpar.analysis.steps) and S = the rank's number of steps. Returns the
+    table and its scope.
+    """
+    if layers <= 0:
+        raise InputError(f"--layers {layers}: expected a positive number of DiT layers")
+    comm = events[events["kind"] == "comm"]
+    scope = "whole capture"
+    per_rank_steps: dict[int, int] = {}
+    if n_steps is None:
+        keep = np.zeros(len(comm), dtype=bool)
+        for rank, sub in comm.groupby("rank", sort=True):
+            labels = assign_steps(sub, rank_steps(steps, int(rank)))
+            if has_steps(labels):
+                keep[comm.index.get_indexer(sub.index)] = labels.notna().to_numpy()
+                rev = events[events["rank"] == rank]
+                per_rank_steps[int(rank)] = int(assign_steps(rev, rank_steps(steps, int(rank))).nunique())
+                scope = "collectives inside steps"
+            else:
+                keep[comm.index.get_indexer(sub.index)] = True
+        comm = comm[keep]
+    rows = []
+    for (rank, family, group), sub in comm.groupby(["rank", "family", "group"], sort=True):
+        s = n_steps if n_steps else per_rank_steps.get(int(rank))
+        if not s:
+            raise InputError("--layers: the profile has no step windows; give --steps S")
+        per_layer = len(sub) / (layers * s)
+        whole = len(sub) % (layers * s) == 0
+        rows.append({
+            "rank": int(rank), "family": family, "group": group, "count": len(sub), "layers": layers,
+            "steps": s, "calls_per_layer": per_layer, "whole": bool(whole),
+            "likely_extra": "" if whole else EXTRA_SOURCES.get(family, DEFAULT_EXTRA),
+        })
+    return pd.DataFrame(rows, columns=["rank", "family", "group", "count", "layers", "steps",
+                                       "calls_per_layer", "whole", "likely_extra"]), scope
+
+
+def check_layers(table: pd.DataFrame, scope: str) -> dict[str, str]:
+    """PASS when every (family, group) count is a whole multiple of layers x steps."""
+    if table.empty:
+        return check_row("calls_per_layer", NO_EVIDENCE, f"no collectives counted ({scope})")
+    bad = table[~table["whole"]]
+    if bad.empty:
+        return check_row("calls_per_layer", PASS, f"{len(table)} (rank, family, group) counts are whole multiples ({scope})")
+    parts = [f"rank {r.rank} {r.family}@{r.group}: {r.count}/({r.layers}x{r.steps}) = {r.calls_per_layer:.3f}"
+             f" (likely extra: {r.likely_extra})" for r in bad.itertuples()]
+    return check_row("calls_per_layer", FAIL, "; ".join(parts[:6]) + (f"; and {len(parts) - 6} more" if len(parts) > 6 else ""))
+
+
+def check_accounting(table: pd.DataFrame, ranks: pd.DataFrame) -> dict[str, str]:
+    """exposed <= union <= sum for every row and every rank (exact ns); fails only on a bug."""
+    if table.empty:
+        return check_row("exposed_le_union_le_sum", NO_EVIDENCE, "no collectives in the profile")
+    ok = (table["exposed_ns"] <= table["union_ns"]) & (table["union_ns"] <= table["sum_ns"])
+    ok_r = ranks["comm_exposed_ns"] <= ranks["comm_union_ns"]
+    if ok.all() and ok_r.all():
+        return check_row("exposed_le_union_le_sum", PASS, f"{len(table)} rows and {len(ranks)} ranks, exact in ns")
+    return check_row("exposed_le_union_le_sum", FAIL, f"{int((~ok).sum())} rows break exposed <= union <= sum")
+
+
+def analyse(ps: ProfileSet, ranks: list[int] | None = None, families: list[str] | None = None,
+            layers: int | None = None, steps: int | None = None) -> CollectiveReport:
+    """Run every collectives analysis on a profile set."""
+    events = select_ranks(ps, ranks)
+    fams = require_families(events, families)
+    if not fams:
+        raise no_collectives_error(events)
+    if families:
+        events = events[(events["kind"] != "comm") | events["family"].isin(fams)]
+    comm_ops = ps.comm_ops
+    if comm_ops is not None and ranks:
+        comm_ops = comm_ops[comm_ops["rank"].isin(ranks)]
+    table = collective_table(events, ps.groups, comm_ops)
+    rtab = rank_table(events)
+    checks = [check_accounting(table, rtab), check_comm_streams(events)]
+    layer_table = None
+    if layers is not None:
+        step_frame = ps.steps if ps.steps is not None and len(ps.steps) else None
+        if step_frame is not None and ranks:
+            step_frame = step_frame[step_frame["rank"].isin(ranks)]
+        layer_table, scope = calls_per_layer(events, step_frame, layers, steps)
+        checks.append(check_layers(layer_table, scope))
+    slow, by = slowest_rank(ps, rtab)
+    return CollectiveReport(table=table, ranks=rtab, streams=stream_table(events),
+                            overlap=overlap_matrix(events), skew=family_skew(table),
+                            layers=layer_table, checks=checks, slowest_rank=slow, slowest_by=by)
+
+
+def no_collectives_error(events: pd.DataFrame) -> InputError:
+    """The error for a profile without any communication events."""
+    kinds = events["kind"].value_counts().to_dict()
+    return InputError(f"profile: no communication events found; event kinds present: {kinds}")

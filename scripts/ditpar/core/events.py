@@ -1,0 +1,78 @@
+"""The one event table every reader produces and every analysis reads (see DESIGN.md).
+
+One row per device task. Times are exact int64 nanoseconds; strings are plain object columns.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ditpar.errors import InputError
+
+KINDS = ("compute", "comm", "other")
+FAMILIES = (
+    "alltoall",
+    "alltoallv",
+    "allgather",
+    "reducescatter",
+    "allreduce",
+    "broadcast",
+    "send",
+    "recv",
+    "batchsendrecv",
+    "other_comm",
+)
+
+#: column -> pandas dtype
+COLUMNS: dict[str, str] = {
+    "rank": "int64",
+    "device": "Int64",
+    "stream": "object",
+    "kind": "object",
+    "core": "object",
+    "name": "object",
+    "family": "object",
+    "group": "object",
+    "start_ns": "int64",
+    "dur_ns": "int64",
+    "step": "Int64",
+    "bytes": "Int64",
+}
+
+
+def make_events(data: dict[str, object] | pd.DataFrame) -> pd.DataFrame:
+    """Build an event table from columns; missing optional columns are filled with nulls."""
+    frame = pd.DataFrame(data)
+    n = len(frame)
+    out = {}
+    for col, dtype in COLUMNS.items():
+        if col in frame:
+            values = frame[col]
+        elif col in ("start_ns", "dur_ns", "rank"):
+            raise InputError(f"event table: column {col!r} is required; have {sorted(frame.columns)}")
+        elif dtype == "object":
+            values = pd.Series([""] * n, dtype="object")
+        else:
+            values = pd.Series([pd.NA] * n, dtype=dtype)
+        out[col] = pd.Series(values).reset_index(drop=True).astype(dtype)
+    events = pd.DataFrame(out)
+    return events
+
+
+def validate_events(events: pd.DataFrame) -> None:
+    """Raise if the table breaks the contract (missing columns, float times, unknown kinds)."""
+    missing = [c for c in COLUMNS if c not in events]
+    if missing:
+        raise InputError(f"event table: missing columns {missing}; have {list(events.columns)}")
+    for col in ("start_ns", "dur_ns"):
+        if events[col].dtype != np.int64:
+            raise InputError(f"event table: {col} must be int64 ns, not {events[col].dtype}")
+    bad = sorted(set(events["kind"]) - set(KINDS))
+    if bad:
+        raise InputError(f"event table: unknown kind(s) {bad}; expected one of {list(KINDS)}")
+
+
+def end_ns(events: pd.DataFrame) -> np.ndarray:
+    """End time of each event (start + duration), int64 ns."""
+    return events["start_ns"].to_numpy(np.int64) + events["dur_ns"].to_numpy(np.int64)

@@ -1,0 +1,5 @@
+"""Few-step x multi-rank validation: the timing matrix (``matrix``), its gates (``analyze``), the
+resumable runner (``run``), the log parser it relies on (``logs``) and the plot.
+
+Self-contained tool layer: imports only the top-level plumbing (``cli``, ``errors``).
+"""

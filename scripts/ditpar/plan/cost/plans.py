@@ -1,0 +1,116 @@
+"""Parallel plans (degrees whose product is the device count) and their rank layout onto domains."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from itertools import product
+
+from ditpar.errors import InputError
+
+DIMS = ("tp", "ulysses", "ring", "kv_allgather", "pipefusion", "cfg", "dp")
+DEFAULT_ORDER = DIMS  # innermost (contiguous ranks, fast domain) first; xDiT's "tp-sp-pp-cfg-dp"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Degrees of one plan; `patches` and `warmup` matter only with PipeFusion."""
+
+    cfg: int = 1
+    ulysses: int = 1
+    ring: int = 1
+    kv_allgather: int = 1
+    tp: int = 1
+    pipefusion: int = 1
+    dp: int = 1
+    patches: int = 0   # PipeFusion patch count M (0: default = pipefusion degree)
+    warmup: int = 1    # PipeFusion synchronous warm-up steps
+
+    @property
+    def devices(self) -> int:
+        return self.cfg * self.ulysses * self.ring * self.kv_allgather * self.tp * self.pipefusion * self.dp
+
+    @property
+    def sp(self) -> int:
+        """Sequence-parallel degree: Ulysses x ring x KV all-gather."""
+        return self.ulysses * self.ring * self.kv_allgather
+
+    @property
+    def num_patches(self) -> int:
+        return self.patches or self.pipefusion
+
+    def degree(self, dim: str) -> int:
+        return int(getattr(self, dim))
+
+    @property
+    def name(self) -> str:
+        """Short label such as 'cfg2 U2 R2' (single device: 'single')."""
+        short = {"cfg": "cfg", "ulysses": "U", "ring": "R", "kv_allgather": "AG", "tp": "TP",
+                 "pipefusion": "PF", "dp": "DP"}
+        parts = [f"{short[d]}{self.degree(d)}" for d in ("cfg", "ulysses", "ring", "kv_allgather", "tp",
+                                                          "pipefusion", "dp") if self.degree(d) > 1]
+        if self.pipefusion > 1 and self.num_patches != self.pipefusion:
+            parts.append(f"M{self.num_patches}")
+        return " ".join(parts) or "single"
+
+    def as_dict(self) -> dict[str, int]:
+        return {"ulysses": self.ulysses, "ring": self.ring, "kv_allgather": self.kv_allgather,
+                "pipefusion": self.pipefusion, "patches": self.num_patches if self.pipefusion > 1 else 1,
+                "cfg": self.cfg, "tp": self.tp, "dp": self.dp}
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def enumerate_plans(devices: int, cfg_available: bool, *, patches: int = 0, warmup: int = 1,
+                    with_dp: bool = True) -> list[Plan]:
+    """Every assignment of degrees with product `devices` (ring and KV all-gather share one slot;
+    TP does not combine with PipeFusion in any framework we know); legality is G1's job."""
+    if devices < 1:
+        raise InputError(f"--devices {devices}: expected a positive device count")
+    divs = _divisors(devices)
+    plans = []
+    for cfg, u, r, g, tp, pf in product((1, 2) if cfg_available else (1,), divs, divs, divs, divs, divs):
+        rest = cfg * u * r * g * tp * pf
+        if devices % rest:
+            continue
+        dp = devices // rest
+        if (dp > 1 and not with_dp) or (r > 1 and g > 1) or (tp > 1 and pf > 1):
+            continue
+        plans.append(Plan(cfg=cfg, ulysses=u, ring=r, kv_allgather=g, tp=tp, pipefusion=pf, dp=dp,
+                          patches=patches if pf > 1 else 0, warmup=warmup))
+    return plans
+
+
+def parse_order(text: str | None) -> tuple[str, ...]:
+    """Parse a layout order such as 'tp,ulysses,ring,kv_allgather,pipefusion,cfg,dp' (innermost first)."""
+    if not text:
+        return DEFAULT_ORDER
+    names = tuple(x.strip() for x in text.split(",") if x.strip())
+    if sorted(names) != sorted(DIMS):
+        raise InputError(f"--layout {text!r}: expected each of {', '.join(DIMS)} once (innermost first)")
+    return names
+
+
+def layout(plan: Plan, order: tuple[str, ...] = DEFAULT_ORDER) -> dict[str, list[list[int]]]:
+    """Rank groups of every dimension: ranks are numbered innermost-first along `order`."""
+    strides, stride = {}, 1
+    for dim in order:
+        strides[dim] = stride
+        stride *= plan.degree(dim)
+    groups: dict[str, list[list[int]]] = {}
+    for dim in order:
+        deg, st = plan.degree(dim), strides[dim]
+        seen, out = set(), []
+        for r in range(plan.devices):
+            base = r - ((r // st) % deg) * st
+            if base in seen:
+                continue
+            seen.add(base)
+            out.append([base + j * st for j in range(deg)])
+        groups[dim] = out
+    return groups
+
+
+def with_degrees(plan: Plan, **kw: int) -> Plan:
+    return replace(plan, **kw)

@@ -1,0 +1,140 @@
+"""Rank every plan for model x hardware x devices x shape, attach the gates, write the conclusion."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from ditpar.errors import InputError
+from ditpar.plan.cost.plans import Plan, enumerate_plans
+from ditpar.plan.cost.shape import Shape
+from ditpar.plan.cost.timing import Breakdown, Tunables, predict
+
+
+@dataclass
+class PlanResult:
+    plan: Plan
+    breakdown: Breakdown
+    gates: list
+    feasible: bool
+    rank: int = 0
+
+    @property
+    def latency_s(self) -> float:
+        return self.breakdown.latency_s
+
+
+def calibrate(model, hw, shape: Shape, ref_latency_s: float, tun: Tunables) -> Tunables:
+    """Scale compute so that the single-device prediction equals a measured single-device latency."""
+    if not ref_latency_s > 0:
+        raise InputError(f"--ref-latency {ref_latency_s}: expected a positive number of seconds")
+    single = predict(model, hw, shape, Plan(), tun)
+    fixed = single.latency_s - single.compute_s
+    if ref_latency_s <= fixed:
+        raise InputError(f"--ref-latency {ref_latency_s} s is below the modelled non-compute time {fixed:.3g} s")
+    scale = (ref_latency_s - fixed) / single.compute_s * tun.compute_scale
+    return dataclasses.replace(tun, compute_scale=scale)
+
+
+def rank_plans(model, hw, shape: Shape, devices: int, tun: Tunables, *, with_dp: bool = True,
+               patches: int = 0, warmup: int = 1) -> list[PlanResult]:
+    """Predict and gate every plan; feasible plans first, fastest first."""
+    from ditpar.plan import gates
+
+    total = hw.devices_per_node * hw.nodes
+    if devices > total:
+        raise InputError(f"--devices {devices}: {hw.name} has {total} devices "
+                         f"(use a multi-node preset, e.g. '{hw.name}, 2 nodes')")
+    results = []
+    for plan in enumerate_plans(devices, shape.cfg, patches=patches, warmup=warmup, with_dp=with_dp):
+        g1 = gates.availability(model, hw, shape, plan)
+        if g1.verdict == "veto":
+            results.append(PlanResult(plan, Breakdown(plan=plan, latency_s=float("inf")), [g1], False))
+            continue
+        bd = predict(model, hw, shape, plan, tun)
+        g2 = gates.memory_fit(model, hw, shape, plan, bd)
+        if g2.verdict == "warn":
+            add_weight_gather(hw, shape, plan, bd)
+        results.append(PlanResult(plan, bd, [g1, g2], g2.verdict != "veto"))
+    useful = [r for r in results if r.feasible and (devices == 1 or r.plan.dp < devices)]
+    if not useful:
+        reasons = sorted({r.gates[-1].reason.split(";")[0] for r in results if not r.feasible})[:3]
+        raise InputError(f"no plan can use {devices} devices for one request of {model.name} on {hw.name} "
+                         f"(G1/G2 vetoes, e.g.): " + " | ".join(reasons))
+    results.sort(key=lambda r: (not r.feasible, r.latency_s, r.plan.dp))
+    for i, r in enumerate(results, 1):
+        r.rank = i
+    feas = [r for r in results if r.feasible]
+    for r in feas:
+        r.gates.append(gates.comm_lower_bound(model, hw, shape, r.plan, r.breakdown, tun))
+        r.gates.append(gates.plumbing(model, hw, shape, r.plan, tun))
+        r.gates.append(gates.masking_gate(model, hw, shape, r.plan, tun))
+    pair = [feas[0], runner_up(feas)]
+    for r in feas:
+        if r is pair[0] or r is pair[1]:
+            other = pair[1] if r is pair[0] else pair[0]
+            r.gates.append(gates.ab_gate(1, r.plan, [other.plan] if other else []))
+        else:
+            r.gates.append(gates.ab_gate(3, r.plan, []))
+    runner = runner_up(feas)
+    if runner is not None:
+        g7 = gates.projection(model, hw, shape, feas[0].plan, runner.plan, tun)
+        feas[0].gates.append(g7)
+        runner.gates.append(g7)
+    return results
+
+
+def add_weight_gather(hw, shape: Shape, plan: Plan, bd: Breakdown) -> None:
+    """Charge layer-wise weight sharding (the G2 unlock): every step all-gathers the weights over all
+    ranks, prefetched behind compute, so only the part longer than the step's compute is exposed."""
+    from ditpar.plan.cost.work import effective_bw, ring_flows, ring_link
+
+    ranks = list(range(plan.devices))
+    key = ring_link(hw, ranks)
+    bw = effective_bw(hw, key, len(ranks), ring_flows(hw, ranks)[key]) * 1e9
+    weights = bd.memory_parts_GB.get("weights_GB", 0.0) * 1e9
+    p = len(ranks)
+    gather = weights * (p - 1) / p / bw + (p - 1) * hw.links[key].latency_us * 1e-6
+    compute_step = bd.compute_s / shape.steps
+    exposed = max(0.0, gather - compute_step) * shape.steps
+    bd.latency_s += exposed
+    bd.exposed_by_link_s[key] += exposed
+    bd.exposed_by_family_s["weight all-gather (layer-wise sharding)"] = exposed
+    bd.hidden_s += (gather * shape.steps - exposed)
+    bd.memory_GB -= bd.memory_parts_GB["weights_GB"] * (1 - 1 / p)
+    bd.memory_parts_GB["weights_GB"] /= p
+    bd.notes.append("weights sharded layer-wise over all ranks (G2 unlock); their all-gather is included")
+
+
+def runner_up(feas: list[PlanResult]) -> PlanResult | None:
+    """The best plan that differs from the leader in more than its data-parallel degree."""
+    if not feas:
+        return None
+    lead = dataclasses.replace(feas[0].plan, dp=1)
+    return next((r for r in feas[1:] if dataclasses.replace(r.plan, dp=1) != lead), None)
+
+
+def conclusion(results: list[PlanResult], model, hw, shape: Shape) -> str:
+    """Conditional conclusion in the template of references/parallel-selection.md §6."""
+    feas = [r for r in results if r.feasible]
+    if not feas:
+        return "No feasible plan."
+    a = feas[0]
+    b = runner_up(feas)
+    if b is None:
+        return f"Only {a.plan.name} is feasible: predicted {a.latency_s:.3g} s."
+    lead = b.latency_s / a.latency_s - 1
+    g7 = next((g for g in a.gates if g.gate == "G7"), None)
+    flips = ""
+    if g7 is not None:
+        parts = g7.reason.removesuffix(" (projection, not measurement)").split("; ", 1)
+        flips = parts[1] if len(parts) > 1 else parts[0]
+    ab = a.breakdown
+    dom = max(ab.exposed_by_link_s, key=ab.exposed_by_link_s.get)
+    share = ab.exposed_comm_s / ab.latency_s if ab.latency_s else 0.0
+    gqa = "GQA" if model.kv_heads < model.heads else "no GQA"
+    return (f"On {hw.name} with {a.plan.devices} devices, {model.name} at {shape.describe()} ({gqa}): "
+            f"{a.plan.name} is predicted fastest ({a.latency_s:.3g} s), {lead:.1%} ahead of {b.plan.name}; "
+            f"its exposed communication is {share:.0%} of the latency, mostly {dom}. "
+            f"Conditions: {flips}. "
+            f"This is a prediction: confirm with the G6 A/B pair before committing.")

@@ -1,0 +1,98 @@
+"""Request shape -> token counts: latent grid from VAE strides, tokens from patch sizes."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ditpar.errors import InputError
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One request: pixels, frames, steps, whether CFG doubles the batch, and the token counts."""
+
+    width: int
+    height: int
+    frames: int
+    steps: int
+    cfg: bool
+    frames_tok: int        # token grid along time (1 for images)
+    tokens_per_frame: int  # token grid h x w
+    text_joint: int        # text tokens concatenated into self-attention (MMDiT)
+    text_cross: int        # text tokens that image tokens cross-attend to
+
+    @property
+    def tokens(self) -> int:
+        """Image/video tokens of one sample."""
+        return self.frames_tok * self.tokens_per_frame
+
+    @property
+    def batch(self) -> int:
+        """Samples per denoising forward (2 with classifier-free guidance)."""
+        return 2 if self.cfg else 1
+
+    def describe(self) -> str:
+        size = f"{self.width}x{self.height}" + (f"x{self.frames}f" if self.frames > 1 else "")
+        return (f"{size}, {self.steps} steps, cfg={'on' if self.cfg else 'off'}: "
+                f"{self.tokens} tokens ({self.frames_tok}x{self.tokens_per_frame})"
+                + (f" + {self.text_joint} joint text" if self.text_joint else "")
+                + (f", {self.text_cross} cross-attn text" if self.text_cross else ""))
+
+
+def latent_frames(model, frames: int) -> int:
+    """Latent frames after the VAE's temporal stride (causal VAEs keep the first frame apart)."""
+    stride = int(model.vae_stride[0])
+    if frames <= 1 or stride <= 1:
+        return max(1, frames)
+    if getattr(model, "vae_temporal_causal", False):
+        return (frames - 1) // stride + 1
+    return max(1, frames // stride)
+
+
+def make_shape(model, width: int | None = None, height: int | None = None, frames: int | None = None,
+               steps: int | None = None, cfg: bool | None = None) -> Shape:
+    """Build the shape of a request, filling what is not given from the model preset's defaults."""
+    width = int(width or model.default_width)
+    height = int(height or model.default_height)
+    frames = int(frames or (model.default_frames if model.kind == "video" else 1))
+    steps = int(steps or model.default_steps)
+    cfg = bool(model.cfg_default if cfg is None else cfg)
+    if width <= 0 or height <= 0 or frames <= 0 or steps <= 0:
+        raise InputError(f"shape {width}x{height}x{frames}, {steps} steps: every size must be positive")
+    pt, ph, pw = (int(x) for x in model.patch)
+    st, sh, sw = (int(x) for x in model.vae_stride)
+    lat_h, lat_w = height // sh, width // sw
+    if lat_h < ph or lat_w < pw:
+        raise InputError(f"{width}x{height}: smaller than one patch of {model.name}")
+    if model.kind != "video" and frames > 1:
+        raise InputError(f"--frames {frames}: {model.name} is an image model")
+    if hasattr(model, "visual_grid"):   # the preset's own rounding (a partial patch counts)
+        grid_t, grid_h, grid_w = model.visual_grid(width, height, frames)
+    else:
+        grid_t, grid_h, grid_w = max(1, latent_frames(model, frames) // max(1, pt)), lat_h // ph, lat_w // pw
+    return Shape(width=width, height=height, frames=frames, steps=steps, cfg=cfg, frames_tok=int(grid_t),
+                 tokens_per_frame=int(grid_h * grid_w), text_joint=int(model.text_joint_tokens),
+                 text_cross=int(model.text_cross_tokens))
+
+
+_SQUARE = re.compile(r"^\s*(\d+)\s*px\s*$", re.I)
+_SIZE = re.compile(r"^\s*(\d+)\s*[x×*]\s*(\d+)(?:\s*[x×*,]\s*(\d+)\s*(?:f|frames?)?)?\s*$", re.I)
+_FRAMES = re.compile(r"(\d+)\s*(?:f|frames?)\b", re.I)
+
+
+def parse_resolution(text: str) -> tuple[int, int, int | None]:
+    """Parse 'WxH', 'WxHxF frames', 'WxH, F frames' or 'Npx' (square) into (width, height, frames or None)."""
+    raw = str(text).strip()
+    square = _SQUARE.match(raw)
+    if square:   # '1024px': a square image, as the published tables write it
+        return int(square.group(1)), int(square.group(1)), None
+    head = raw.split(",")[0]
+    m = _SIZE.match(head)
+    if not m:
+        raise InputError(f"resolution {raw!r}: expected WxH, WxHxF frames, 'WxH, F frames' or Npx")
+    width, height, frames = int(m.group(1)), int(m.group(2)), m.group(3)
+    if frames is None:
+        fm = _FRAMES.search(raw[len(head):])
+        frames = fm.group(1) if fm else None
+    return width, height, (int(frames) if frames is not None else None)

@@ -1,0 +1,222 @@
+"""Alpha-beta time of every collective, what overlaps compute, and step / end-to-end latency."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ditpar.plan.cost.memory import memory_per_rank
+from ditpar.plan.cost.plans import DEFAULT_ORDER, Plan, layout
+from ditpar.plan.cost.shape import Shape
+from ditpar.plan.cost.work import (
+    LINK_KEYS,
+    BlockWork,
+    Collective,
+    alltoall_time_s,
+    block_work,
+    effective_bw,
+    step_collectives,
+)
+
+
+@dataclass(frozen=True)
+class Tunables:
+    """Knobs that are properties of the software stack, not of the model or the machine."""
+
+    launch_us: float = 25.0       # host cost of one eager op (Python module call + dispatch + launch)
+    sync_us: float = 0.0          # wait at each blocking collective call in a real pipeline (arrival skew,
+                                  # host re-launch); never hidden by overlap
+    masking_chunks: int = 1       # chunked Ulysses masking (1 = none); hidden share bounded by 1 - 1/n
+    order: tuple[str, ...] = DEFAULT_ORDER
+    overlap_efficiency: float = 0.0  # share of ring K/V passing that really hides under the attention block:
+                                     # 1 = ideal (theory), 0 = none (what the published xDiT/yunchang runs show)
+    compute_scale: float = 1.0    # >1 slows compute: set by --ref-latency calibration
+
+
+def comm_time_s(hw, c: Collective) -> float:
+    """alpha-beta: alpha_steps x latency + bytes / bandwidth (the slowest link class decides, except for an
+    all-to-all on shared PCIe, where all classes leave through one port: ditpar.plan.cost.work.alltoall_time_s)."""
+    if not c.bytes_by_link:
+        return 0.0
+    if c.family == "alltoall":
+        beta = alltoall_time_s(hw, c.bytes_by_link, c.group_size, c.flows)
+    else:
+        beta = max(v / (effective_bw(hw, k, c.group_size, c.flows.get(k, 1), c.family) * 1e9)
+                   for k, v in c.bytes_by_link.items())
+    alpha = c.alpha_steps * max(hw.links[k].latency_us for k in c.bytes_by_link) * 1e-6
+    return alpha + beta
+
+
+def masking_hidden(comm_s: float, compute_s: float, chunks: int) -> float:
+    """Comm hidden by chunked masking with n chunks: C x ceiling (ditpar.masking's closed form,
+    which is (1 - 1/n) when per-chunk compute covers per-chunk comm, less when it does not)."""
+    if chunks <= 1 or comm_s <= 0 or compute_s <= 0:
+        return 0.0
+    from ditpar.masking.bound import ceiling, make_layer
+
+    return comm_s * ceiling(make_layer(comm_s * 1e6, compute_s * 1e6, chunks))
+
+
+@dataclass
+class Breakdown:
+    """Predicted time of one plan, split the way plan.py prints it (seconds)."""
+
+    plan: Plan
+    latency_s: float = 0.0
+    step_s: float = 0.0
+    compute_s: float = 0.0                  # per request, all steps
+    exposed_by_link_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys(LINK_KEYS, 0.0))
+    exposed_by_family_s: dict[str, float] = field(default_factory=dict)
+    hidden_s: float = 0.0                   # communication overlapped with compute
+    host_bound_s: float = 0.0               # extra time where host dispatch exceeds device work
+    pipeline_s: float = 0.0                 # PipeFusion warm-up and fill
+    bytes_by_link_per_step: dict[str, float] = field(default_factory=lambda: dict.fromkeys(LINK_KEYS, 0.0))
+    bytes_by_link_per_layer: dict[str, float] = field(default_factory=lambda: dict.fromkeys(LINK_KEYS, 0.0))
+    memory_GB: float = 0.0
+    memory_parts_GB: dict[str, float] = field(default_factory=dict)
+    flops_per_step: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def exposed_comm_s(self) -> float:
+        return float(sum(self.exposed_by_link_s.values()))
+
+
+def _add(d: dict[str, float], key: str, value: float) -> None:
+    d[key] = d.get(key, 0.0) + value
+
+
+def _block_time(hw, bw: BlockWork, tun: Tunables, flops_rate: float, bd: Breakdown, scale: float) -> float:
+    """Time of one block on one rank for one forward (patch share `scale` of its work), recording parts."""
+    lin = (bw.linear_flops + bw.cross_flops) * scale / flops_rate
+    att = bw.attn_flops * scale / flops_rate
+    compute = lin + att
+    exposed_total = 0.0
+    sync = tun.sync_us * 1e-6
+    for c in bw.comms:
+        one = comm_time_s(hw, _scaled(c, scale))
+        t = one * c.calls
+        if c.overlap == "ring":        # R attention sub-blocks; hop i+1's K,V travel during block i
+            per = att / (c.calls + 1)
+            exposed = per + c.calls * max(per, one) - att
+            hidden = t - exposed
+        elif c.overlap == "masking":   # Ulysses: only chunked masking hides part of it (behind attention)
+            hidden = masking_hidden(t, att, tun.masking_chunks)
+            exposed = t - hidden
+        else:
+            hidden, exposed = 0.0, t
+        lost = (1.0 - tun.overlap_efficiency) * hidden if c.overlap == "ring" else 0.0
+        exposed += sync * c.calls + lost
+        hidden -= lost
+        link = max(c.bytes_by_link,
+                   key=lambda k: c.bytes_by_link[k] / effective_bw(hw, k, c.group_size, c.flows.get(k, 1), c.family))
+        _add(bd.exposed_by_family_s, c.name, exposed * bw.count)
+        bd.exposed_by_link_s[link] += exposed * bw.count
+        bd.hidden_s += hidden * bw.count
+        exposed_total += exposed
+    hbm = float(getattr(hw, "hbm_bandwidth_GBps", 0) or 0)
+    relayout = bw.relayout_bytes * scale / (hbm * 1e9) if hbm else 0.0
+    compute += relayout
+    device = compute + exposed_total
+    host = bw.kernels * tun.launch_us * 1e-6
+    bd.compute_s += compute * bw.count
+    if host > device:
+        bd.host_bound_s += (host - device) * bw.count
+    return max(device, host) * bw.count
+
+
+def _scaled(c: Collective, scale: float) -> Collective:
+    if scale == 1.0:
+        return c
+    return Collective(c.name, c.dim, c.family, c.calls, {k: v * scale for k, v in c.bytes_by_link.items()},
+                      c.alpha_steps, c.overlap, c.group_size, c.flows)
+
+
+def _record_bytes(bd: Breakdown, blocks: list[BlockWork], per_step: list[Collective], patches: int) -> None:
+    layers = sum(b.count for b in blocks) or 1.0
+    for b in blocks:
+        for c in b.comms:
+            for k, v in c.bytes_by_link.items():
+                bd.bytes_by_link_per_step[k] += v * c.calls * b.count
+    for k in LINK_KEYS:
+        bd.bytes_by_link_per_layer[k] = bd.bytes_by_link_per_step[k] / layers
+    for c in per_step:
+        mult = patches if c.dim == "pipefusion" else 1
+        for k, v in c.bytes_by_link.items():
+            bd.bytes_by_link_per_step[k] += v * mult
+
+
+def predict(model, hw, shape: Shape, plan: Plan, tun: Tunables = Tunables()) -> Breakdown:
+    """Predicted end-to-end DiT latency of one request under a plan, with its breakdown."""
+    groups = layout(plan, tun.order)
+    blocks = block_work(model, hw, shape, plan, groups)
+    per_step = step_collectives(model, hw, shape, plan, groups)
+    rate = hw.peak_tflops_bf16 * 1e12 * hw.mfu / tun.compute_scale
+    bd = Breakdown(plan=plan)
+    bd.flops_per_step = sum((b.linear_flops + b.attn_flops + b.cross_flops) * b.count for b in blocks)
+    _record_bytes(bd, blocks, per_step, plan.num_patches)
+    steps = shape.steps
+    pf = plan.pipefusion
+    if pf == 1:
+        step = sum(_block_time(hw, b, tun, rate, bd, 1.0) for b in blocks)
+        cfg_t = sum(comm_time_s(hw, c) + tun.sync_us * 1e-6 for c in per_step if c.dim == "cfg")
+        _add(bd.exposed_by_family_s, "CFG all-gather", cfg_t)
+        for c in per_step:
+            if c.dim == "cfg":
+                bd.exposed_by_link_s[next(iter(c.bytes_by_link))] += cfg_t
+        bd.step_s = step + cfg_t
+        _scale_totals(bd, steps)
+        bd.latency_s = steps * bd.step_s
+    else:
+        m = plan.num_patches
+        warm = min(plan.warmup, steps)
+        # steady state: each stage runs its blocks on one patch, then hands the patch on (overlapped)
+        probe = Breakdown(plan=plan)
+        patch_compute = sum(_block_time(hw, b, tun, rate, probe, 1.0 / m) for b in blocks)
+        p2p = [c for c in per_step if c.dim == "pipefusion"]
+        hop = sum(comm_time_s(hw, c) + tun.sync_us * 1e-6 for c in p2p)
+        patch_t = max(patch_compute, hop)
+        exposed_patch = patch_t - patch_compute
+        # warm-up: the whole latent passes the stages one after another (synchronous pipeline)
+        probe_full = Breakdown(plan=plan)
+        stage_full = sum(_block_time(hw, b, tun, rate, probe_full, 1.0) for b in blocks)
+        hop_full = sum(comm_time_s(hw, _scaled(c, float(m))) for c in p2p)
+        sync_step = pf * stage_full + (pf - 1) * hop_full
+        cfg_t = sum(comm_time_s(hw, c) + tun.sync_us * 1e-6 for c in per_step if c.dim == "cfg")
+        async_steps = steps - warm
+        fill = (pf - 1) * patch_t if async_steps > 0 else 0.0
+        bd.step_s = m * patch_t + cfg_t
+        total = warm * (sync_step + cfg_t) + async_steps * bd.step_s + fill
+        # attribute: copy the probe's per-patch parts, scaled to the whole request
+        mult = async_steps * m
+        bd.compute_s = probe.compute_s * mult + probe_full.compute_s * warm * pf
+        bd.host_bound_s = probe.host_bound_s * mult + probe_full.host_bound_s * warm * pf
+        bd.hidden_s = probe.hidden_s * mult + probe_full.hidden_s * warm * pf + hop * mult - exposed_patch * mult
+        for k in LINK_KEYS:
+            bd.exposed_by_link_s[k] = probe.exposed_by_link_s[k] * mult + probe_full.exposed_by_link_s[k] * warm * pf
+        for k, v in probe.exposed_by_family_s.items():
+            bd.exposed_by_family_s[k] = v * mult + probe_full.exposed_by_family_s.get(k, 0.0) * warm * pf
+        if p2p:
+            link = next(iter(p2p[0].bytes_by_link))
+            pf_exposed = exposed_patch * mult + (pf - 1) * hop_full * warm
+            bd.exposed_by_link_s[link] += pf_exposed
+            _add(bd.exposed_by_family_s, "PipeFusion P2P", pf_exposed)
+        if cfg_t:
+            _add(bd.exposed_by_family_s, "CFG all-gather", cfg_t * steps)
+        bd.pipeline_s = warm * (sync_step - stage_full) + fill - (pf - 1) * hop_full * warm
+        bd.latency_s = total
+        bd.notes.append(f"PipeFusion: {warm} synchronous warm-up step(s), {m} patches, stale KV")
+    if plan.dp > 1:
+        bd.notes.append(f"dp={plan.dp}: replicas serve other requests; one request's latency does not improve")
+    mem, parts = memory_per_rank(model, shape, plan)
+    bd.memory_GB, bd.memory_parts_GB = mem, parts
+    return bd
+
+
+def _scale_totals(bd: Breakdown, steps: int) -> None:
+    bd.compute_s *= steps
+    bd.hidden_s *= steps
+    bd.host_bound_s *= steps
+    for k in list(bd.exposed_by_link_s):
+        bd.exposed_by_link_s[k] *= steps
+    for k in list(bd.exposed_by_family_s):
+        bd.exposed_by_family_s[k] *= steps

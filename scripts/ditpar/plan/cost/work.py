@@ -1,0 +1,340 @@
+"""Work of one rank per block: FLOPs (linear, attention, cross-attention) and the bytes of every
+collective, split by link class. Formulas follow ../shared/facts/parallelism-models-hardware.md §2."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from ditpar.errors import InputError
+from ditpar.plan.cost.plans import Plan
+from ditpar.plan.cost.shape import Shape
+
+BYTES_PER_ELEMENT = 2  # bf16 / fp16 activations and weights
+BASES = ("joint", "single", "cross", "self")
+SPANS = ("full", "spatial", "temporal")
+FACTORISED = {"spatial": ("cross", "spatial"), "temporal": ("self", "temporal")}  # Latte-style block kinds
+LINK_KEYS = ("intra_domain", "inter_domain", "inter_node")
+
+# Eager ops launched per block forward, counted from the diffusers blocks (BasicTransformerBlock with
+# ada-norm-single + cross-attention ~45; JointTransformerBlock two streams ~55; self-attn+FFN ~30) and from
+# yunchang's attention wrappers: the USP layer (yunchang LongContextAttention, xDiT xFuserLongContextAttention)
+# runs SeqAllToAll4D on Q, K, V and O for every sequence-parallel plan, ring-only included: ~8 layout ops
+# each (reshape, transpose, contiguous, empty_like, reshape, transpose, contiguous, reshape) plus the
+# all_to_all_single call when Ulysses > 1; ring = per hop send/recv (~6) + flash-attn call (~3) + out/LSE
+# update (~10); AllGather-KV ~12; TP ~2 per all-reduce; PipeFusion ~3 per block per patch (stale-KV buffer).
+OPS_PER_BLOCK = {"self": 30, "cross": 45, "joint": 55, "single": 30}
+OPS_USP_LAYOUT = 32
+OPS_ULYSSES = 36  # OPS_USP_LAYOUT + 4 all_to_all_single calls
+OPS_RING_HOP = 20
+OPS_KV_GATHER = 12
+OPS_ALLREDUCE = 2
+OPS_STALE_KV = 3
+OPS_P2P = 6
+
+
+def parse_kind(kind: str) -> tuple[str, str]:
+    """Block kind -> (base, attention span): 'spatial' (Latte: attention inside a frame, cross-attention,
+    FFN) -> ('cross', 'spatial'); 'temporal' -> ('self', 'temporal'); 'cross' -> ('cross', 'full')."""
+    if kind in FACTORISED:
+        return FACTORISED[kind]
+    base, _, span = str(kind).partition("_")
+    span = span or "full"
+    if base not in BASES or span not in SPANS:
+        raise InputError(f"block kind {kind!r}: expected <{'|'.join(BASES)}>[_spatial|_temporal]")
+    return base, span
+
+
+def linear_flops_per_token(model, base: str) -> float:
+    """Forward FLOPs of one token through one block's projections and MLP (2 FLOPs per MAC)."""
+    d, f = model.hidden, model.ffn
+    mats = int(getattr(model, "ffn_matrices", 2) or 2)
+    dq, dkv = model.heads * model.head_dim, model.kv_heads * model.head_dim
+    qkv, out, mlp = 2 * d * (dq + 2 * dkv), 2 * dq * d, 2 * mats * d * f
+    if base == "single":  # FLUX single stream: fused QKV+MLP-in, fused (attn, mlp) -> out
+        return 2 * d * (dq + 2 * dkv) + 2 * (mats - 1) * d * f + 2 * (dq + f) * d
+    if base == "cross":   # + cross-attention Q and output projections
+        return qkv + out + mlp + 2 * d * dq + 2 * dq * d
+    return qkv + out + mlp
+
+
+@dataclass
+class Collective:
+    """One collective call of one rank: bytes it sends per link class and its alpha count."""
+
+    name: str          # e.g. 'ulysses all-to-all (Q,K,V,O)'
+    dim: str           # plan dimension whose group it runs on
+    family: str        # alltoall | p2p | allgather | allreduce
+    calls: float       # calls per block (or per step for per-step collectives)
+    bytes_by_link: dict[str, float] = field(default_factory=dict)  # per call, bytes sent by this rank
+    alpha_steps: int = 1  # latency terms per call (algorithm steps)
+    overlap: str = "none"  # none | ring | pipeline | masking
+    group_size: int = 2    # ranks in the communicator (full-mesh links give big groups more bandwidth)
+    flows: dict[str, int] = field(default_factory=dict)  # concurrent senders per link class (shared PCIe paths)
+
+    @property
+    def bytes_per_call(self) -> float:
+        return float(sum(self.bytes_by_link.values()))
+
+
+@dataclass
+class BlockWork:
+    """One rank's share of one block of a kind, per forward."""
+
+    kind: str
+    count: float            # blocks of this kind that this rank runs (blocks / pipefusion)
+    linear_flops: float
+    attn_flops: float
+    cross_flops: float
+    comms: list[Collective]
+    kernels: float          # eager ops launched per block (host dispatch)
+    relayout_bytes: float = 0.0  # HBM traffic of the form's layout copies and merges (memory-bound)
+
+
+def link_key(hw, a: int, b: int) -> str:
+    """Link class between devices a and b: same domain, same node, or across nodes."""
+    if hasattr(hw, "class_for"):
+        return hw.class_for([a, b])
+    if a // hw.devices_per_node != b // hw.devices_per_node:
+        return "inter_node"
+    if a // hw.domain_size != b // hw.domain_size:
+        return "inter_domain"
+    return "intra_domain"
+
+
+def link_bw(hw, key: str, group_size: int = 2) -> float:
+    """Effective per-rank bandwidth (GB/s) of a link class for a collective over group_size ranks."""
+    link = hw.links[key]
+    if hasattr(link, "bus_bandwidth_GBps"):
+        return float(link.bus_bandwidth_GBps(max(2, group_size)))
+    return float(link.bandwidth_GBps)
+
+
+def shared_link(hw, key: str) -> bool:
+    """PCIe switches, root complexes, the inter-socket link and NICs are shared by the devices behind
+    them; NVLink/NVSwitch and HCCS are switched or full-mesh fabrics with per-device bandwidth."""
+    if key == "inter_node":
+        return True
+    return str(getattr(hw, "interconnect", "")).lower() == "pcie"
+
+
+def effective_bw(hw, key: str, group_size: int, flows: int, family: str = "") -> float:
+    """Per-rank bandwidth of a link class for a collective of `family` over group_size ranks when
+    `flows` ranks send over it at once. A measured figure for the pattern wins (it already holds the
+    contention of all ranks sending); otherwise a shared path carries about two flows at full rate (one
+    each way) and more flows divide it."""
+    link = hw.links[key]
+    if family == "alltoall":
+        measured = link.alltoall_bus_GBps(group_size)
+        if measured > 0:
+            return measured
+    elif link.ring_GBps > 0:
+        return link.ring_GBps
+    bw = link_bw(hw, key, group_size)
+    if flows > 2 and shared_link(hw, key):
+        bw *= 2.0 / flows
+    return bw
+
+
+def alltoall_time_s(hw, split: dict[str, float], group_size: int, flows: dict[str, int]) -> float:
+    """Bandwidth time of one rank's all-to-all sends (bytes per link class). On a switched fabric the
+    classes run in parallel (the slowest decides); on shared PCIe every byte leaves through the rank's
+    one port, so the classes add up, and a measured group busbw of the slowest class covers them all."""
+    if not split:
+        return 0.0
+    if not shared_link(hw, "intra_domain"):
+        return max(v / (effective_bw(hw, k, group_size, flows.get(k, 1), "alltoall") * 1e9)
+                   for k, v in split.items())
+    slowest = max(split, key=LINK_KEYS.index)
+    measured = hw.links[slowest].alltoall_bus_GBps(group_size)
+    if measured > 0:
+        return sum(split.values()) / (measured * 1e9)
+    return sum(v / (effective_bw(hw, k, group_size, flows.get(k, 1), "alltoall") * 1e9) for k, v in split.items())
+
+
+def slower(hw, keys, group_size: int = 2) -> str:
+    """The link class with the lowest bandwidth among keys."""
+    return min(keys, key=lambda k: link_bw(hw, k, group_size))
+
+
+def alltoall_split(hw, group: list[int], total_bytes: float) -> dict[str, float]:
+    """Bytes one rank sends per link class in an all-to-all of a local tensor of total_bytes:
+    each peer gets total/P, the rank keeps its own share ((P-1)/P leaves it). Worst rank."""
+    p = len(group)
+    worst: dict[str, float] | None = None
+    flows = alltoall_flows(hw, group)
+    for r in group:
+        cnt = Counter(link_key(hw, r, q) for q in group if q != r)
+        split = {k: total_bytes / p * n for k, n in cnt.items()}
+        if worst is None or alltoall_time_s(hw, split, p, flows) > alltoall_time_s(hw, worst, p, flows):
+            worst = split
+    return worst or {}
+
+
+def alltoall_flows(hw, group: list[int]) -> dict[str, int]:
+    """Ranks of the group that send over each link class during an all-to-all."""
+    out: Counter = Counter()
+    for r in group:
+        for k in {link_key(hw, r, q) for q in group if q != r}:
+            out[k] += 1
+    return dict(out)
+
+
+def ring_flows(hw, group: list[int]) -> dict[str, int]:
+    """Ring hops (one sender each) per link class."""
+    return dict(Counter(link_key(hw, group[i], group[(i + 1) % len(group)]) for i in range(len(group))))
+
+
+def concurrent_ring_flows(hw, groups: list[list[int]]) -> dict[str, int]:
+    """Ring hops per link class of all groups of one dimension together: they run at the same time, so
+    on a shared path (the socket link of a PCIe box) every group's crossing hops share it."""
+    out: Counter = Counter()
+    for gr in groups:
+        if len(gr) > 1:
+            out.update(ring_flows(hw, gr))
+    return dict(out)
+
+
+def ring_link(hw, group: list[int], flows: dict[str, int] | None = None) -> str:
+    """Slowest hop of the ring through the group in rank order (wrapping around), counting sharing
+    (`flows`: senders per class, by default this group's own hops)."""
+    own = ring_flows(hw, group)
+    flows = flows or own
+    return min(own, key=lambda k: effective_bw(hw, k, len(group), flows.get(k, own[k])))
+
+
+def worst_group(hw, groups: list[list[int]], cost) -> list[int]:
+    """The group whose cost(group) is largest (the step waits for the slowest group)."""
+    return max(groups, key=cost)
+
+
+def slowest_ring(hw, groups: list[list[int]]) -> tuple[str, dict[str, int]]:
+    """Link class of the slowest hop of the slowest group, and the senders per class of all groups
+    together (what the Collective records as flows)."""
+    flows = concurrent_ring_flows(hw, groups) or ring_flows(hw, groups[0])
+
+    def bw(gr):
+        key = ring_link(hw, gr, flows)
+        return effective_bw(hw, key, len(gr), flows.get(key, 1))
+    return ring_link(hw, min(groups, key=bw), flows), flows
+
+
+def block_work(model, hw, shape: Shape, plan: Plan, groups: dict[str, list[list[int]]]) -> list[BlockWork]:
+    """Per-rank FLOPs and collectives of every block kind of the model under the plan."""
+    b = BYTES_PER_ELEMENT
+    batch = shape.batch / plan.cfg if shape.cfg else 1.0
+    dq, dkv, d = model.heads * model.head_dim, model.kv_heads * model.head_dim, model.hidden
+    u, r, g, tp, sp = plan.ulysses, plan.ring, plan.kv_allgather, plan.tp, plan.sp
+    hd = model.head_dim
+    dq_l, _dkv_l = dq / tp, max(model.kv_heads / tp, 1) * hd          # per TP rank
+    kv_u = max(model.kv_heads / tp, u) * hd                          # K/V width entering Ulysses (replicated if kv < U)
+    out = []
+    for kind, count in model.blocks.items():
+        base, span = parse_kind(kind)
+        n_attn = shape.tokens + (shape.text_joint if base in ("joint", "single") else 0)
+        if span == "spatial":
+            kv_tokens = shape.tokens_per_frame
+        elif span == "temporal":
+            kv_tokens = shape.frames_tok
+        else:
+            kv_tokens = n_attn
+        share = batch / (sp * tp)
+        lin = n_attn * linear_flops_per_token(model, base) * share
+        if getattr(model, "attention", "softmax") == "linear":   # SANA: phi(K)^T V then Q (.), linear in S
+            attn = 4.0 * n_attn * model.head_dim * dq * share
+        else:
+            attn = 4.0 * n_attn * kv_tokens * dq * share
+        cross = 0.0
+        if base == "cross":
+            ctx = shape.text_cross + int(getattr(model, "image_cross_tokens", 0) or 0)
+            cross = (4.0 * shape.tokens * ctx * dq * share + 2.0 * ctx * d * 2 * dkv * batch / tp)
+        comms: list[Collective] = []
+        n = n_attn / sp                                          # tokens this rank holds
+        seq_comm = span != "temporal"                            # temporal attention is local when SP splits inside frames
+        if u > 1 and seq_comm:
+            tensor = n * b * batch * (2 * dq_l + 2 * kv_u)         # Q,K,V,O local tensors of one block
+            grp = worst_group(hw, groups["ulysses"],
+                              lambda gr, t=tensor: alltoall_time_s(hw, alltoall_split(hw, gr, t), len(gr),
+                                                                   alltoall_flows(hw, gr)))
+            comms.append(Collective("ulysses all-to-all Q,K,V,O", "ulysses", "alltoall", 4.0,
+                                    alltoall_split(hw, grp, tensor / 4.0), alpha_steps=u - 1, overlap="masking",
+                                    group_size=u, flows=alltoall_flows(hw, grp)))
+        kv_rank = max(model.kv_heads / (tp * u), 1) * hd         # K/V width per rank after Ulysses
+        if r > 1 and seq_comm:
+            hop = (n_attn / (r * g)) * 2 * kv_rank * b * batch     # local K and V block passed per hop
+            key, flows = slowest_ring(hw, groups["ring"])
+            comms.append(Collective("ring K,V pass", "ring", "p2p", float(r - 1), {key: hop},
+                                    overlap="ring", group_size=r, flows=flows))
+        if g > 1 and seq_comm:
+            shard = (n_attn / (r * g)) * 2 * kv_rank * b * batch
+            key, flows = slowest_ring(hw, groups["kv_allgather"])
+            comms.append(Collective("AllGather-KV", "kv_allgather", "allgather", 1.0,
+                                    {key: (g - 1) * shard}, alpha_steps=g - 1, group_size=g, flows=flows))
+        if tp > 1:
+            ar_per_block = {"self": 2, "cross": 3, "joint": 2, "single": 1}[base]
+            tensor = n * d * b * batch
+            key, flows = slowest_ring(hw, groups["tp"])
+            comms.append(Collective("TP all-reduce", "tp", "allreduce", float(ar_per_block),
+                                    {key: 2.0 * (tp - 1) / tp * tensor}, alpha_steps=2 * (tp - 1),
+                                    group_size=tp, flows=flows))
+        relayout = 0.0
+        usp = (u > 1 or r > 1) and seq_comm
+        if usp:   # SeqAllToAll4D on Q,K,V,O: transpose+contiguous before and after (also when U = 1)
+            relayout += 2 * 2 * n * b * batch * (2 * dq_l + 2 * kv_u)
+        if r > 1 and seq_comm:      # per hop: out/LSE update in fp32 (read out, read block out, write out)
+            relayout += (r - 1) * (n_attn / (r * g)) * (dq_l / u) * batch * (4 + 2 + 4)
+        if g > 1 and seq_comm:      # gathered K/V re-laid out once
+            relayout += 2 * (n_attn / r) * 2 * kv_rank * b * batch
+        kernels = OPS_PER_BLOCK[base]
+        if usp:
+            kernels += OPS_ULYSSES if u > 1 else OPS_USP_LAYOUT
+        if r > 1 and seq_comm:
+            kernels += OPS_RING_HOP * (r - 1)
+        if g > 1 and seq_comm:
+            kernels += OPS_KV_GATHER
+        if tp > 1:
+            kernels += OPS_ALLREDUCE * {"self": 2, "cross": 3, "joint": 2, "single": 1}[base]
+        if plan.pipefusion > 1:
+            kernels += OPS_STALE_KV
+        out.append(BlockWork(kind=kind, count=count / plan.pipefusion, linear_flops=lin, attn_flops=attn,
+                             cross_flops=cross, comms=comms, kernels=kernels, relayout_bytes=relayout))
+    return out
+
+
+def step_collectives(model, hw, shape: Shape, plan: Plan, groups: dict[str, list[list[int]]]) -> list[Collective]:
+    """Collectives that run once per step (CFG gather) or per patch (PipeFusion P2P)."""
+    b = BYTES_PER_ELEMENT
+    out = []
+    batch = shape.batch / plan.cfg if shape.cfg else 1.0
+    if plan.cfg > 1:
+        latent = shape.tokens * _prod(model.patch) * model.latent_channels * b / plan.sp
+        grp = groups["cfg"][0]
+        out.append(Collective("CFG all-gather", "cfg", "allgather", 1.0, {ring_link(hw, grp): latent},
+                              flows=ring_flows(hw, grp)))
+
+    if plan.pipefusion > 1:
+        n_tok = (shape.tokens + shape.text_joint) / plan.sp
+        act = n_tok * model.hidden * b * batch / plan.num_patches
+        key, flows = slowest_ring(hw, groups["pipefusion"])
+        skips = _skips_crossing(model, plan.pipefusion)
+        out.append(Collective("PipeFusion P2P", "pipefusion", "p2p", 1.0,
+                              {key: act * (1 + skips)}, overlap="pipeline", flows=flows))
+    return out
+
+
+def _skips_crossing(model, stages: int) -> float:
+    """Long skip connections (HunyuanDiT) whose ends sit on different stages, per stage (average)."""
+    skips = int(getattr(model, "long_skips", 0) or 0)
+    if skips <= 0 or stages <= 1:
+        return 0.0
+    layers = sum(int(v) for v in model.blocks.values())
+    per = layers / stages
+    crossing = sum(1 for i in range(skips) if int(i // per) != int((layers - 1 - i) // per))
+    return crossing / stages
+
+
+def _prod(xs) -> int:
+    p = 1
+    for x in xs:
+        p *= int(x)
+    return p

@@ -1,0 +1,418 @@
+"""Score published latency tables with the cost model and measure how well it ranks them.
+
+`score_table` adds predicted_latency_s and score_note to rows in the calibration schema;
+`evaluate_tables` groups scored rows into scenarios and reports Kendall tau, pairwise order
+accuracy, top-1 hits and the error of predicted speedups, beside a rule-of-thumb baseline.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ditpar.errors import DitParError, InputError
+from ditpar.plan.cost import Plan, Tunables, make_shape, parse_resolution, predict
+
+COLUMNS = ["source_repo", "source_path", "model", "hardware", "interconnect", "n_devices", "resolution_or_seq",
+           "steps", "ulysses", "ring", "pipefusion", "cfg", "tp", "other_config", "latency_s", "notes"]
+DEGREES = ("ulysses", "ring", "pipefusion", "cfg", "tp")
+SCENARIO_KEY = ["source_path", "model", "hardware", "interconnect", "n_devices", "resolution_or_seq", "steps",
+                "other_config"]
+TIE = 0.05  # measured latencies closer than 5 % are not an order (chart reading error is 2-5 %)
+
+RULE_OF_THUMB = (
+    "1. Use CFG parallel (degree 2) whenever the model runs CFG.",
+    "2. On NVLink-class links (NVLink, HCCS) give the rest to Ulysses, as high as heads allow.",
+    "3. On PCIe give the rest to PipeFusion and ring; prefer them over Ulysses.",
+    "4. Avoid tensor parallel.",
+    "5. Break ties by the larger of those degrees.",
+)
+
+
+def read_table(path: str | Path):
+    """Read one CSV in the calibration schema; a missing column is an error naming what is there."""
+    import pandas as pd
+
+    try:
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path}: cannot read CSV ({exc})") from None
+    missing = [c for c in COLUMNS if c not in frame.columns]
+    if missing:
+        raise InputError(f"{path}: missing column(s) {', '.join(missing)}; present: {', '.join(frame.columns)}")
+    return frame
+
+
+def _int_or_none(text: str) -> int | None:
+    text = str(text).strip()
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return int(value) if value == int(value) and value >= 1 else None
+
+
+def _steps(text: str, model) -> tuple[int, str]:
+    value = _int_or_none(text)
+    if value is not None:
+        return value, ""
+    m = re.search(r"(\d+)", str(text))
+    if m:
+        return int(m.group(1)), f"steps '{text}': used {m.group(1)}"
+    return int(model.default_steps), f"steps '{text}': used the preset default {model.default_steps}"
+
+
+def compiled(other_config: str) -> bool:
+    return "compile" in str(other_config).lower()
+
+
+def row_plan(row, model, hw) -> tuple[Plan | None, str]:
+    """The plan a row describes, or None with the reason it cannot be scored."""
+    other = str(row["other_config"])
+    low = other.lower()
+    if "distrifusion" in low:
+        return None, "not scored: DistriFusion (displaced patch parallel) is outside the plan space"
+    degrees = {d: _int_or_none(row[d]) for d in DEGREES}
+    absent = [d for d, v in degrees.items() if v is None]
+    if absent:
+        return None, f"not scored: degree(s) {', '.join(absent)} not stated"
+    n = _int_or_none(row["n_devices"])
+    if n is None:
+        return None, f"not scored: n_devices {row['n_devices']!r} is not a positive integer"
+    used = math.prod(degrees.values())
+    if n % used:
+        return None, f"not scored: degrees multiply to {used}, which does not divide n_devices={n}"
+    warm = re.search(r"warmup(?: step)?\s*=\s*(\d+)", low)
+    return Plan(cfg=degrees["cfg"], ulysses=degrees["ulysses"], ring=degrees["ring"], tp=degrees["tp"],
+                pipefusion=degrees["pipefusion"], dp=n // used, warmup=int(warm.group(1)) if warm else 1), ""
+
+
+def row_context(row):
+    """(model, hw, shape, plan, notes) of a row, or (None, ..., reason) when it cannot be scored."""
+    from ditpar.plan import presets
+
+    try:
+        model = presets.resolve_model(str(row["model"]))
+        hw = presets.resolve_hardware(str(row["hardware"]), str(row["interconnect"]) or None,
+                                      _int_or_none(row["n_devices"]))
+    except DitParError as exc:
+        return None, None, None, None, f"not scored: {exc}"
+    plan, why = row_plan(row, model, hw)
+    if plan is None:
+        return None, None, None, None, why
+    notes = []
+    try:
+        width, height, frames = parse_resolution(row["resolution_or_seq"])
+        steps, step_note = _steps(row["steps"], model)
+        if step_note:
+            notes.append(step_note)
+        shape = make_shape(model, width, height, frames, steps, cfg=None)
+    except DitParError as exc:
+        return None, None, None, None, f"not scored: {exc}"
+    if plan.cfg > 1 and not shape.cfg:
+        return None, None, None, None, "not scored: cfg=2 but the model preset runs without CFG"
+    if plan.devices > hw.devices_per_node * hw.nodes:
+        return None, None, None, None, f"not scored: {plan.devices} devices exceed {hw.name}"
+    if compiled(row["other_config"]):
+        notes.append("torch.compile: scored with eager costs")
+    if plan.dp > 1:
+        notes.append(f"dp={plan.dp} inferred")
+    return model, hw, shape, plan, "; ".join(notes)
+
+
+def score_row(row, tun: Tunables | None = None) -> tuple[float | None, str]:
+    """(predicted_latency_s or None, score_note) for one row of a candidate table."""
+    tun = tun or Tunables()
+    model, hw, shape, plan, note = row_context(row)
+    if model is None:
+        return None, note
+    return predict(model, hw, shape, plan, tun).latency_s, note or "ok"
+
+
+CALIBRATION_KEY = ["source_path", "model", "hardware", "interconnect", "resolution_or_seq", "steps"]
+
+
+def _calibration_key(row) -> tuple:
+    return (*(str(row[k]) for k in CALIBRATION_KEY), compiled(row["other_config"]))
+
+
+def calibrations(frame, tun: Tunables) -> dict[tuple, Tunables]:
+    """Per (table, model, machine, shape, steps, compile mode): tunables calibrated on the measured
+    single-device row, exactly as --ref-latency does for a user's own measurement."""
+    from ditpar.plan.cost import calibrate
+
+    out = {}
+    for _, row in frame.iterrows():
+        if _int_or_none(row["n_devices"]) != 1:
+            continue
+        measured = pd_float(row["latency_s"])
+        model, hw, shape, plan, _ = row_context(row)
+        if model is None or measured is None:
+            continue
+        try:
+            out[_calibration_key(row)] = calibrate(model, hw, shape, measured, tun)
+        except DitParError:
+            continue
+    return out
+
+
+def pd_float(text) -> float | None:
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) and value > 0 else None
+
+
+def score_table(frame, tun: Tunables | None = None, calibrate: bool = False):
+    """Return frame with predicted_latency_s and score_note appended (rows and columns unchanged)."""
+    tun = tun or Tunables()
+    out = frame.copy()
+    preds, notes = [], []
+    cal = calibrations(frame, tun) if calibrate else {}
+    for _, row in frame.iterrows():
+        row_tun = cal.get(_calibration_key(row), tun)
+        p, note = score_row(row, row_tun)
+        if calibrate and row_tun is not tun:
+            note = (note + "; " if note != "ok" else "") + "calibrated on the single-device row"
+        preds.append("" if p is None else f"{p:.6g}")
+        notes.append(note)
+    out["predicted_latency_s"] = preds
+    out["score_note"] = notes
+    return out
+
+
+def baseline_rank_key(row) -> tuple:
+    """Rule of thumb as a sort key (smaller = preferred)."""
+    link = str(row["interconnect"]).lower()
+    fast = "nvlink" in link or "hccs" in link
+    cfg, u, r, pf, tp = (int(float(row[d])) for d in ("cfg", "ulysses", "ring", "pipefusion", "tp"))
+    preferred = u if fast else pf * r
+    return (-(cfg > 1), tp > 1, -preferred, -max(u, r, pf))
+
+
+@dataclass
+class ScenarioResult:
+    key: tuple
+    configs: int
+    tau: float | None
+    pairs: int
+    correct: float
+    top1: bool | None
+    base_correct: float
+    base_top1: bool | None
+
+
+def kendall_tau(xs: list[float], ys: list[float]) -> float | None:
+    """Kendall tau-b of two equally long lists (None when either side is constant)."""
+    conc = disc = tx = ty = 0
+    for i in range(len(xs)):
+        for j in range(i + 1, len(xs)):
+            dx, dy = xs[i] - xs[j], ys[i] - ys[j]
+            if dx == 0 and dy == 0:
+                continue
+            if dx == 0:
+                tx += 1
+            elif dy == 0:
+                ty += 1
+            elif (dx > 0) == (dy > 0):
+                conc += 1
+            else:
+                disc += 1
+    denom = math.sqrt((conc + disc + tx) * (conc + disc + ty))
+    return None if denom == 0 else (conc - disc) / denom
+
+
+def _pairs(meas: list[float], pred: list[float]) -> tuple[int, float]:
+    total, correct = 0, 0.0
+    for i in range(len(meas)):
+        for j in range(i + 1, len(meas)):
+            lo, hi = sorted((meas[i], meas[j]))
+            if hi <= lo * (1 + TIE):
+                continue
+            total += 1
+            if pred[i] == pred[j]:
+                correct += 0.5
+            elif (meas[i] < meas[j]) == (pred[i] < pred[j]):
+                correct += 1
+    return total, correct
+
+
+def _top1(meas: list[float], pred: list[float]) -> bool | None:
+    if len(meas) < 3:
+        return None
+    best = min(range(len(pred)), key=lambda i: pred[i])
+    return meas[best] <= min(meas) * (1 + TIE)
+
+
+def evaluate_tables(frames: dict[str, object], tun: Tunables | None = None, calibrate: bool = False) -> dict:
+    """Score every table, group into scenarios, and compute the agreement figures."""
+    import pandas as pd
+
+    tun = tun or Tunables()
+    scored = []
+    for name, frame in frames.items():
+        s = score_table(frame, tun, calibrate=calibrate)
+        s["table"] = name
+        scored.append(s)
+    if not scored:
+        raise InputError("no tables to evaluate")
+    for s in scored:
+        s["csv_line"] = range(2, len(s) + 2)   # header is line 1
+    data = pd.concat(scored, ignore_index=True)
+    data["measured"] = pd.to_numeric(data["latency_s"], errors="coerce")
+    data.loc[~(data["measured"] > 0), "measured"] = float("nan")
+    data["predicted"] = pd.to_numeric(data["predicted_latency_s"], errors="coerce")
+    usable = data[data["measured"].notna() & data["predicted"].notna()].copy()
+    scenarios: list[ScenarioResult] = []
+    for key, grp in usable.groupby(["table", *SCENARIO_KEY], sort=False):
+        if len(grp) < 2:
+            continue
+        meas, pred = grp["measured"].tolist(), grp["predicted"].tolist()
+        order = sorted(range(len(grp)), key=lambda i: baseline_rank_key(grp.iloc[i]))
+        base_pred = [0.0] * len(grp)
+        for rank, i in enumerate(order):
+            base_pred[i] = float(rank)
+        pairs, correct = _pairs(meas, pred)
+        _, base_correct = _pairs(meas, base_pred)
+        scenarios.append(ScenarioResult(key, len(grp), kendall_tau(meas, pred), pairs, correct,
+                                        _top1(meas, pred), base_correct, _top1(meas, base_pred)))
+    speedups = _speedup_errors(usable)
+    total_pairs = sum(s.pairs for s in scenarios)
+    top = [s for s in scenarios if s.top1 is not None]
+    taus = sorted(s.tau for s in scenarios if s.tau is not None)
+    errs = sorted(e["rel_error"] for e in speedups)
+    summary = {
+        "rows": int(len(data)), "rows_scored": int(data["predicted"].notna().sum()),
+        "scenarios": len(scenarios), "pairs": total_pairs,
+        "pairwise_accuracy": _ratio(sum(s.correct for s in scenarios), total_pairs),
+        "baseline_pairwise_accuracy": _ratio(sum(s.base_correct for s in scenarios), total_pairs),
+        "top1_scenarios": len(top),
+        "top1_hit_rate": _ratio(sum(bool(s.top1) for s in top), len(top)),
+        "baseline_top1_hit_rate": _ratio(sum(bool(s.base_top1) for s in top), len(top)),
+        "median_kendall_tau": _median(taus),
+        "speedup_rows": len(errs),
+        "median_speedup_rel_error": _median(errs),
+    }
+    unmeasured = data[data["predicted"].notna() & data["measured"].isna()]
+    summary["rows_without_latency"] = int(len(unmeasured))
+    warnings = [f"{table}: line(s) {', '.join(str(x) for x in grp['csv_line'])}: latency_s is not a positive "
+                f"number (got {', '.join(repr(str(v)) for v in grp['latency_s'].head(3))}); left out of the evaluation"
+                for table, grp in unmeasured.groupby("table", sort=False)]
+    return {"summary": summary, "scenarios": scenarios, "speedups": speedups, "scored": data, "warnings": warnings}
+
+
+def _ratio(a: float, b: int) -> float | None:
+    return None if b == 0 else a / b
+
+
+def _median(xs: list[float]) -> float | None:
+    if not xs:
+        return None
+    xs = sorted(xs)
+    mid = len(xs) // 2
+    return xs[mid] if len(xs) % 2 else 0.5 * (xs[mid - 1] + xs[mid])
+
+
+def _speedup_errors(usable) -> list[dict]:
+    """Relative error of predicted vs measured speedup over the single-device row of the same
+    table, model, machine, shape, steps and compile mode."""
+    out = []
+    ref_key = ["table", "model", "hardware", "interconnect", "resolution_or_seq", "steps", "compiled"]
+    usable = usable.assign(compiled=usable["other_config"].map(compiled),
+                           ndev=usable["n_devices"].map(_int_or_none))
+    singles = usable[usable["ndev"] == 1]
+    refs = {tuple(r[k] for k in ref_key): r for _, r in singles.iterrows()}
+    for _, r in usable[usable["ndev"] > 1].iterrows():
+        ref = refs.get(tuple(r[k] for k in ref_key))
+        if ref is None:
+            continue
+        meas = ref["measured"] / r["measured"]
+        pred = ref["predicted"] / r["predicted"]
+        out.append({"table": r["table"], "model": r["model"], "hardware": r["hardware"],
+                    "n_devices": int(r["ndev"]), "resolution_or_seq": r["resolution_or_seq"],
+                    "config": _config_label(r), "measured_speedup": meas, "predicted_speedup": pred,
+                    "rel_error": abs(pred - meas) / meas})
+    return out
+
+
+def _config_label(r) -> str:
+    parts = [f"{k[0].upper()}{int(float(r[k]))}" for k in ("cfg", "ulysses", "ring", "pipefusion", "tp")
+             if float(r[k]) > 1]
+    return " ".join(parts) or "single"
+
+
+def load_tables(directory: str | Path, include_micro: bool = False) -> dict[str, object]:
+    """Every *.csv in directory in the calibration schema (the attention micro-benchmark is skipped:
+    its latency column is 1/throughput of one operator, not a model latency)."""
+    folder = Path(directory)
+    if not folder.is_dir():
+        raise InputError(f"--tables {directory}: not a folder")
+    frames = {}
+    for path in sorted(folder.glob("*.csv")):
+        frame = read_table(path)
+        micro = frame["notes"].str.contains("microbenchmark", case=False).mean() > 0.5
+        if micro and not include_micro:
+            continue
+        frames[path.name] = frame
+    if not frames:
+        raise InputError(f"--tables {directory}: no model latency tables (*.csv in the calibration schema)")
+    return frames
+
+
+def scenario_frame(res: dict):
+    """One row per scenario (for --csv)."""
+    import pandas as pd
+
+    rows = []
+    for sc in res["scenarios"]:
+        key = dict(zip(["table", *SCENARIO_KEY], sc.key, strict=False))
+        rows.append({**key, "configs": sc.configs, "kendall_tau": sc.tau, "pairs": sc.pairs,
+                     "pairs_correct": sc.correct, "top1_hit": sc.top1, "baseline_pairs_correct": sc.base_correct,
+                     "baseline_top1_hit": sc.base_top1})
+    return pd.DataFrame(rows)
+
+
+def evaluation_payload(res: dict) -> dict:
+    """JSON payload: summary, scenarios, speedup errors."""
+    frame = scenario_frame(res)
+    return {"summary": res["summary"], "scenarios": frame.to_dict(orient="records"),
+            "speedups": res["speedups"], "baseline_rule": list(RULE_OF_THUMB), "warnings": res["warnings"]}
+
+
+def _fmt(x, pct: bool = False) -> str:
+    if x is None:
+        return "-"
+    return f"{x:.0%}" if pct else f"{x:.2f}"
+
+
+def render(res: dict, per_scenario: bool = False) -> str:
+    """Readable report: the model beside the rule of thumb, then (optionally) every scenario."""
+    s = res["summary"]
+    lines = [f"rows {s['rows']}, scored {s['rows_scored']}; scenarios with >= 2 configurations: {s['scenarios']}; "
+             f"ordered pairs (measured gap > {TIE:.0%}): {s['pairs']}; top-1 scenarios (>= 3 configs): "
+             f"{s['top1_scenarios']}", "",
+             f"{'metric':<44}{'cost model':>12}{'rule of thumb':>15}",
+             f"{'pairwise order accuracy':<44}{_fmt(s['pairwise_accuracy']):>12}"
+             f"{_fmt(s['baseline_pairwise_accuracy']):>15}",
+             f"{'top-1 hit rate (within 5 % of measured best)':<44}{_fmt(s['top1_hit_rate']):>12}"
+             f"{_fmt(s['baseline_top1_hit_rate']):>15}",
+             f"{'median Kendall tau':<44}{_fmt(s['median_kendall_tau']):>12}{'':>15}",
+             f"{'median rel. error of speedup vs 1 device':<44}{_fmt(s['median_speedup_rel_error'], True):>12}"
+             f"{'':>15}   ({s['speedup_rows']} rows)",
+             "", "rule of thumb (baseline):", *[f"  {r}" for r in RULE_OF_THUMB]]
+    if per_scenario:
+        lines += ["", f"{'table':<22}{'machine':<20}{'n':>3}  {'shape':<20}{'config':<14}{'cfgs':>5}{'tau':>7}"
+                  f"{'pairs ok':>10}{'top1':>6}{'base ok':>9}{'b.top1':>7}"]
+        for sc in res["scenarios"]:
+            table, _, _, hwn, ic, n, shp, _, other = sc.key
+            lines.append(f"{table[:21]:<22}{(hwn + ' ' + ic)[:19]:<20}{n:>3}  {shp[:19]:<20}{other[:13]:<14}"
+                         f"{sc.configs:>5}{_fmt(sc.tau):>7}{f'{sc.correct:g}/{sc.pairs}':>10}"
+                         f"{'-' if sc.top1 is None else ('yes' if sc.top1 else 'no'):>6}"
+                         f"{f'{sc.base_correct:g}/{sc.pairs}':>9}"
+                         f"{'-' if sc.base_top1 is None else ('yes' if sc.base_top1 else 'no'):>7}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,262 @@
+"""The seven gates of plan selection as executable checks: each returns a verdict and a reason.
+
+G1 form availability, G2 memory fit, G3 communication lower bound per link class, G4 compute
+plumbing of composite forms, G5 masking ceiling c/f, G6 the same-window A/B plan, G7 projection
+(overtaking thresholds between the top two plans). A veto in G1 or G2 makes a plan infeasible.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from ditpar.plan.cost.plans import Plan, layout
+from ditpar.plan.cost.shape import Shape
+from ditpar.plan.cost.timing import Breakdown, Tunables, comm_time_s, predict
+from ditpar.plan.cost.work import (
+    BYTES_PER_ELEMENT,
+    OPS_KV_GATHER,
+    OPS_RING_HOP,
+    OPS_ULYSSES,
+    block_work,
+    parse_kind,
+)
+
+MEMORY_HEADROOM = 0.9  # usable share of device memory (allocator, workspace, fragmentation)
+GB = 1e9
+
+
+@dataclass
+class Gate:
+    gate: str       # G1 .. G7
+    name: str
+    verdict: str    # pass | veto | warn | info
+    reason: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"gate": self.gate, "name": self.name, "verdict": self.verdict, "reason": self.reason}
+
+
+def _heads_ok(n: int, d: int) -> bool:
+    return d <= n and n % d == 0
+
+
+def availability(model, hw, shape: Shape, plan: Plan) -> Gate:
+    """G1: divisibility of heads, KV heads, sequence and layers; framework support."""
+    why = []
+    head_split = plan.ulysses * plan.tp
+    if not _heads_ok(model.heads, head_split):
+        why.append(f"heads {model.heads} not divisible by ulysses x tp = {head_split}")
+    if model.kv_heads < head_split and head_split % model.kv_heads:
+        why.append(f"kv_heads {model.kv_heads} neither divides nor is a multiple of ulysses x tp = {head_split}")
+    seq = shape.tokens
+    if plan.sp > 1 and seq % plan.sp:
+        why.append(f"sequence {seq} tokens not divisible by ulysses x ring x kv_allgather = {plan.sp}")
+    spatial = any(parse_kind(k)[1] == "spatial" for k in model.blocks)
+    if spatial and plan.sp > 1 and shape.tokens_per_frame % plan.sp:
+        why.append(f"tokens per frame {shape.tokens_per_frame} not divisible by sp = {plan.sp}")
+    layers = sum(int(v) for v in model.blocks.values())
+    if plan.pipefusion > layers:
+        why.append(f"pipefusion {plan.pipefusion} > {layers} layers")
+    if plan.pipefusion > 1:
+        rows = shape.tokens_per_frame  # PipeFusion cuts patches along the token sequence
+        if rows // max(plan.num_patches, 1) < 1:
+            why.append(f"{plan.num_patches} patches > {rows} tokens")
+        if str(getattr(hw, "vendor", "")).lower() in ("ascend", "huawei"):
+            why.append("PipeFusion is not available on Ascend NPUs (xDiT parallel_state.py: "
+                       "'pipefusion is not ready for npu yet'; MindIE-SD has none)")
+    if plan.cfg > 1 and not shape.cfg:
+        why.append("cfg=2 needs classifier-free guidance (the request runs without it)")
+    if plan.ring > 1 and plan.kv_allgather > 1:
+        why.append("ring and AllGather-KV are alternatives for one slot")
+    if plan.devices > hw.devices_per_node * hw.nodes:
+        why.append(f"{plan.devices} devices > {hw.devices_per_node * hw.nodes} on {hw.name}")
+    if why:
+        return Gate("G1", "form availability", "veto", "; ".join(why))
+    notes = []
+    if plan.kv_allgather > 1:
+        notes.append("AllGather-KV exists in LightX2V (seq_p_attn_type kv_all_gather) and SGLang, not xDiT")
+    if plan.tp > 1:
+        notes.append("TP: MindIE-SD, SGLang, vLLM-Omni and a few xDiT models; not with PipeFusion")
+    if plan.dp > 1:
+        notes.append(f"dp={plan.dp} serves other requests; one request gains nothing")
+    return Gate("G1", "form availability", "pass", "; ".join(notes) or "degrees divide heads, sequence and layers")
+
+
+def memory_fit(model, hw, shape: Shape, plan: Plan, bd: Breakdown) -> Gate:
+    """G2: weights + activations + KV buffers within device memory; name the lossless unlock."""
+    cap = hw.memory_GB * MEMORY_HEADROOM
+    parts = ", ".join(f"{k.removesuffix('_GB')} {v:.1f}" for k, v in bd.memory_parts_GB.items())
+    experts = int(getattr(model, "experts", 1) or 1)
+    if bd.memory_GB <= cap:
+        return Gate("G2", "memory fit", "pass", f"{bd.memory_GB:.1f} GB per rank ({parts}) <= {cap:.0f} GB")
+    weights = bd.memory_parts_GB.get("weights_GB", 0.0)
+    sharded = weights / max(1, plan.devices // (plan.tp * plan.pipefusion))
+    rest = bd.memory_GB - weights
+    unlock = (f"lossless unlock: layer-wise weight sharding over the {plan.devices} ranks (all-gather each "
+              f"layer's weights before use) needs {sharded + rest:.1f} GB")
+    if sharded + rest <= cap:
+        return Gate("G2", "memory fit", "warn", f"{bd.memory_GB:.1f} GB > {cap:.0f} GB ({parts}); {unlock}; "
+                    f"re-run G3 with the weight all-gathers")
+    extra = f" (x{experts} experts resident)" if experts > 1 else ""
+    return Gate("G2", "memory fit", "veto", f"{bd.memory_GB:.1f} GB > {cap:.0f} GB{extra} ({parts}); "
+                f"even {unlock.split(': ', 1)[1]}")
+
+
+def comm_lower_bound(model, hw, shape: Shape, plan: Plan, bd: Breakdown, tun: Tunables) -> Gate:
+    """G3: per-rank per-layer bytes by link class; for composite forms, compare with pure Ulysses."""
+    per = bd.bytes_by_link_per_layer
+    cols = ", ".join(f"{k} {v / 1e6:.2f} MB" for k, v in per.items() if v > 0) or "no per-layer collectives"
+    reason = f"per rank per layer: {cols}"
+    if plan.kv_allgather > 1 or plan.ring > 1:
+        pure = dataclasses.replace(plan, ulysses=plan.sp, ring=1, kv_allgather=1)
+        if _heads_ok(model.heads, pure.ulysses * pure.tp):
+            pb = predict(model, hw, shape, pure, tun)
+            cross_k = "inter_domain" if per.get("inter_domain", 0) or pb.bytes_by_link_per_layer.get(
+                "inter_domain", 0) else "inter_node"
+            mine, theirs = per.get(cross_k, 0.0), pb.bytes_by_link_per_layer.get(cross_k, 0.0)
+            ratio = model.kv_heads / model.heads
+            gqa = f"GQA {model.heads}q/{model.kv_heads}kv" if ratio < 1 else "MHA (kv_heads = heads)"
+            if theirs > 0 or mine > 0:
+                saving = 1 - mine / theirs if theirs else -math.inf
+                verdict = "saves" if saving > 0.01 else ("costs" if saving < -0.01 else "saves no")
+                reason += (f"; vs pure Ulysses {pure.name}: {cross_k} {mine / 1e6:.2f} vs {theirs / 1e6:.2f} MB "
+                           f"({verdict} cross-domain bytes"
+                           + (f", {abs(saving):.0%}" if verdict != "saves no" and math.isfinite(saving) else "")
+                           + f"; {gqa})")
+    return Gate("G3", "communication lower bound", "info", reason)
+
+
+def plumbing(model, hw, shape: Shape, plan: Plan, tun: Tunables) -> Gate:
+    """G4: compute a composite form adds that masking cannot hide (extra ops, K/V layout copies)."""
+    if plan.sp <= 1 or (plan.ulysses == plan.sp):
+        return Gate("G4", "compute plumbing", "pass", "no composite sequence form")
+    ops = 0.0
+    layers = sum(int(v) for v in model.blocks.values()) / plan.pipefusion
+    if plan.ulysses > 1:
+        ops += OPS_ULYSSES
+    ops += OPS_RING_HOP * (plan.ring - 1) + (OPS_KV_GATHER if plan.kv_allgather > 1 else 0)
+    host_ms = ops * tun.launch_us * layers * 1e-3
+    hbm = float(getattr(hw, "hbm_bandwidth_GBps", 0) or 0)
+    dkv = model.kv_heads * model.head_dim
+    copies = 2 * 2 * (shape.tokens + shape.text_joint) / max(plan.ring * plan.kv_allgather, 1) * dkv \
+        / (plan.ulysses * plan.tp) * BYTES_PER_ELEMENT * (shape.batch / plan.cfg if shape.cfg else 1)
+    copy_ms = copies * layers / (hbm * 1e9) * 1e3 if hbm else float("nan")
+    return Gate("G4", "compute plumbing", "info",
+                f"composite {plan.name}: ~{ops:.0f} extra eager ops/layer = {host_ms:.2f} ms/step host time, "
+                f"K/V re-layout {copies * layers / 1e6:.0f} MB/step"
+                + (f" = {copy_ms:.2f} ms at HBM {hbm:.0f} GB/s" if hbm else "") + "; measure it in G6")
+
+
+def masking_gate(model, hw, shape: Shape, plan: Plan, tun: Tunables, chunks: int = 4) -> Gate:
+    """G5: masking ceiling c/f of the family that chunked masking would hide (Ulysses all-to-all
+    behind attention; AllGather-KV behind attention), from ditpar.masking."""
+    from ditpar.masking.bound import ceiling, make_layer, regime
+
+    blocks = block_work(model, hw, shape, plan, layout(plan, tun.order))
+    rate = hw.peak_tflops_bf16 * 1e12 * hw.mfu / tun.compute_scale
+    comm = att = 0.0
+    fam = None
+    for b in blocks:
+        for c in b.comms:
+            if c.family in ("alltoall", "allgather"):
+                comm += comm_time_s(hw, c) * c.calls * b.count
+                att += b.attn_flops / rate * b.count
+                fam = c.name
+    if not fam or comm <= 0 or att <= 0:
+        return Gate("G5", "masking ceiling", "pass", "no all-to-all / KV gather to mask")
+    layer = make_layer(comm * 1e6, att * 1e6, chunks)
+    cf = comm / att
+    ceil = ceiling(layer)
+    return Gate("G5", "masking ceiling", "info",
+                f"{fam}: c/f = {cf:.2f} ({regime(layer)}); with {chunks} chunks at most {ceil:.0%} of it "
+                f"can hide (ideal {1 - 1 / chunks:.0%}); mask_bound.py calc gives the same bound")
+
+
+def ab_gate(rank: int, plan: Plan, others: list[Plan]) -> Gate:
+    """G6: which same-window A/B pair to run for this plan, with how many repeats."""
+    if rank > 2 or not others:
+        return Gate("G6", "A/B measurement", "info", "not in the top two: no A/B required")
+    other = others[0]
+    return Gate("G6", "A/B measurement", "warn",
+                f"run {plan.name} vs {other.name} in one window on one card group: ABAB order, >= 5 repeats "
+                f"each after 1 warm-up, same steps and shape; decide on medians and only when they differ "
+                f"by more than the spread (fewstep.py analyze reads the matrix)")
+
+
+def projection(model, hw, shape: Shape, a: Plan, b: Plan, tun: Tunables) -> Gate:
+    """G7: thresholds at which the runner-up b overtakes the leader a (bandwidth, KV heads)."""
+    out = []
+    base_a = predict(model, hw, shape, a, tun).latency_s
+    base_b = predict(model, hw, shape, b, tun).latency_s
+    if base_b <= base_a * 1.001:
+        return Gate("G7", "projection", "info", f"{a.name} and {b.name} are predicted equal (within 0.1%): "
+                    f"only the G6 measurement can order them")
+    for key in ("inter_domain", "intra_domain", "inter_node"):
+        if key not in hw.links:
+            continue
+        x = _threshold(lambda s, k=key: _gap(model, _scale_link(hw, k, s), shape, a, b, tun), 1 / 64, 64)
+        if x is not None:
+            bw = hw.links[key].bandwidth_GBps * x
+            direction = "exceeds" if _gap(model, _scale_link(hw, key, x * 1.5), shape, a, b, tun) < 0 else \
+                "drops below"
+            out.append(f"{b.name} beats {a.name} once {key} bandwidth {direction} {bw:.3g} GB/s "
+                       f"(now {hw.links[key].bandwidth_GBps:.3g})")
+    for h in sorted({d for d in range(1, model.heads) if model.heads % d == 0}, reverse=True):
+        if h >= model.kv_heads:
+            continue
+        m2 = dataclasses.replace(model, kv_heads=h)
+        try:
+            if predict(m2, hw, shape, b, tun).latency_s < predict(m2, hw, shape, a, tun).latency_s:
+                out.append(f"{b.name} beats {a.name} once KV heads drop to {h} (now {model.kv_heads})")
+                break
+        except Exception:  # noqa: BLE001 - a KV-head count the plan cannot use is just skipped
+            continue
+    lead = base_b / base_a - 1
+    if not out:
+        out.append("no bandwidth in 1/64x..64x nor KV-head count flips the order")
+    return Gate("G7", "projection", "info", f"{a.name} leads {b.name} by {lead:.1%}; " + "; ".join(out)
+                + " (projection, not measurement)")
+
+
+def _gap(model, hw, shape, a, b, tun) -> float:
+    return predict(model, hw, shape, b, tun).latency_s - predict(model, hw, shape, a, tun).latency_s
+
+
+def _threshold(f, lo: float, hi: float) -> float | None:
+    """Scale s in [lo, hi] (log bisection) where f changes sign, or None."""
+    flo, fhi = f(lo), f(hi)
+    f1 = f(1.0)
+    if f1 == 0:
+        return 1.0
+    # search on the side where the sign differs from s = 1
+    if (flo > 0) != (f1 > 0):
+        lo_s, hi_s = lo, 1.0
+    elif (fhi > 0) != (f1 > 0):
+        lo_s, hi_s = 1.0, hi
+    else:
+        return None
+    flo_s = f(lo_s)
+    for _ in range(40):
+        mid = math.sqrt(lo_s * hi_s)
+        fm = f(mid)
+        if (fm > 0) == (flo_s > 0):
+            lo_s, flo_s = mid, fm
+        else:
+            hi_s = mid
+        if hi_s / lo_s < 1.001:
+            break
+    return math.sqrt(lo_s * hi_s)
+
+
+def _scale_link(hw, key: str, s: float):
+    link = hw.links[key]
+    changes = {"bandwidth_GBps": link.bandwidth_GBps * s}
+    if getattr(link, "per_peer_GBps", 0):
+        changes["per_peer_GBps"] = link.per_peer_GBps * s
+    changes["ring_GBps"] = link.ring_GBps * s
+    changes["alltoall_GBps"] = tuple((k, v * s) for k, v in link.alltoall_GBps)
+    links = dict(hw.links)
+    links[key] = dataclasses.replace(link, **changes)
+    return dataclasses.replace(hw, links=links)

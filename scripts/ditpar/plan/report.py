@@ -1,0 +1,130 @@
+"""plan.py's outputs: the ranked table, the JSON payload, the CSV frame and the stacked-bar plot."""
+
+from __future__ import annotations
+
+import math
+
+from ditpar.plan.cost.work import LINK_KEYS
+
+SHORT = {"pass": "ok", "veto": "VETO", "warn": "warn", "info": "i"}
+
+
+def plan_record(r) -> dict:
+    bd = r.breakdown
+    finite = math.isfinite(bd.latency_s)
+    rec = {"rank": r.rank, "name": r.plan.name, **r.plan.as_dict(),
+           "predicted_latency_s": bd.latency_s if finite else None, "feasible": r.feasible,
+           "gates": [g.as_dict() for g in r.gates]}
+    if finite:
+        rec.update({
+            "step_s": bd.step_s, "compute_s": bd.compute_s, "exposed_comm_s": bd.exposed_comm_s,
+            "exposed_by_link_s": dict(bd.exposed_by_link_s), "exposed_by_collective_s": dict(bd.exposed_by_family_s),
+            "hidden_comm_s": bd.hidden_s, "host_bound_s": bd.host_bound_s, "pipeline_s": bd.pipeline_s,
+            "bytes_per_layer_by_link": dict(bd.bytes_by_link_per_layer),
+            "bytes_per_step_by_link": dict(bd.bytes_by_link_per_step),
+            "memory_GB": bd.memory_GB, "memory_parts_GB": dict(bd.memory_parts_GB), "notes": list(bd.notes)})
+    return rec
+
+
+def payload(results, model, hw, shape, tun, conclusion: str) -> dict:
+    return {
+        "model": model.name, "hardware": hw.name, "devices": results[0].plan.devices if results else 0,
+        "shape": {"width": shape.width, "height": shape.height, "frames": shape.frames, "steps": shape.steps,
+                  "cfg": shape.cfg, "tokens": shape.tokens, "text_joint_tokens": shape.text_joint,
+                  "text_cross_tokens": shape.text_cross},
+        "tunables": {"launch_us": tun.launch_us, "overlap_efficiency": tun.overlap_efficiency,
+                     "masking_chunks": tun.masking_chunks, "layout": ",".join(tun.order),
+                     "compute_scale": tun.compute_scale},
+        "plans": [plan_record(r) for r in results],
+        "conclusion": conclusion,
+    }
+
+
+def frame(results):
+    import pandas as pd
+
+    rows = []
+    for r in results:
+        rec = plan_record(r)
+        flat = {k: v for k, v in rec.items() if not isinstance(v, (dict, list))}
+        for k in LINK_KEYS:
+            flat[f"exposed_{k}_s"] = rec.get("exposed_by_link_s", {}).get(k)
+        flat["gates"] = " ".join(f"{g['gate']}:{g['verdict']}" for g in rec["gates"])
+        rows.append(flat)
+    return pd.DataFrame(rows)
+
+
+def _f(x: float | None, digits: int = 3) -> str:
+    if x is None or not math.isfinite(x):
+        return "-"
+    return f"{x:.{digits}g}"
+
+
+def render(results, model, hw, shape, tun, conclusion: str, top: int, show_all: bool) -> str:
+    """The ranked table, the gates of the top two, and the conclusion."""
+    feas = [r for r in results if r.feasible]
+    lines = [f"{model.name} on {hw.name}, {feas[0].plan.devices if feas else '?'} devices: {shape.describe()}",
+             f"{len(results)} plans, {len(feas)} feasible; latency = predicted end-to-end DiT seconds "
+             f"(text encoder and VAE not included)", ""]
+    head = (f"{'#':>3} {'plan':<18}{'latency_s':>10}{'step_s':>9}{'compute_s':>10}"
+            f"{'x_intra_s':>10}{'x_inter_s':>10}{'x_node_s':>9}{'hidden_s':>9}{'host_s':>8}{'pipe_s':>8}"
+            f"{'mem_GB':>8}  gates G1..G7")
+    lines.append(head)
+    shown = feas[:top] + ([r for r in results if not r.feasible] if show_all else [])
+    for r in shown:
+        bd = r.breakdown
+        x = bd.exposed_by_link_s
+        g = " ".join(SHORT[gt.verdict] for gt in r.gates)
+        if not r.feasible:
+            lines.append(f"{r.rank:>3} {r.plan.name:<18}{'-':>10}  infeasible: {r.gates[-1].gate} "
+                         f"{r.gates[-1].reason}")
+            continue
+        lines.append(f"{r.rank:>3} {r.plan.name:<18}{_f(bd.latency_s):>10}{_f(bd.step_s):>9}"
+                     f"{_f(bd.compute_s):>10}{_f(x['intra_domain']):>10}{_f(x['inter_domain']):>10}"
+                     f"{_f(x['inter_node']):>9}{_f(bd.hidden_s):>9}{_f(bd.host_bound_s):>8}"
+                     f"{_f(bd.pipeline_s):>8}{bd.memory_GB:>8.1f}  {g}")
+    lines += ["", "x_* = exposed communication by link class; hidden = overlapped communication; host = time the "
+              "device waits for eager op dispatch; pipe = PipeFusion warm-up and fill", ""]
+    for r in feas[:2]:
+        lines.append(f"gates of #{r.rank} {r.plan.name}:")
+        for gt in r.gates:
+            lines.append(f"  {gt.gate} {gt.name:<26} {gt.verdict:<5} {gt.reason}")
+        lines.append("")
+    vetoed = {}
+    for r in results:
+        if not r.feasible:
+            key = r.gates[-1].reason.split(";")[0]
+            vetoed[key] = vetoed.get(key, 0) + 1
+    if vetoed:
+        lines.append("infeasible plans by first reason (--all lists them):")
+        for k, n in sorted(vetoed.items(), key=lambda kv: -kv[1])[:6]:
+            lines.append(f"  {n:3d} x {k}")
+        lines.append("")
+    lines += ["conclusion:", f"  {conclusion}", ""]
+    return "\n".join(lines)
+
+
+def plot(results, path: str, title: str, top: int = 8) -> None:
+    """Stacked bars of the top plans: compute, exposed comm by link class, host-bound, pipeline."""
+    from ditpar import cli
+
+    plt = cli.pyplot()
+    feas = [r for r in results if r.feasible][:top]
+    parts = [("compute", lambda b: b.compute_s), ("exposed intra-domain", lambda b: b.exposed_by_link_s["intra_domain"]),
+             ("exposed inter-domain", lambda b: b.exposed_by_link_s["inter_domain"]),
+             ("exposed inter-node", lambda b: b.exposed_by_link_s["inter_node"]),
+             ("host-bound", lambda b: b.host_bound_s), ("pipeline warm-up/fill", lambda b: b.pipeline_s)]
+    fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(feas) + 2), 4.5))
+    names = [r.plan.name for r in feas]
+    bottom = [0.0] * len(feas)
+    for label, get in parts:
+        vals = [max(0.0, get(r.breakdown)) for r in feas]
+        if any(vals):
+            ax.bar(names, vals, bottom=bottom, label=label)
+            bottom = [b + v for b, v in zip(bottom, vals, strict=False)]
+    ax.set_ylabel("seconds per request")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    ax.tick_params(axis="x", rotation=30)
+    cli.save_figure(fig, path)
+    plt.close(fig)
