@@ -18,7 +18,8 @@ from ditpar.errors import CheckFailed, InputError  # noqa: E402
 
 PROG = "a2a_pad.py"
 EXAMPLE = ("torchrun --nproc-per-node 4 scripts/a2a_pad.py --check --trials 20   |   "
-           "python scripts/a2a_pad.py --splits '300,0;17,129' --row-bytes 6144")
+           "torchrun --nproc-per-node 2 scripts/a2a_pad.py --check --splits '300,0;17,129' --dtype bf16 "
+           "--row-shape 40,128   |   python scripts/a2a_pad.py --splits '300,0;17,129' --row-bytes 6144")
 
 
 def build_parser():
@@ -29,7 +30,14 @@ def build_parser():
                    help="split matrix in rows, sender per row: '3,0,5;2,2,2;1,1,0' (plan, or the one "
                         "case for --check)")
     p.add_argument("--row-bytes", type=int, default=None,
-                   help="bytes per row for the plan (e.g. heads x head_dim x 2 for bf16)")
+                   help="bytes per row for the plan (e.g. heads x head_dim x 2 for bf16; default: from "
+                        "--dtype and --row-shape)")
+    p.add_argument("--dtype", default=None,
+                   help="element type of the exchanged rows: bf16, fp16, fp32 (also int8, int64); --check "
+                        "uses it for every case (default: cycle float32, bfloat16, float16, int8, int64)")
+    p.add_argument("--row-shape", default=None, metavar="DIMS",
+                   help="shape of one row, e.g. 40,128 (heads, head_dim) or 5120 (row width); --check uses "
+                        "it for every case (default: cycle scalar, 3, 2x5, 64)")
     p.add_argument("--multiple", type=int, default=128, help="S_PAD is a multiple of this many rows (128)")
     p.add_argument("--trials", type=int, default=12, help="random split matrices for --check (12)")
     p.add_argument("--seed", type=int, default=0, help="seed shared by all ranks (0)")
@@ -47,12 +55,22 @@ def body() -> int:
 
     if args.multiple < 1 or args.trials < 0 or args.max_rows < 1:
         raise InputError("--multiple and --max-rows must be >= 1 and --trials >= 0")
+    from ditpar.comm import byte_identity
+
     matrix = padded_alltoall.parse_split_matrix(args.splits) if args.splits else None
+    dtype = byte_identity.parse_dtype(args.dtype) if args.dtype else None
+    row_shape = byte_identity.parse_row_shape(args.row_shape) if args.row_shape else None
     if not args.check:
-        if matrix is None or args.row_bytes is None:
-            raise InputError("give --check (under torchrun), or --splits and --row-bytes for a plan")
-        return show_plan(args, padded_alltoall.pad_plan(matrix, args.row_bytes, args.multiple))
-    return check(args, matrix)
+        row_bytes = args.row_bytes
+        if row_bytes is None and dtype and row_shape:
+            import math
+
+            row_bytes = byte_identity.ITEM_BYTES[dtype] * math.prod(row_shape)
+        if matrix is None or row_bytes is None:
+            raise InputError("give --check (under torchrun), or --splits with --row-bytes (or --dtype and "
+                             "--row-shape) for a plan")
+        return show_plan(args, padded_alltoall.pad_plan(matrix, row_bytes, args.multiple))
+    return check(args, matrix, dtype, row_shape)
 
 
 def show_plan(args, plan: dict) -> int:
@@ -72,7 +90,7 @@ def show_plan(args, plan: dict) -> int:
     return 0
 
 
-def check(args, matrix) -> int:
+def check(args, matrix, dtype: str | None = None, row_shape: tuple[int, ...] | None = None) -> int:
     from ditpar.comm import byte_identity, dist
 
     _, world, _, _ = dist.world_from_env(args.world_size)  # checked before torch is imported
@@ -81,7 +99,8 @@ def check(args, matrix) -> int:
     ctx = None
     try:
         ctx = dist.setup(args.backend, args.timeout, args.world_size)
-        rows = byte_identity.run_check(ctx, args.trials, args.seed, args.multiple, args.max_rows, matrix)
+        rows = byte_identity.run_check(ctx, args.trials, args.seed, args.multiple, args.max_rows, matrix,
+                                       dtype, row_shape)
         if ctx.rank == 0:
             report(args, ctx, rows)
     finally:

@@ -2,7 +2,8 @@
 """Compute-stream bubbles: gaps inside step windows, each classed exactly once.
 
 Classes: released by a collective (one of --family ends inside the gap, at most --tolerance-us
-before its end), a collective running but not releasing, another stream busy (compute elsewhere,
+before its end; by default the tolerance is chosen from the profile's own release lags, and a sweep
+shows what each other tolerance would move), a collective running but not releasing, another stream busy (compute elsewhere,
 memcpy), or nothing running on any stream (host/dispatch bubble). The four add up to the gap total.
 --consumer REGEX adds producer-to-consumer lags; --plot draws one step window as a timeline.
 """
@@ -30,8 +31,9 @@ def build_parser():
     parser.add_argument("paths", nargs="+", metavar="PATH", help="profile folder(s) or file(s), one or many ranks")
     parser.add_argument("--rank", type=int, action="append", help="analyse only this rank (repeatable)")
     parser.add_argument("--family", help="comma-separated families that may release a gap (default: any collective)")
-    parser.add_argument("--tolerance-us", type=float, default=20.0,
-                        help="a release ends at most this long before the gap end (default 20)")
+    parser.add_argument("--tolerance-us", type=float, default=None,
+                        help="a release ends at most this long before the gap end (default: chosen from the "
+                             "profile's release lags and printed, with what other tolerances would credit)")
     parser.add_argument("--consumer", metavar="REGEX",
                         help="compute kernels whose start is measured from the latest preceding collective's end")
     parser.add_argument("--stream", help="compute stream to analyse (default: the busiest compute stream per rank)")
@@ -67,6 +69,7 @@ def payload(report: BubbleReport) -> dict:
               **totals_us(r.totals), "by_family": family_rows(r.by_family)} for r in report.ranks]
     return {**totals_us(report.totals()), "by_family": family_rows(report.by_family()),
             "releasing_families": report.families or "any", "tolerance_us": us(report.tolerance_ns),
+            "tolerance_choice": report.tolerance, "tolerance_sweep": report.tolerance_sweep,
             "ranks": ranks, "consumer": report.lag_summary}
 
 
@@ -83,6 +86,17 @@ def print_text(report: BubbleReport) -> None:
     out("All ranks: " + ", ".join(f"{k} {v:.3f}" for k, v in tot.items()) + "\n\n")
     out("Per family (exposed = inside compute gaps; released = credited releases)\n")
     out(cli.format_table(family_rows(report.by_family()), digits=3) + "\n")
+    t = report.tolerance
+    out(f"\nRelease tolerance {us(report.tolerance_ns):g} us ({t['source']}: {t['rule']})\n")
+    if t["lags"]:
+        out("What each tolerance would credit (moved = change of released time against the one used; "
+            "rows that change nothing are left out):\n")
+        rows, last = [], None
+        for r in report.tolerance_sweep:
+            if r["used"] or r["releases"] != last:
+                rows.append({**r, "used": "<- used" if r["used"] else ""})
+            last = r["releases"]
+        out(cli.format_table(rows, ["tolerance_us", "releases", "released_us", "moved_us", "used"], digits=3) + "\n")
     if report.lag_summary:
         s = report.lag_summary
         out(f"\nConsumers /{s['pattern']}/: {s['consumers']} kernels, {s['with_producer']} after a collective, "

@@ -55,6 +55,7 @@ def payload(report: CollectiveReport, unclassified) -> dict:
         "cross_family_overlap": report.overlap.to_dict("records"),
         "streams": report.streams.to_dict("records"),
         "calls_per_layer": layers,
+        "not_dit_inference": report.not_dit,
         "unclassified": dict(unclassified),
     }
 
@@ -75,7 +76,11 @@ def print_text(report: CollectiveReport, unclassified) -> None:
         out(cli.format_table(report.skew, digits=3) + "\n\n")
     if report.layers is not None:
         out("Calls per layer = count / (layers x steps)\n")
-        out(cli.format_table(report.layers, digits=3) + "\n\n")
+        if report.not_dit:
+            out(f"Not a DiT inference profile: {report.not_dit}; the DiT hints on extra calls "
+                "(text encoder, VAE, CFG, Ulysses) do not apply and are left out\n")
+        cols = [c for c in report.layers.columns if c != "likely_extra" or not report.not_dit]
+        out(cli.format_table(report.layers, cols, digits=3) + "\n\n")
     if unclassified:
         top = ", ".join(f"{k} x{v}" for k, v in list(unclassified.most_common(5)))
         out(f"Unclassified event names (not counted as collectives): {top}\n\n")

@@ -49,6 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "fix-noise, 2 no-evidence or bad input.",
                        epilog=f"example:\n  {EXAMPLE}", formatter_class=argparse.RawDescriptionHelpFormatter)
     a.add_argument("matrix", metavar="MATRIX.csv")
+    a.add_argument("--timing", choices=("dit", "e2e"),
+                   help="what the times measure when the matrix has no timing column: dit (denoise stage "
+                        "only, the default) or e2e (whole request; the report says what that costs)")
     _gate_args(a)
     r = sub.add_parser("run", help="collect the matrix, then analyze it",
                        description="Launch every config (one process per run, or a server per config "
@@ -77,8 +80,14 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--expect", action="append", default=[], metavar="REGEX",
                    help="count contract: a line the log must hold for the run to count, with config "
                    "placeholders, e.g. 'sp_size={usp}' (repeatable)")
-    r.add_argument("--warmup", type=int, help="warm-up requests discarded per launch (server 1, launch 0)")
-    r.add_argument("--warmup-steps", type=int, help="server mode: steps of warm-up requests (anchor)")
+    r.add_argument("--warmup", type=int,
+                   help="warm-up requests, two meanings: server mode, untimed requests the runner sends to "
+                        "each server before the timed ones (default 1); launch mode, requests the run's own "
+                        "process prints before the timed one, which the runner discards (default 0)")
+    r.add_argument("--warmup-steps", type=int, help="server mode only: steps of warm-up requests (anchor)")
+    r.add_argument("--timing", choices=("dit", "e2e"), default="dit",
+                   help="what --dit-regex captures: dit (denoise stage, default) or e2e (whole request; "
+                        "marked in the matrix, and the report says what it costs)")
     r.add_argument("--timeout-s", type=float, default=3600.0, help="limit per run or request (3600)")
     r.add_argument("--logdir", help="folder for logs, run records and the matrix")
     r.add_argument("--matrix", help="matrix CSV path (LOGDIR/matrix.csv)")
@@ -94,14 +103,14 @@ def _gates(args: argparse.Namespace):
 
 
 def _report(args: argparse.Namespace, matrix_path: Path, extra: dict | None = None,
-            planned: dict[str, int] | None = None) -> int:
+            planned: dict[str, int] | None = None, timing: str | None = None) -> int:
     """Analyze the matrix file and print table or JSON; write --csv / --plot; return the exit code."""
     from ditpar.fewstep.analyze import EXIT_CODES, analyze, cells_csv, render_text
     from ditpar.fewstep.matrix import read_matrix
 
     gates = _gates(args)
     gates.check()
-    payload = analyze(read_matrix(matrix_path), gates, planned)
+    payload = analyze(read_matrix(matrix_path), gates, planned, timing)
     if extra:
         payload = {**payload, **extra}
     if args.csv:
@@ -142,14 +151,14 @@ def _run(args: argparse.Namespace) -> int:
         ready_regex=args.ready_regex, ready_timeout_s=args.ready_timeout_s, settle_s=args.settle_s,
         dit_unit=args.dit_unit or "s", share_regex=args.share_regex, iters_regex=args.iters_regex,
         expect=args.expect, warmup=args.warmup,
-        warmup_steps=args.warmup_steps, timeout_s=args.timeout_s)
+        warmup_steps=args.warmup_steps, timeout_s=args.timeout_s, timing=args.timing)
     runner = Runner(settings)
     records = runner.run()
     if not records:
         raise NoEvidenceError(f"run: no run succeeded, the matrix is empty; logs in {logdir}")
     planned = {c.name: c.devices for c in settings.configs}
-    return _report(args, settings.matrix, {"matrix": str(settings.matrix), "failed_runs": runner.failed},
-                   planned)
+    return _report(args, settings.matrix, {"matrix": str(settings.matrix), "failed_runs": runner.failed,
+                                           "warmup": settings.warmup_meaning()}, planned)
 
 
 def main() -> None:
@@ -157,7 +166,7 @@ def main() -> None:
 
     def body() -> int:
         if args.cmd == "analyze":
-            return _report(args, Path(args.matrix))
+            return _report(args, Path(args.matrix), timing=args.timing)
         return _run(args)
 
     cli.run(PROG, body)

@@ -53,7 +53,11 @@ def build_parser():
     _layer_args(p)
     p.add_argument("--target", type=float, help="masking rate to reach: report the F increase or C reduction needed")
     p.add_argument("--overhead-us", type=float,
-                   help="fixed cost per chunk o (us): search the best n with c(n) = C0/n + o, C0 = C - n*o")
+                   help="fixed cost per chunk o (us): search the best n with c(n) = C0/n + o, C0 = C - M*o "
+                        "(M = --measured-at-chunks, default --chunks)")
+    p.add_argument("--measured-at-chunks", type=int, metavar="M",
+                   help="with --overhead-us: the chunk count at which --comm-us was measured (default: --chunks); "
+                        "C0 = C - M*o")
     p.add_argument("--max-chunks", type=int, default=64, help="largest n tried by the search (default 64)")
     p.add_argument("--heads", type=int, help="local heads per rank: the search tries only its divisors")
     p.add_argument("--measured", type=float, help="measured masking rate: report the achieved fraction of the ceiling")
@@ -85,13 +89,16 @@ def build_parser():
 def _calc(args) -> int:
     layer = _layer(args)
     cands = None
+    if args.measured_at_chunks is not None and args.overhead_us is None:
+        raise InputError("--measured-at-chunks: only meaningful with --overhead-us")
     if args.overhead_us is not None:
         if args.heads is not None:
             cands = bound.divisors(bound.check_chunks("--heads", args.heads))
         else:
             cands = list(range(1, bound.check_chunks("--max-chunks", args.max_chunks) + 1))
     res = bound.analyse(layer, target=args.target, overhead_us=args.overhead_us,
-                          candidates=cands, measured=args.measured)
+                          candidates=cands, measured=args.measured,
+                          measured_at_chunks=args.measured_at_chunks)
     if args.csv:
         import pandas as pd
 
@@ -106,6 +113,17 @@ def _calc(args) -> int:
     return 0
 
 
+def _regime_reason(res: dict) -> str:
+    """Why the ceiling is or is not the ideal: c/f against the largest c/f that keeps it."""
+    limit = res["ideal_up_to_c_over_f"]
+    if limit == float("inf"):
+        return "(one chunk: nothing overlaps; ceiling = ideal 0)"
+    if res["regime"] == "compute-bound":
+        return f"(c/f <= {limit:.4f} = min(n/(n-1), 1/max(r, 1-r)): ceiling = ideal 1 - 1/n)"
+    return (f"(c/f > {limit:.4f} = min(n/(n-1), 1/max(r, 1-r)): ideal 1 - 1/n is out of reach; "
+            f"more chunks tend to min(1, F/C), not to 1)")
+
+
 def format_calc(res: dict) -> str:
     """Readable report of `calc`."""
     lines = [
@@ -113,9 +131,7 @@ def format_calc(res: dict) -> str:
         f"drain D = {res['drain_us']:.6g} us",
         f"per chunk: c = {res['c_us']:.6g} us (forward a = {res['forward_us']:.6g}, reverse b = "
         f"{res['reverse_us']:.6g}), f = {res['f_us']:.6g} us",
-        f"c/f = {res['c_over_f']:.4f} -> {res['regime']}"
-        + (" (f >= c: ceiling = ideal 1 - 1/n)" if res["regime"] == "compute-bound"
-           else " (f < c: ideal 1 - 1/n is out of reach; more chunks tend to F/C, not to 1)"),
+        f"c/f = {res['c_over_f']:.4f} -> {res['regime']} " + _regime_reason(res),
         "",
         f"ideal 1-1/n     {res['ideal']:.4f}",
         f"ceiling         {res['ceiling']:.4f}   (least exposed {res['exposed_min_us']:.6g} us of "
@@ -148,7 +164,8 @@ def format_calc(res: dict) -> str:
                              f"communication, same reverse share)")
     b = res["best"]
     if b:
-        lines += ["", f"per-chunk overhead o = {b['overhead_us']:.6g} us (C0 = C - n*o = "
+        lines += ["", f"per-chunk overhead o = {b['overhead_us']:.6g} us, C measured at "
+                      f"{b['measured_at_chunks']} chunks (C0 = C - {b['measured_at_chunks']}*o = "
                       f"{b['base_comm_us']:.6g} us): best n = {b['best_chunks']} "
                       f"(exposed {b['best_exposed_us']:.6g} us, ceiling {b['best_ceiling']:.4f})"]
         lines.append(cli.format_table(b["table"], ["chunks", "comm_us", "exposed_us", "ceiling", "regime"],

@@ -46,7 +46,8 @@ def build_parser():
     parser.add_argument("--baseline", metavar="DIR", help="records of the same model with parallelism off "
                         "(full sizes per site, the two-sided comparison)")
     parser.add_argument("--pad-multiple", type=int, help="the framework pads the sequence up to a multiple "
-                        "of this before splitting (default: the sequence degree)")
+                        "of this before splitting; 1: no padding, shares differ by one token as torch.tensor_split "
+                        "or chunk make them (default: either padded to the sequence degree or uneven)")
     parser.add_argument("--replicated-tokens", type=int, default=0,
                         help="tokens every rank holds whole (not sharded), e.g. text tokens")
     parser.add_argument("--ranks", type=int, help="expected number of ranks (default: world_size in the records)")
@@ -85,13 +86,23 @@ def main() -> None:
     cli.run(PROG, body)
 
 
+def _accepted_text(ranges) -> str | None:
+    """Accepted values of one column: 8191, 8190-8191 (uneven split) or 32761|32764 (either)."""
+    if not ranges:
+        return None
+    return "|".join(str(lo) if lo == hi else f"{lo}-{hi}" for lo, hi in ranges)
+
+
 def render(result: dict, limit: int) -> str:
     """Human-readable verdict, checks and the per-rank table."""
     rows = result["rows"]
     shown = rows if limit <= 0 else rows[:limit]
     plan = ", ".join(f"{k}={v}" for k, v in result["plan"].items() if v > 1)
-    lines = [f"scope probe: verdict {result['verdict'].upper()}  ({plan}; {result['records']} records, "
+    lines = [f"scope probe: verdict {result['verdict'].upper()}  ({plan}; split {result['split']}; "
+             f"{result['records']} records, "
              f"{result['sites']} site(s), ranks {result['ranks_seen']} of {result['world_size']})", ""]
+    shown = [{**r, **{f"expected_{k}": _accepted_text(r.get(f"accepted_{k}"))
+                      for k in ("seq_q", "heads_q", "seq_kv", "heads_kv")}} for r in shown]
     lines.append(cli.format_table(shown, TABLE_COLUMNS))
     if len(rows) > len(shown):
         lines.append(f"... {len(rows) - len(shown)} more rows (--limit 0 shows all)")

@@ -18,8 +18,8 @@ from ditpar.analysis.stage_delta import (
     Side,
     compare,
     linearity,
-    read_step_trace_csv,
     side_from_profile,
+    side_from_step_trace_csv,
 )
 from ditpar.errors import InputError
 
@@ -52,7 +52,10 @@ def load_side(label: str, path: str) -> Side:
     if not p.exists():
         raise InputError(f"{path}: no such file or folder")
     if p.is_file() and p.suffix.lower() == ".csv":
-        return Side(label=label, steps=read_step_trace_csv(path), source="step_trace_time.csv")
+        from ditpar.readers.ascend import rank_of_file
+
+        rank, rank_from = rank_of_file(p)
+        return side_from_step_trace_csv(label, path, rank, rank_from)
     from ditpar.readers import load_profiles
 
     return side_from_profile(label, load_profiles([path]))
@@ -62,22 +65,27 @@ def delta_payload(rep: DeltaReport) -> dict:
     return {
         "columns": [{k: c[k] for k in ("name", "a_us", "b_us", "delta_us")} for c in rep.columns],
         "closure_error_us": rep.closure_error_us, "tolerance_us": rep.tolerance_us, "closed": rep.closed,
-        "a_rank": rep.a_rank, "b_rank": rep.b_rank, "a_source": rep.a_source, "b_source": rep.b_source,
+        "a_rank": rep.a_rank if rep.a_id == "rank" else None, "b_rank": rep.b_rank if rep.b_id == "rank" else None,
+        "a_device": rep.a_rank if rep.a_id == "device" else None,
+        "b_device": rep.b_rank if rep.b_id == "device" else None,
+        "a_rank_from": rep.a_rank_from, "b_rank_from": rep.b_rank_from,
+        "a_source": rep.a_source, "b_source": rep.b_source,
         "steps": rep.steps, "per_rank": rep.per_rank, "families": rep.families,
     }
 
 
 def print_delta(rep: DeltaReport) -> None:
     out = sys.stdout.write
-    out(f"A: slowest rank {rep.a_rank} ({rep.a_source}); B: slowest rank {rep.b_rank} ({rep.b_source}); "
-        "mean over steps, us\n")
+    out(f"A: slowest {rep.a_id} {rep.a_rank} ({rep.a_source}; {rep.a_rank_from}); "
+        f"B: slowest {rep.b_id} {rep.b_rank} ({rep.b_source}; {rep.b_rank_from}); mean over steps, us\n")
     out(cli.format_table(rep.columns, ["name", "a_us", "b_us", "delta_us"], digits=3) + "\n")
     verdict = "closes" if rep.closed else "DOES NOT CLOSE"
     out(f"closure: dStage - (dComputing + dCNO + dFree - dBubble) = {rep.closure_error_us:.3f} us "
         f"(tolerance {rep.tolerance_us:g}): {verdict}\n")
     if len(rep.per_rank) > 1:
-        out("\nPer rank (B - A):\n")
-        cols = ["rank", "delta_stage_us", "delta_computing_us", "delta_communication_not_overlapped_us",
+        key = "rank" if rep.per_rank[0]["rank"] is not None else "device"
+        out(f"\nPer {key} (B - A):\n")
+        cols = [key, "delta_stage_us", "delta_computing_us", "delta_communication_not_overlapped_us",
                 "delta_free_us", "closure_error_us"]
         out(cli.format_table(rep.per_rank, cols, digits=3) + "\n")
     if rep.families:

@@ -2,9 +2,9 @@
 """Read `npu-smi info -t topo` or `nvidia-smi topo -m` output: link classes, domains, legal card groups.
 
 A domain is a set of cards joined by the fast fabric (NVLink, HCCS, SIO, UB), or on PCIe-only boxes
-the cards of one CPU socket. Legal groups of 2/4/8 cards stay inside one domain (tiled along the
-fastest links first), are whole domains, or are all cards. --group checks a group you intend to use
-and warns when it crosses domains.
+the cards of one CPU socket. One rule decides legal groups, for the listing and for --group alike:
+a group of k cards is legal when its slowest internal link is the fastest class that any k cards of
+the machine can have. The listing shows one tiling per size; --group checks a group you intend to use.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ditpar import cli
 from ditpar.errors import InputError
-from ditpar.plan.topology import parse_topology
+from ditpar.plan.topology import LEGAL_RULE, parse_topology
 
 PROG = "topo.py"
 
@@ -85,6 +85,7 @@ def body() -> int:
             "classes": topo.classes, "matrix": topo.matrix,
             "domains": domains, "levels": levels,
             "groups": {str(k): v for k, v in groups.items()},
+            "legal_rule": LEGAL_RULE, "best_class": {str(k): topo.best_class(k) for k in groups},
             "summary": topo.summary(), "group_check": group, "warnings": topo.warnings,
         })
         return 0
@@ -97,17 +98,19 @@ def body() -> int:
     print(cli.format_table(rows, ["level", "class", "pairs", "groups"]))
     print()
     print(f"domains: {_fmt_groups(domains)}")
-    print("legal groups:")
+    print(f"legal groups: {LEGAL_RULE}")
     for k, gs in groups.items():
-        print(f"  {k:>2} cards: {_fmt_groups(gs)}")
+        best = topo.best_class(k)
+        print(f"  {k:>2} cards: {_fmt_groups(gs)}" + (f"   (slowest link {best})" if best and gs else ""))
     if not s["contiguous"]:
         order = ",".join(map(str, s["visible_devices_order"]))
         print(f"domains are not contiguous in device ids: launch with CUDA_VISIBLE_DEVICES / "
               f"ASCEND_RT_VISIBLE_DEVICES={order} so that consecutive ranks share a domain")
     if group:
         print()
-        verdict = "crosses domains" if group["crosses_domains"] else "inside one domain"
-        print(f"group {','.join(map(str, group['ranks']))}: {verdict}; slowest class {group['slowest_class']}")
+        where = "crosses domains" if group["crosses_domains"] else "inside one domain"
+        verdict = "legal" if group["legal"] else "NOT legal: " + "; ".join(group["not_legal_because"])
+        print(f"group {','.join(map(str, group['ranks']))}: {verdict}; slowest link {group['slowest_class']}; {where}")
     return 0
 
 

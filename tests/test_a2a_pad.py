@@ -81,3 +81,37 @@ def test_torchrun_identical(nproc):
     doc = json.loads(proc.stdout)
     check_doc(doc, nproc)
     assert len(doc["cases"]) == 5 + 8  # the special matrices plus the random ones
+
+
+# --- issue 14 item 9: --dtype and --row-shape for the one-case check and the plan ---------------------------
+
+@pytest.mark.parametrize("dtype,torch_name,item", [("bf16", "bfloat16", 2), ("fp16", "float16", 2),
+                                                   ("fp32", "float32", 4)])
+def test_torchrun_splits_with_dtype_and_row_shape(dtype, torch_name, item):
+    # Ulysses-like rows of 40 heads x 128: blocks 300, 0 / 17, 129 rows under gloo, 2 processes
+    proc = torchrun(2, "a2a_pad.py", "--check", "--splits", "300,0;17,129", "--dtype", dtype,
+                    "--row-shape", "40,128", "--json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(proc.stdout)
+    (case,) = doc["cases"]
+    assert case["dtype"] == torch_name and case["row_shape"] == [40, 128]
+    assert case["identical"] and case["matches_expected"]
+    # by hand: 446 rows of 40 x 128 elements; S_PAD 384 -> wire 2 x 2 x 384 rows
+    assert case["payload_bytes"] == 446 * 40 * 128 * item
+    assert case["wire_bytes"] == 4 * 384 * 40 * 128 * item
+
+
+def test_single_rank_random_cases_keep_the_given_dtype():
+    doc = json.loads(run_script("a2a_pad.py", "--check", "--trials", "3", "--dtype", "fp16", "--row-shape", "7",
+                                "--json", check=0).stdout)
+    assert {c["dtype"] for c in doc["cases"]} == {"float16"} and {tuple(c["row_shape"]) for c in doc["cases"]} == {(7,)}
+    assert doc["identical"]
+
+
+def test_plan_row_bytes_from_dtype_and_row_shape():
+    doc = json.loads(run_script("a2a_pad.py", "--splits", "300,0;17,129", "--dtype", "bf16", "--row-shape", "24,128",
+                                "--json", check=0).stdout)
+    assert doc["row_bytes"] == 2 * 24 * 128 == 6144 and doc["wire_bytes"] == 9437184  # as test_plan_by_hand
+    for bad in (["--dtype", "fp8"], ["--row-shape", "0,128"], ["--row-shape", "a"]):
+        proc = run_script("a2a_pad.py", "--splits", "1,2;3,4", *bad, check=2)
+        assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr

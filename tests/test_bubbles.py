@@ -208,3 +208,63 @@ def test_cli_errors_list_what_is_there(tmp_path):
     assert "most common kernels:" in proc.stderr and proc.stderr.count("\n") == 1
     proc = run_script("bubbles.py", path, "--plot", str(tmp_path / "x.png"), "--plot-step", "99999", check=2)
     assert "steps:" in proc.stderr and not (tmp_path / "x.png").exists()
+
+
+# --- issue 14 item 4: the tolerance comes from the profile's release lags -----------------------------------
+
+def _pipeline_rows():
+    """Five 30 ms compute-stream gaps, each with a recv that starts 0.5 ms in. Four recvs end 1.5, 1.8, 2.1
+    and 2.4 ms before the gap end (the host syncs, then launches); the fifth ends 25 ms early (unrelated)."""
+    rows = []
+    for i, lag_us in enumerate([1500, 1800, 2100, 2400, 25000]):
+        base = i * 100_000_000
+        rows += [("7", "compute", "k", "", "", base, 1_000_000),
+                 ("7", "compute", "k", "", "", base + 31_000_000, 1_000_000)]
+        end = base + 31_000_000 - lag_us * 1000
+        rows.append(("20", "comm", "recv", "recv", "p", base + 1_500_000, end - (base + 1_500_000)))
+    return rows
+
+
+def test_auto_tolerance_credits_host_synced_pipeline_waits():
+    # the old fixed 20 us credits nothing
+    assert run(_pipeline_rows(), tol_us=20).totals()["released_ns"] == 0
+    rep = run(_pipeline_rows(), tol_us=None)
+    # lags 1500, 1800, 2100, 2400 | 25000 us: the break is 2400 -> 25000; middle sqrt(2400 * 25000) = 7746 us
+    assert rep.tolerance["source"] == "auto" and rep.tolerance["break_us"] == [2400.0, 25000.0]
+    assert rep.tolerance_ns == 7_746_000
+    # each of the four gaps is credited from its recv start to its end: 31 ms - 1.5 ms = 29.5 ms
+    assert rep.totals()["released_ns"] == 4 * 29_500_000
+    sweep = {r["tolerance_us"]: r for r in rep.tolerance_sweep}
+    assert sweep[2000.0]["releases"] == 2 and sweep[2000.0]["released_us"] == 2 * 29_500
+    assert sweep[2000.0]["moved_us"] == -2 * 29_500
+    # at 50 ms the fifth gap is credited too, from its recv start to the gap end: another 29.5 ms
+    assert sweep[50000.0]["releases"] == 5 and sweep[50000.0]["moved_us"] == 29_500
+    assert [r["used"] for r in rep.tolerance_sweep].count(True) == 1
+
+
+def test_choose_tolerance_rules():
+    # one tight population of three or more: covered (twice the largest)
+    one = bubbles.choose_tolerance([2_000, 2_600, 2_900])
+    assert one["tolerance_ns"] == 5_800 and one["break_us"] is None
+    # too few lags: the fallback, said so
+    assert bubbles.choose_tolerance([7_000])["tolerance_ns"] == 20_000
+    assert "nothing moves" in bubbles.choose_tolerance([])["rule"]
+    # lags below 1 us count as equal: 0.1 and 0.9 us are not a 9x break
+    assert bubbles.choose_tolerance([100, 900, 950])["break_us"] is None
+
+
+def test_sweep_agrees_with_runs_at_each_tolerance():
+    # the sweep is computed from the candidate table; a full classification at each tolerance must agree
+    path = str(need_shared(*FIXTURES["nccl"]))
+    from ditpar.readers import load_profiles
+
+    ps = load_profiles([path])
+    auto = bubbles.analyse(ps)
+    assert auto.tolerance["source"] == "auto" and auto.tolerance["lags"] == 19
+    for row in auto.tolerance_sweep:
+        rep = bubbles.analyse(ps, tolerance_us=row["tolerance_us"])
+        assert rep.totals()["released_ns"] / 1000 == pytest.approx(row["released_us"], abs=1e-6)
+    doc = json.loads(run_script("bubbles.py", path, "--json", check=0).stdout)
+    assert doc["tolerance_choice"]["source"] == "auto" and doc["tolerance_us"] == auto.tolerance_ns / 1000
+    text = run_script("bubbles.py", path, check=0).stdout
+    assert "Release tolerance" in text and "<- used" in text

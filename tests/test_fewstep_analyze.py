@@ -300,3 +300,48 @@ def test_verdict_agrees_with_independent_gates_and_ignores_row_order(a, ra, b_ov
     edges += [abs(abs(med[i + 1] / med[i] - 1) * 100 - 5.0) for i in (0, 2)] + [abs(abs(d_anchor) - 3.0)]
     if min(edges) > 1e-6:
         assert out["verdict"] == expected
+
+
+# --- issue 14 item 10: end-to-end times are allowed, marked, and their cost is said -------------------------
+
+def _e2e_records(timing: str | None = "e2e") -> list[dict]:
+    # whole requests: 0.5 s of text encoding + VAE decode + n x per-step (A 0.10 s, B 0.12 s), 2 ranks
+    recs = []
+    for config, ps in (("A", 0.10), ("B", 0.12)):
+        for tier, n in (("few", FEW), ("anchor", ANCHOR)):
+            recs += runs(config, tier, [[0.5 + n * ps] * 2] * 3)
+    if timing is not None:
+        for r in recs:
+            r["timing"] = timing
+    return recs
+
+
+def test_e2e_matrix_is_marked_and_its_fixed_cost_reported(tmp_path):
+    path = write(tmp_path, _e2e_records())
+    doc = json.loads(run_script("fewstep.py", "analyze", str(path), "--json", check=None).stdout)
+    assert doc["timing"] == "e2e"
+    cost = {c["config"]: c for c in doc["timing_cost"]["configs"]}
+    # by hand, A: T(4) = 0.9, T(10) = 1.5 -> marginal 0.1, fixed 0.5 = 55.6 % of the few-tier time
+    assert cost["A"]["fixed_s"] == pytest.approx(0.5) and cost["A"]["fixed_share_few"] == pytest.approx(0.5 / 0.9)
+    assert cost["B"]["fixed_share_anchor"] == pytest.approx(0.5 / 1.7)
+    # the fixed part shows up as drift: r = (1.5/10) / (0.9/4) = 0.667 for A
+    assert {r["code"] for r in doc["reasons"]} == {"drift"}
+    text = run_script("fewstep.py", "analyze", str(path), check=None).stdout
+    assert text.startswith("TIMING: end to end, not DiT-only.") and "55.6 % of the few-tier time of A" in text
+    assert text.count("end-to-end times:") == 1
+
+
+def test_timing_flag_and_column_must_agree(tmp_path):
+    bare = write(tmp_path, _e2e_records(None), "bare.csv")
+    doc = json.loads(run_script("fewstep.py", "analyze", str(bare), "--timing", "e2e", "--json", check=None).stdout)
+    assert doc["timing"] == "e2e" and doc["timing_cost"] is not None
+    assert json.loads(run_script("fewstep.py", "analyze", str(bare), "--json", check=None).stdout)["timing"] == "dit"
+    dit = write(tmp_path, _e2e_records("dit"), "dit.csv")
+    proc = run_script("fewstep.py", "analyze", str(dit), "--timing", "e2e", check=2)
+    assert "timing column says dit" in proc.stderr
+    mixed = _e2e_records("e2e")
+    mixed[-1]["timing"] = "dit"
+    proc = run_script("fewstep.py", "analyze", str(write(tmp_path, mixed, "mixed.csv")), check=2)
+    assert "one matrix times one thing" in proc.stderr and proc.stderr.count("\n") == 1
+    with pytest.raises(InputError, match="timing 'total'"):
+        parse_matrix("config,tier,steps,repeat,rank,dit_s,timing\nA,few,4,1,0,1.0,total\n")

@@ -324,3 +324,40 @@ def test_reference_worked_example_is_real_output(tmp_path):
             launch.replace("python ", f"{PY} ", 1), "--dit-regex", RX]
     proc = run_script("fewstep.py", *args, check=1, timeout=120)
     assert proc.stdout.rstrip("\n") == expected
+
+
+# --- issue 14 item 10: --warmup has two meanings; the run says which applied; --timing e2e is marked --------
+
+def test_launch_mode_warmup_meaning_is_reported(tmp_path):
+    launch = ONCE + " --warmup 2"
+    # the process itself prints 2 cold warm-up requests, then the timed one; the runner discards 2
+    proc, doc = run_matrix(tmp_path, [cfg("A", 0.1), cfg("B", 0.15)], "--warmup", "2", launch=launch, check=0)
+    assert doc["warmup"]["mode"] == "launch" and doc["warmup"]["requests"] == 2
+    assert "the runner sends nothing" in doc["warmup"]["meaning"]
+    assert "warm-up (launch mode)" in proc.stderr
+    assert doc["cells"][0]["per_step_s"] == pytest.approx(0.1005, rel=3e-3)  # the cold ones are gone
+    # --warmup-steps has no meaning without a server: refused before anything runs
+    proc, _ = run_matrix(tmp_path, [cfg("A", 0.1)], "--warmup-steps", "4", name="ws", check=2)
+    assert "--warmup-steps: only in server mode" in proc.stderr
+
+
+def test_server_mode_warmup_meaning_is_reported(tmp_path):
+    configs = [["--config", "A", "devices=2", "cost=0.1"], ["--config", "B", "devices=2", "cost=0.12"]]
+    proc, doc = run_matrix(tmp_path, configs, *serve_args("--warmup", "2", "--warmup-steps", "4"), launch=SERVE,
+                           check=0)
+    assert doc["warmup"] == {"mode": "server", "requests": 2, "steps": 4, "meaning": doc["warmup"]["meaning"]}
+    assert "the runner sent 2 untimed request(s) of 4 steps" in doc["warmup"]["meaning"]
+    log = (tmp_path / "logs" / "A" / "server.log").read_text()
+    order = [int(s) for s in re.findall(r"sampling params: steps=(\d+)", log)]
+    assert order[:2] == [4, 4] and len(order) == 2 + 6  # two warm-ups at 4 steps, then the 6 timed requests
+
+
+def test_run_marks_end_to_end_times(tmp_path):
+    _, doc = run_matrix(tmp_path, [cfg("A", 0.1, fixed=0.2), cfg("B", 0.12, fixed=0.2)], "--timing", "e2e", check=1)
+    assert doc["timing"] == "e2e" and "end-to-end times" in doc["timing_cost"]["note"]
+    assert {r["timing"] for r in matrix_rows(tmp_path / "logs" / "matrix.csv")} == {"e2e"}
+    fixed = {c["config"]: c["fixed_s"] for c in doc["timing_cost"]["configs"]}
+    assert fixed["A"] == pytest.approx(0.2 * 1.005, rel=2e-2)  # the workload's fixed part, slowest rank +0.5 %
+    # a folder of DiT-only times does not take end-to-end ones
+    proc, _ = run_matrix(tmp_path, [cfg("A", 0.1, fixed=0.2)], "--timing", "dit", check=2)
+    assert "holds e2e times" in proc.stderr

@@ -211,3 +211,58 @@ def test_reference_examples_are_real_output(tmp_path):
             assert got == "\n".join(lines).strip(), cmd
             checked += 1
     assert checked + skipped >= 6 and checked >= 5
+
+
+# --- issue 14 item 8: the ideal 1 - 1/n holds up to c/f = min(n/(n-1), 1/max(r, 1-r)), not only c/f <= 1 ---
+
+def test_ideal_holds_above_c_over_f_one():
+    # C = 700, F = 650, n = 7, r = 0.25: c = 100, f = 92.857, a = 75, b = 25. By hand: C - F = 50 <= c,
+    # 7*75 + 25 - 6*92.857 = -7.14, 75 + 175 - 557.14 < 0, so E_min = c = 100 and the ceiling is 6/7.
+    lay = layer(700, 650, 7, r=0.25)
+    assert bound.c_over_f(lay) > 1
+    assert bound.ceiling(lay) == pytest.approx(6 / 7)
+    assert bound.regime(lay) == "compute-bound"
+    assert bound.ideal_limit(lay) == pytest.approx(7 / 6)
+
+
+def test_regime_agrees_with_the_ceiling_on_a_grid():
+    # the regime's one rule must say "ideal" exactly when the closed-form ceiling equals 1 - 1/n
+    for n in (1, 2, 3, 7, 16):
+        for r in (0.0, 0.25, 0.5, 0.9):
+            for cf in (0.3, 0.9, 1.0, 1.05, 1.2, 1.3, 1.5, 2.0, 3.0):
+                lay = layer(700, 700 / cf, n, r=r)
+                at_ideal = abs(bound.ceiling(lay) - bound.ideal(n)) < 1e-9
+                assert (bound.regime(lay) == "compute-bound") == at_ideal, (n, r, cf)
+
+
+def test_calc_text_never_calls_the_reached_ideal_out_of_reach():
+    proc = run_script("mask_bound.py", "calc", "--comm-us", "700", "--compute-us", "650", "--chunks", "7",
+                      "--reverse-share", "0.25", check=0)
+    assert "out of reach" not in proc.stdout
+    assert "compute-bound" in proc.stdout and "c/f <= 1.1667" in proc.stdout and "ceiling = ideal" in proc.stdout
+    doc = json.loads(run_script("mask_bound.py", "calc", "--comm-us", "700", "--compute-us", "650", "--chunks", "7",
+                                "--reverse-share", "0.25", "--json", check=0).stdout)
+    assert doc["ceiling"] == pytest.approx(doc["ideal"]) and doc["ideal_up_to_c_over_f"] == pytest.approx(7 / 6)
+
+
+def test_overhead_with_c_measured_at_another_chunk_count():
+    # C = 700 us measured unchunked (M = 1), o = 10 us: C0 = 690. At n = 4 by hand: c = 690/4 + 10 = 182.5,
+    # C(4) = 730, a = 136.875, b = 45.625, f = 134.5: terms 182.5, 192, 547.5 + 45.625 - 403.5 = 189.625, < 0
+    # so E = 192; n = 5: c = 148, C = 740, E = max(148, 202, 5*111 + 37 - 4*107.6 = 161.6) = 202.
+    lay = layer(700, 538, 7, r=0.25)
+    best = bound.best_chunks(lay, 10, list(range(1, 9)), measured_at=1)
+    assert best["base_comm_us"] == pytest.approx(690) and best["measured_at_chunks"] == 1
+    by_n = {row["chunks"]: row["exposed_us"] for row in best["table"]}
+    assert by_n[4] == pytest.approx(192) and by_n[5] == pytest.approx(202)
+    assert best["best_chunks"] == 4
+    proc = run_script("mask_bound.py", "calc", "--comm-us", "700", "--compute-us", "538", "--chunks", "7",
+                      "--reverse-share", "0.25", "--overhead-us", "10", "--measured-at-chunks", "1",
+                      "--max-chunks", "8", "--json", check=0)
+    doc = json.loads(proc.stdout)
+    assert doc["best"]["measured_at_chunks"] == 1 and doc["best"]["base_comm_us"] == pytest.approx(690)
+    # without the flag C is taken at --chunks 7: C0 = 700 - 70 = 630
+    doc = json.loads(run_script("mask_bound.py", "calc", "--comm-us", "700", "--compute-us", "538", "--chunks", "7",
+                                "--reverse-share", "0.25", "--overhead-us", "10", "--json", check=0).stdout)
+    assert doc["best"]["base_comm_us"] == pytest.approx(630)
+    run_script("mask_bound.py", "calc", "--comm-us", "700", "--compute-us", "538", "--chunks", "7",
+               "--measured-at-chunks", "1", check=2)

@@ -281,3 +281,66 @@ def test_two_recorders_on_one_folder_share_the_file(tmp_path):
     b.close()
     names = [json.loads(line)["name"] for line in (tmp_path / "scope-rank0.jsonl").read_text().splitlines()]
     assert names == ["hooked", "explicit", "explicit"]
+
+
+# ---------------------------------------------------------------------------------------------
+# issue 14 item 7: an uneven split (no padding) as torch.tensor_split makes it is a correct split
+
+
+def _uneven_records(folder: Path, input_lengths: list[int], core_len: int, heads: int = 40) -> Path:
+    folder.mkdir()
+    world = len(input_lengths)
+    for rank, length in enumerate(input_lengths):
+        core = [1, core_len, heads // world, 128]
+        lines = [{"schema": "dit-parallel-opt/scope/v1", "rank": rank, "world_size": world, "name": "attn",
+                  "stage": "input", "layout": "BSHD", "q": [1, length, heads, 128], "k": None, "v": None},
+                 {"schema": "dit-parallel-opt/scope/v1", "rank": rank, "world_size": world, "name": "attn.core",
+                  "stage": "core", "layout": "BSHD", "q": core, "k": core, "v": core}]
+        (folder / f"scope-rank{rank}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return folder
+
+
+def test_uneven_split_of_32761_tokens_on_4_ranks_is_sharded(tmp_path):
+    # 32761 = 4 x 8190 + 1: torch.tensor_split gives 8191, 8190, 8190, 8190; Ulysses core gathers all 32761
+    runs = _uneven_records(tmp_path / "u", [8191, 8190, 8190, 8190], 32761)
+    for extra in ([], ["--pad-multiple", "1"]):
+        doc = _probe(str(runs), "--ulysses", "4", "--full-seq", "32761", "--heads", "40", *extra, check=0)
+        assert doc["verdict"] == "sharded", extra
+        checks = {c["name"]: c["status"] for c in doc["checks"]}
+        assert checks["sequence shares add up"] == "pass"
+    assert doc["split"] == "uneven"
+    row = next(r for r in doc["rows"] if r["rank"] == 0 and r["stage"] == "input")
+    assert row["accepted_seq_q"] == [[8190, 8191]] and row["expected_seq_q"] is None
+    core = next(r for r in doc["rows"] if r["rank"] == 3 and r["stage"] == "core")
+    assert core["accepted_seq_q"] == [[32761, 32761]] and core["expected_seq_q"] == 32761
+    text = run_script("scope_probe.py", str(runs), "--ulysses", "4", "--full-seq", "32761", "--heads", "40",
+                      check=0).stdout
+    assert "8190-8191" in text and "NOT-SHARDED" not in text
+
+
+def test_uneven_shares_that_do_not_add_up_are_a_mismatch(tmp_path):
+    # each share is floor or ceil of 32761/4, but 8191 + 8191 + 8190 + 8190 = 32762: one token twice
+    runs = _uneven_records(tmp_path / "u", [8191, 8191, 8190, 8190], 32761)
+    doc = _probe(str(runs), "--ulysses", "4", "--full-seq", "32761", "--heads", "40", check=1)
+    assert doc["verdict"] == "mismatch"
+    shares = next(c for c in doc["checks"] if c["name"] == "sequence shares add up")
+    assert shares["status"] == "fail" and "sum to 32762, expected 32761" in shares["detail"]
+    # every rank holding the whole sequence is still caught
+    full = _uneven_records(tmp_path / "f", [32761] * 4, 32761 * 4)
+    assert _probe(str(full), "--ulysses", "4", "--full-seq", "32761", "--heads", "40", check=1)["verdict"] == "not-sharded"
+
+
+def test_accepted_ranges_by_hand():
+    from ditpar.scope.check import Full, Plan, accepted_sizes
+
+    # 10 tokens, Ulysses 2 x ring 2: 4 fine shards of 3,3,2,2; a core rank holds 2 of them -> 4..6 tokens;
+    # padded to 12 it holds 6, so both give 4-6. K/V: ring only, same. Input: 2 or 3 (padded: 3).
+    acc = accepted_sizes("core", Full(seq=10, heads=4), Plan(ulysses=2, ring=2), None, 0)
+    assert acc["seq_q"] == [(4, 6)] and acc["heads_q"] == [(2, 2)]
+    assert accepted_sizes("input", Full(seq=10), Plan(ulysses=2, ring=2), None, 0)["seq_q"] == [(2, 3)]
+    # no padding allowed: --pad-multiple 1; explicit padding 8: 16 / 4 = 4 per rank
+    assert accepted_sizes("input", Full(seq=10), Plan(ulysses=2, ring=2), 1, 0)["seq_q"] == [(2, 3)]
+    assert accepted_sizes("input", Full(seq=10), Plan(ulysses=2, ring=2), 8, 0)["seq_q"] == [(4, 4)]
+    # Ulysses 4 alone on 32761: the core gathers everything -> exactly 32761, or 32764 when padded
+    assert accepted_sizes("core", Full(seq=32761, heads=40), Plan(ulysses=4), None, 0)["seq_q"] == \
+        [(32761, 32761), (32764, 32764)]

@@ -128,3 +128,45 @@ def test_cli_two_kineto_profiles_columns_from_events_close_exactly():
     doc = json.loads(run_script("stage_delta.py", str(a), str(b), "--json", check=0).stdout)
     assert doc["a_source"] == "events" and abs(doc["closure_error_us"]) < 1e-6
     assert doc["steps"] == {"a": {"0": 3}, "b": {"0": 2}}
+
+
+# --- issue 14 item 5: device ids are not ranks -----------------------------------------------------------
+
+def _rank_folder_with_device_2_as_rank_1(tmp_path):
+    """The CANN 8.3 rank-2 folder (Device_id 2) relabelled as rank 1: device id and rank differ."""
+    import shutil
+
+    from conftest import ROOT
+
+    src = next((ROOT / "tests" / "data" / "ascend_cann83").glob("node0_23103_*_ascend_pt"))
+    dst = tmp_path / "node0_23103_ascend_pt"
+    shutil.copytree(src, dst)
+    info = dst / "profiler_info_2.json"
+    (dst / "profiler_info_1.json").write_text(info.read_text().replace('"rank_id": 2', '"rank_id": 1'))
+    info.unlink()
+    a = str(next((ROOT / "tests" / "data" / "ascend_cann83").glob("node0_23101_*_ascend_pt"))
+            / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv")
+    return a, dst
+
+
+def test_bare_csv_in_a_rank_folder_reports_the_rank_not_the_device(tmp_path):
+    a, folder = _rank_folder_with_device_2_as_rank_1(tmp_path)
+    b = str(folder / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv")
+    assert "2,3," in (folder / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv").read_text()  # Device_id 2
+    doc = json.loads(run_script("stage_delta.py", a, b, "--json", check=0).stdout)
+    assert doc["b_rank"] == 1 and doc["b_rank_from"] == "profiler_info_1.json rank_id"
+    text = run_script("stage_delta.py", a, b, check=0).stdout
+    assert "B: slowest rank 1 " in text and "rank 2" not in text
+    # the whole folder agrees
+    assert json.loads(run_script("stage_delta.py", a, str(folder), "--json", check=0).stdout)["b_rank"] == 1
+
+
+def test_bare_csv_without_a_rank_names_the_device(tmp_path):
+    a, folder = _rank_folder_with_device_2_as_rank_1(tmp_path)
+    bare = tmp_path / "copied" / "step_trace_time.csv"
+    bare.parent.mkdir()
+    bare.write_text((folder / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv").read_text())
+    doc = json.loads(run_script("stage_delta.py", a, str(bare), "--json", check=0).stdout)
+    assert doc["b_rank"] is None and doc["b_device"] == 2 and "Device_id" in doc["b_rank_from"]
+    text = run_script("stage_delta.py", a, str(bare), check=0).stdout
+    assert "B: slowest device 2 " in text and "slowest rank 2" not in text

@@ -166,3 +166,38 @@ def test_interleaved_domains_give_a_visible_devices_order_and_a_preset():
     a3 = apply_topology(parse_topology((DATA / "npu_a3_16die_sio_hccs.txt").read_text(encoding="utf-8")),
                         presets.load_hardware("910C"))
     assert (a3.devices_per_node, a3.domain_size) == (16, 16)
+
+
+# --- issue 14 item 6: one rule for the listing and the check ---------------------------------------------
+
+@pytest.mark.parametrize("fname", sorted(p.name for p in DATA.glob("*.txt")))
+def test_every_listed_group_passes_the_check(fname):
+    topo = parse_topology((DATA / fname).read_text(encoding="utf-8"), fname)
+    for k, groups in topo.groups().items():
+        for g in groups:
+            check = topo.check_group(g)
+            assert check["legal"], (fname, k, g)
+            assert check["slowest_class"] == topo.best_class(k) or len(g) == 1
+
+
+def test_full_mesh_group_outside_the_tiling_is_legal_and_said_so():
+    # 910B: all 28 pairs HCCS, so {0,1,4,5} is as good as the listed {0,1,2,3}
+    topo = parse_topology((DATA / "npu_910b_hccs_8.txt").read_text(encoding="utf-8"))
+    check = topo.check_group([0, 1, 4, 5])
+    assert check["legal"] and check["warning"] is None and check["best_class"] == "HCCS"
+    proc = run_script("topo.py", str(DATA / "npu_910b_hccs_8.txt"), "--group", "0,1,4,5", check=0)
+    assert "group 0,1,4,5: legal; slowest link HCCS" in proc.stdout
+    assert "4 cards: {0,1,2,3} {4,5,6,7}   (slowest link HCCS)" in proc.stdout
+    assert proc.stdout.count("is legal when it lies inside one domain") == 1  # the rule, stated once
+
+
+def test_group_inside_one_fabric_domain_can_still_be_illegal():
+    # DGX-1 hybrid cube: one NVLink domain, but 0-5 is SYS while {0,1,2,3} stays on NVLink (NV1 at worst)
+    topo = parse_topology((DATA / "nvidia_v100_dgx1_hybrid_cube.txt").read_text(encoding="utf-8"))
+    check = topo.check_group([0, 1, 4, 5])
+    assert not check["crosses_domains"] and not check["legal"]
+    assert check["slowest_class"] == "SYS" and check["best_class"] == "NV1"
+    assert "not legal" in check["warning"] and "{0,1,2,3}" in check["warning"]
+    islands = parse_topology((DATA / "npu_910a_2x4_islands.txt").read_text(encoding="utf-8"))
+    assert not islands.check_group([0, 1, 4, 5])["legal"] and islands.check_group([4, 5, 6, 7])["legal"]
+    assert islands.check_group(list(range(8)))["legal"]  # all cards: SYS is the best 8 cards get

@@ -8,6 +8,10 @@ running   -- otherwise a collective (any family) is running;
 other     -- otherwise another stream is busy (compute on another stream, memcpy, memset);
 idle      -- nothing runs on any stream: a host / dispatch bubble.
 released + running + other + idle == gaps_total, exactly in ns.
+
+The tolerance, unless given, is chosen from the profile's own release lags (gap end minus the end of
+the last collective that ends inside the gap): see choose_tolerance. Every report carries the sweep
+of what other tolerances would credit, so the choice can be judged.
 """
 
 from __future__ import annotations
@@ -28,6 +32,14 @@ from ditpar.errors import InputError
 CLASSES = ("released", "running", "other", "idle")
 #: upper bounds (us) of the lag histogram bins; the last bin is open
 LAG_BINS_US = (10, 20, 50, 100, 1000)
+#: tolerance used when the release lags show no structure to choose from (us)
+FALLBACK_TOLERANCE_US = 20.0
+#: consecutive sorted release lags this many times apart form two populations
+BREAK_RATIO = 4.0
+#: lags below this are treated alike when looking for a break (ns): a device-side release takes ~1-3 us
+LAG_FLOOR_NS = 1000
+#: tolerances the sweep reports besides the one used (us)
+SWEEP_US = (5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000)
 
 
 @dataclass
@@ -41,6 +53,8 @@ class RankBubbles:
     by_family: pd.DataFrame
     totals: dict[str, int] = field(default_factory=dict)
     classes: dict[str, Intervals] = field(default_factory=dict)
+    #: every gap a releasing collective ends in: lag_ns (gap end - its end), credit_ns, family
+    candidates: pd.DataFrame | None = None
 
 
 def choose_stream(rev: pd.DataFrame, stream: str | None) -> str:
@@ -74,13 +88,15 @@ def step_windows(compute: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFr
     return win.sort_values("start_ns", kind="stable").reset_index(drop=True).astype({"step": "Int64"})
 
 
-def _release(gs: np.ndarray, ge: np.ndarray, rel: pd.DataFrame, tol_ns: int):
-    """For each gap: the releasing collective's family and where the released part starts (or -1)."""
+def _release_candidates(gs: np.ndarray, ge: np.ndarray, rel: pd.DataFrame):
+    """For each gap: the family of the last releasing collective ending inside it, where the released
+    part would start (-1: none ends inside), and the lag from that end to the gap end (ns)."""
     n = gs.size
     fam = np.full(n, "", dtype=object)
     cut = np.full(n, -1, dtype=np.int64)
+    lag = np.full(n, -1, dtype=np.int64)
     if rel.empty or n == 0:
-        return fam, cut
+        return fam, cut, lag
     e = end_ns(rel)
     order = np.argsort(e, kind="stable")
     e_sorted = e[order]
@@ -88,21 +104,94 @@ def _release(gs: np.ndarray, ge: np.ndarray, rel: pd.DataFrame, tol_ns: int):
     idx = np.searchsorted(e_sorted, ge, side="right") - 1
     ok = idx >= 0
     last = np.where(ok, e_sorted[np.maximum(idx, 0)], np.iinfo(np.int64).min)
-    ok &= (last > gs) & (last >= ge - tol_ns)
+    ok &= last > gs
     if not ok.any():
-        return fam, cut
+        return fam, cut, lag
     union = intervals_of(rel)
     k = np.searchsorted(union.starts, last[ok], side="left") - 1  # union segment holding the release end
     fam[ok] = families[idx[ok]]
     cut[ok] = np.maximum(gs[ok], union.starts[k])
-    return fam, cut
+    lag[ok] = ge[ok] - last[ok]
+    return fam, cut, lag
 
 
-def classify_rank(rev: pd.DataFrame, steps: pd.DataFrame | None, families: list[str] | None,
-                  tolerance_ns: int, stream: str | None = None) -> RankBubbles:
-    """Find the compute-stream gaps of one rank and class each of their nanoseconds exactly once."""
-    if tolerance_ns < 0:
-        raise InputError(f"--tolerance-us {tolerance_ns / 1000}: expected >= 0")
+def choose_tolerance(lags_ns: np.ndarray) -> dict:
+    """The release tolerance the lags themselves suggest, with the rule that chose it.
+
+    Sorted lags (below LAG_FLOOR_NS counted as equal) are searched for the widest break of at least
+    BREAK_RATIO between neighbours: the lags below it are one population (releases), those above
+    another; the tolerance is the geometric middle of the break, so any value inside it gives the
+    same answer. Without a break, three or more lags form one tight population that a consistent
+    mechanism (a host synchronisation and launch) produces: the tolerance covers it (twice its
+    largest lag). Fewer lags: FALLBACK_TOLERANCE_US.
+    """
+    lags = np.sort(np.asarray(lags_ns, dtype=np.int64))
+    base = {"source": "auto", "lags": int(lags.size), "break_us": None}
+    if lags.size == 0:
+        return {**base, "tolerance_ns": int(FALLBACK_TOLERANCE_US * 1000),
+                "rule": f"no collective ends inside a gap: fallback {FALLBACK_TOLERANCE_US:g} us (nothing moves)"}
+    floored = np.maximum(lags, LAG_FLOOR_NS).astype(float)
+    if lags.size >= 2:
+        ratios = floored[1:] / floored[:-1]
+        i = int(np.argmax(ratios))
+        if ratios[i] >= BREAK_RATIO:
+            lo, hi = floored[i], floored[i + 1]
+            tol = int(round(float(np.sqrt(lo * hi)) / 1000.0)) * 1000
+            tol = min(max(tol, int(lags[i])), int(lags[i + 1]) - 1)
+            return {**base, "tolerance_ns": tol, "break_us": [us(lags[i]), us(lags[i + 1])],
+                    "rule": (f"widest break in the {lags.size} release lags lies between {us(lags[i]):g} and "
+                             f"{us(lags[i + 1]):g} us ({ratios[i]:.1f}x); tolerance = its geometric middle; "
+                             f"any value in [{us(lags[i]):g}, {us(lags[i + 1]):g}) us gives the same answer")}
+    if lags.size >= 3:
+        tol = max(2 * int(lags[-1]), LAG_FLOOR_NS)
+        return {**base, "tolerance_ns": tol,
+                "rule": (f"the {lags.size} release lags form one population ({us(lags[0]):g} to "
+                         f"{us(lags[-1]):g} us, no break of {BREAK_RATIO:g}x): tolerance = twice the largest")}
+    return {**base, "tolerance_ns": int(FALLBACK_TOLERANCE_US * 1000),
+            "rule": (f"only {lags.size} release lag(s), no structure to choose from: fallback "
+                     f"{FALLBACK_TOLERANCE_US:g} us")}
+
+
+def sweep(candidates: pd.DataFrame, used_ns: int) -> list[dict]:
+    """Released time and releases at each tolerance of SWEEP_US and the used one; moved = vs the used."""
+    lag = candidates["lag_ns"].to_numpy(np.int64)
+    credit = candidates["credit_ns"].to_numpy(np.int64)
+    used = int(credit[lag <= used_ns].sum())
+    rows = []
+    for t in sorted({int(x * 1000) for x in SWEEP_US} | {int(used_ns)}):
+        hit = lag <= t
+        rel = int(credit[hit].sum())
+        rows.append({"tolerance_us": us(t), "used": t == used_ns, "releases": int(hit.sum()),
+                     "released_us": us(rel), "moved_us": us(rel - used)})
+    return rows
+
+
+@dataclass
+class _RankGaps:
+    """One rank's compute-stream gaps and release candidates, before a tolerance is applied."""
+
+    rank: int
+    stream: str
+    windows: pd.DataFrame
+    busy: Intervals
+    span: Intervals
+    gap_iv: Intervals
+    comm: pd.DataFrame
+    comm_iv: Intervals
+    other_iv: Intervals
+    fam: np.ndarray
+    cut: np.ndarray
+    lag: np.ndarray
+
+    def candidates(self) -> pd.DataFrame:
+        ok = self.cut >= 0
+        return pd.DataFrame({"rank": self.rank, "lag_ns": self.lag[ok],
+                             "credit_ns": self.gap_iv.ends[ok] - self.cut[ok], "family": self.fam[ok]})
+
+
+def rank_gaps(rev: pd.DataFrame, steps: pd.DataFrame | None, families: list[str] | None,
+              stream: str | None = None) -> _RankGaps:
+    """Gaps of the compute stream inside the step windows and, per gap, its release candidate."""
     rank = int(rev["rank"].iloc[0])
     label = choose_stream(rev, stream)
     on_stream = (rev["kind"] == "compute") & (rev["stream"] == label)
@@ -111,20 +200,32 @@ def classify_rank(rev: pd.DataFrame, steps: pd.DataFrame | None, families: list[
     windows = step_windows(compute, steps)
     span = Intervals.from_spans(windows["start_ns"].to_numpy(np.int64), windows["end_ns"].to_numpy(np.int64))
     gap_iv = span - busy
-    gs, ge = gap_iv.starts, gap_iv.ends
-
     comm = rev[rev["kind"] == "comm"]
     rel = comm if not families else comm[comm["family"].isin(families)]
-    comm_iv = intervals_of(comm)
-    other_iv = intervals_of(rev[~on_stream & (rev["kind"] != "comm")])
+    fam, cut, lag = _release_candidates(gap_iv.starts, gap_iv.ends, rel)
+    return _RankGaps(rank, label, windows, busy, span, gap_iv, comm, intervals_of(comm),
+                     intervals_of(rev[~on_stream & (rev["kind"] != "comm")]), fam, cut, lag)
 
-    fam, cut = _release(gs, ge, rel, tolerance_ns)
-    released_mask = cut >= 0
-    released_iv = Intervals.from_spans(cut[released_mask], ge[released_mask])
+
+def classify_rank(rev: pd.DataFrame, steps: pd.DataFrame | None, families: list[str] | None,
+                  tolerance_ns: int, stream: str | None = None) -> RankBubbles:
+    """Find the compute-stream gaps of one rank and class each of their nanoseconds exactly once."""
+    return classify_gaps(rank_gaps(rev, steps, families, stream), tolerance_ns)
+
+
+def classify_gaps(rg: _RankGaps, tolerance_ns: int) -> RankBubbles:
+    """Class every gap nanosecond of one rank with the given release tolerance."""
+    if tolerance_ns < 0:
+        raise InputError(f"--tolerance-us {tolerance_ns / 1000}: expected >= 0")
+    gap_iv, windows = rg.gap_iv, rg.windows
+    gs, ge = gap_iv.starts, gap_iv.ends
+    released_mask = (rg.cut >= 0) & (rg.lag <= tolerance_ns)
+    fam = np.where(released_mask, rg.fam, "").astype(object)
+    released_iv = Intervals.from_spans(rg.cut[released_mask], ge[released_mask])
     rest = gap_iv - released_iv
-    running_iv = rest & comm_iv
-    other_cls = (rest - comm_iv) & other_iv
-    idle_iv = rest - comm_iv - other_iv
+    running_iv = rest & rg.comm_iv
+    other_cls = (rest - rg.comm_iv) & rg.other_iv
+    idle_iv = rest - rg.comm_iv - rg.other_iv
 
     per = {name: iv.overlap_with_each(gs, ge) for name, iv in
            (("released", released_iv), ("running", running_iv), ("other", other_cls), ("idle", idle_iv))}
@@ -136,11 +237,11 @@ def classify_rank(rev: pd.DataFrame, steps: pd.DataFrame | None, families: list[
         **{f"{k}_ns": v for k, v in per.items()}, "release_family": fam,
     })
     totals = {"gaps_total_ns": gap_iv.total, **{f"{k}_ns": int(v.sum()) for k, v in per.items()},
-              "windows_ns": span.total, "busy_ns": busy.total}
-    return RankBubbles(rank=rank, stream=label, windows=windows, gaps=gaps,
-                       by_family=_by_family(comm, gap_iv, gaps), totals=totals,
+              "windows_ns": rg.span.total, "busy_ns": rg.busy.total}
+    return RankBubbles(rank=rg.rank, stream=rg.stream, windows=windows, gaps=gaps,
+                       by_family=_by_family(rg.comm, gap_iv, gaps), totals=totals,
                        classes={"released": released_iv, "running": running_iv, "other": other_cls,
-                                "idle": idle_iv})
+                                "idle": idle_iv}, candidates=rg.candidates())
 
 
 def _by_family(comm: pd.DataFrame, gap_iv: Intervals, gaps: pd.DataFrame) -> pd.DataFrame:
@@ -219,6 +320,9 @@ class BubbleReport:
     tolerance_ns: int
     lags: pd.DataFrame | None = None
     lag_summary: dict | None = None
+    #: how the tolerance was chosen (source auto/given, rule, lags, break_us) and the sweep of others
+    tolerance: dict = field(default_factory=dict)
+    tolerance_sweep: list[dict] = field(default_factory=list)
 
     def totals(self) -> dict[str, int]:
         keys = ["gaps_total_ns", *(f"{c}_ns" for c in CLASSES)]
@@ -233,22 +337,33 @@ class BubbleReport:
 
 
 def analyse(ps: ProfileSet, ranks: list[int] | None = None, families: list[str] | None = None,
-            tolerance_us: float = 20.0, consumer: str | None = None,
+            tolerance_us: float | None = None, consumer: str | None = None,
             stream: str | None = None) -> BubbleReport:
-    """Classify the compute-stream gaps of every selected rank; optional consumer lags."""
+    """Classify the compute-stream gaps of every selected rank; optional consumer lags.
+
+    tolerance_us None: chosen from the release lags of all analysed ranks (choose_tolerance).
+    """
     events = select_ranks(ps, ranks)
     fams = require_families(events, families) if families else []
     if not (events["kind"] == "comm").any() and (families or consumer):
         raise InputError(f"profile: no communication events; kinds present: {events['kind'].value_counts().to_dict()}")
-    tol_ns = int(round(tolerance_us * 1000))
+    if tolerance_us is not None and not (np.isfinite(tolerance_us) and tolerance_us >= 0):
+        raise InputError(f"--tolerance-us {tolerance_us}: expected a finite time >= 0")
     pattern = compile_consumer(events, consumer) if consumer else None
-    out, lag_frames = [], []
-    for rank, rev in events.groupby("rank", sort=True):
-        st = rank_steps(ps.steps, int(rank))
-        out.append(classify_rank(rev, st, fams, tol_ns, stream))
-        if pattern is not None:
-            lag_frames.append(consumer_lags(rev, pattern, fams))
-    report = BubbleReport(ranks=out, families=fams, tolerance_ns=tol_ns)
+    per_rank = [(rev, rank_gaps(rev, rank_steps(ps.steps, int(rank)), fams, stream))
+                for rank, rev in events.groupby("rank", sort=True)]
+    cands = pd.concat([rg.candidates() for _, rg in per_rank], ignore_index=True)
+    if tolerance_us is None:
+        choice = choose_tolerance(cands["lag_ns"].to_numpy(np.int64))
+    else:
+        choice = {"source": "given", "tolerance_ns": int(round(tolerance_us * 1000)), "lags": len(cands),
+                  "break_us": None, "rule": "--tolerance-us"}
+    tol_ns = choice["tolerance_ns"]
+    out = [classify_gaps(rg, tol_ns) for _, rg in per_rank]
+    lag_frames = [consumer_lags(rev, pattern, fams) for rev, _ in per_rank] if pattern is not None else []
+    report = BubbleReport(ranks=out, families=fams, tolerance_ns=tol_ns,
+                          tolerance={k: v for k, v in choice.items() if k != "tolerance_ns"},
+                          tolerance_sweep=sweep(cands, tol_ns))
     if pattern is not None:
         report.lags = pd.concat(lag_frames, ignore_index=True)
         report.lag_summary = {"pattern": consumer, **summarise_lags(report.lags, tol_ns)}

@@ -7,6 +7,7 @@ kernel of the same rank overlaps. Memory copies and memsets (kind ``other``) are
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,6 +31,31 @@ EXTRA_SOURCES = {
     "broadcast": "weight or seed broadcast at start-up, text encoder, VAE",
 }
 DEFAULT_EXTRA = "offload weight gathers, TP, text encoder, VAE"
+
+#: compute kernels that only a training step runs (backward passes, gradient kernels, optimizers)
+TRAINING_KERNELS = re.compile(r"backward|[wd]grad|_grad_|grad_input|grad_weight|Grad(?:_|$|WithArgmax)|"
+                              r"multi_tensor_apply|adamw?[_(]|fused_adam", re.I)
+#: this many training kernels (and at least 1 % of the compute kernels) mark a training profile
+TRAINING_MIN_KERNELS = 5
+
+
+def training_evidence(events: pd.DataFrame) -> str | None:
+    """A one-line reason when the profile is a training step (not DiT inference), else None.
+
+    The calls-per-layer hints name DiT inference sources (text encoder, VAE, CFG, Ulysses); on a
+    training or pipeline-parallel training profile they mislead, so callers say this once instead.
+    """
+    names = events.loc[events["kind"] == "compute", "name"]
+    if names.empty:
+        return None
+    distinct = pd.Series(pd.unique(names))
+    hit_names = set(distinct[distinct.map(lambda n: bool(TRAINING_KERNELS.search(str(n))))])
+    hits = int(names.isin(hit_names).sum())
+    if hits < TRAINING_MIN_KERNELS or hits < 0.01 * len(names):
+        return None
+    example = names[names.isin(hit_names)].value_counts().index[0]
+    return (f"{hits} of {len(names)} compute kernels are backward/gradient/optimizer kernels "
+            f"(e.g. {str(example)[:70]}): a training step")
 
 #: columns of the per (rank, family, group) table, in print order
 TABLE_COLUMNS = [
@@ -96,6 +122,8 @@ class CollectiveReport:
     checks: list[dict[str, str]] = field(default_factory=list)
     slowest_rank: int | None = None
     slowest_by: str = ""
+    #: set when the profile is not DiT inference (training kernels found): the DiT hints are left out
+    not_dit: str | None = None
 
 
 def collective_table(events: pd.DataFrame, groups: dict[str, GroupInfo] | None = None,
@@ -275,12 +303,12 @@ def slowest_rank(ps: ProfileSet, ranks: pd.DataFrame) -> tuple[int | None, str]:
 
 
 def calls_per_layer(events: pd.DataFrame, steps: pd.DataFrame | None, layers: int,
-                    n_steps: int | None) -> tuple[pd.DataFrame, str]:
+                    n_steps: int | None, dit_hints: bool = True) -> tuple[pd.DataFrame, str]:
     """count / (layers x steps) per rank, family and group; a remainder marks extra same-family calls.
 
     With ``n_steps`` given, every collective of the capture counts and S = n_steps. Otherwise only
     collectives of a step count (ditpar.analysis.steps) and S = the rank's number of steps. Returns the
-    table and its scope.
+    table and its scope. ``dit_hints`` False leaves ``likely_extra`` empty (not a DiT inference profile).
     """
     if layers <= 0:
         raise InputError(f"--layers {layers}: expected a positive number of DiT layers")
@@ -309,7 +337,7 @@ def calls_per_layer(events: pd.DataFrame, steps: pd.DataFrame | None, layers: in
         rows.append({
             "rank": int(rank), "family": family, "group": group, "count": len(sub), "layers": layers,
             "steps": s, "calls_per_layer": per_layer, "whole": bool(whole),
-            "likely_extra": "" if whole else EXTRA_SOURCES.get(family, DEFAULT_EXTRA),
+            "likely_extra": "" if whole or not dit_hints else EXTRA_SOURCES.get(family, DEFAULT_EXTRA),
         })
     return pd.DataFrame(rows, columns=["rank", "family", "group", "count", "layers", "steps",
                                        "calls_per_layer", "whole", "likely_extra"]), scope
@@ -323,7 +351,7 @@ def check_layers(table: pd.DataFrame, scope: str) -> dict[str, str]:
     if bad.empty:
         return check_row("calls_per_layer", PASS, f"{len(table)} (rank, family, group) counts are whole multiples ({scope})")
     parts = [f"rank {r.rank} {r.family}@{r.group}: {r.count}/({r.layers}x{r.steps}) = {r.calls_per_layer:.3f}"
-             f" (likely extra: {r.likely_extra})" for r in bad.itertuples()]
+             + (f" (likely extra: {r.likely_extra})" if r.likely_extra else "") for r in bad.itertuples()]
     return check_row("calls_per_layer", FAIL, "; ".join(parts[:6]) + (f"; and {len(parts) - 6} more" if len(parts) > 6 else ""))
 
 
@@ -354,16 +382,18 @@ def analyse(ps: ProfileSet, ranks: list[int] | None = None, families: list[str] 
     rtab = rank_table(events)
     checks = [check_accounting(table, rtab), check_comm_streams(events)]
     layer_table = None
+    not_dit = training_evidence(events) if layers is not None else None
     if layers is not None:
         step_frame = ps.steps if ps.steps is not None and len(ps.steps) else None
         if step_frame is not None and ranks:
             step_frame = step_frame[step_frame["rank"].isin(ranks)]
-        layer_table, scope = calls_per_layer(events, step_frame, layers, steps)
+        layer_table, scope = calls_per_layer(events, step_frame, layers, steps, dit_hints=not_dit is None)
         checks.append(check_layers(layer_table, scope))
     slow, by = slowest_rank(ps, rtab)
     return CollectiveReport(table=table, ranks=rtab, streams=stream_table(events),
                             overlap=overlap_matrix(events), skew=family_skew(table),
-                            layers=layer_table, checks=checks, slowest_rank=slow, slowest_by=by)
+                            layers=layer_table, checks=checks, slowest_rank=slow, slowest_by=by,
+                            not_dit=not_dit)
 
 
 def no_collectives_error(events: pd.DataFrame) -> InputError:

@@ -40,6 +40,13 @@ class Side:
     steps: pd.DataFrame  # rank, step, <COLUMNS values>
     source: str  # "step_trace_time.csv" or "events"
     families: pd.DataFrame | None = None  # rank, family, count, sum_us, exposed_us per step
+    #: False when the ``rank`` column holds device ids (a bare CSV that names no rank)
+    ranked: bool = True
+    rank_from: str = "profile"
+
+    @property
+    def id_name(self) -> str:
+        return "rank" if self.ranked else "device"
 
 
 def columns_from_events(ps: ProfileSet) -> pd.DataFrame:
@@ -109,11 +116,25 @@ def side_from_profile(label: str, ps: ProfileSet) -> Side:
     else:
         steps, source = columns_from_events(ps), "events"
     fam = family_per_step(ps) if (ps.events["kind"] == "comm").any() else None
-    return Side(label=label, steps=steps, source=source, families=fam)
+    return Side(label=label, steps=steps, source=source, families=fam, rank_from="rank from the profile")
+
+
+def side_from_step_trace_csv(label: str, path: str, rank: int | None, rank_from: str) -> Side:
+    """A side from one step_trace_time.csv: rows labelled with the rank when known, else the Device_id."""
+    steps = read_step_trace_csv(path)
+    if rank is not None:
+        return Side(label=label, steps=steps.assign(rank=rank), source="step_trace_time.csv",
+                    rank_from=rank_from)
+    return Side(label=label, steps=steps, source="step_trace_time.csv", ranked=False,
+                rank_from="no rank in the CSV or its folder: " +
+                          ("Device_id shown" if steps.attrs.get("device") else "rows labelled 0"))
 
 
 def read_step_trace_csv(path: str) -> pd.DataFrame:
-    """Read a bare step_trace_time.csv (one rank) into per-step columns; exact column names only."""
+    """Read a bare step_trace_time.csv (one rank) into per-step columns; exact column names only.
+
+    Its ``rank`` column holds Device_id (0 without one): a bare CSV names no rank, see side_from_step_trace_csv.
+    """
     try:
         raw = pd.read_csv(path, dtype=str, skipinitialspace=True)
     except (OSError, pd.errors.ParserError, UnicodeDecodeError) as exc:
@@ -138,6 +159,7 @@ def read_step_trace_csv(path: str) -> pd.DataFrame:
         out[key] = values.astype(float)
     if out.empty:
         raise InputError(f"{path}: no step rows")
+    out.attrs["device"] = "Device_id" in raw
     return out
 
 
@@ -170,6 +192,11 @@ class DeltaReport:
     a_source: str
     b_source: str
     steps: dict[str, dict[int, int]] = field(default_factory=dict)
+    #: "rank" or "device" (a bare CSV names no rank), and where each side's rank came from
+    a_id: str = "rank"
+    b_id: str = "rank"
+    a_rank_from: str = "profile"
+    b_rank_from: str = "profile"
 
     @property
     def closed(self) -> bool:
@@ -189,13 +216,16 @@ def compare(a: Side, b: Side, tolerance_us: float = 1.0) -> DeltaReport:
     per_rank = []
     for rank in sorted(set(ma.index) & set(mb.index)):
         d = {k: float(mb.loc[rank, k] - ma.loc[rank, k]) for k in COLUMNS.values()}
-        per_rank.append({"rank": int(rank), **{f"delta_{k}": v for k, v in d.items()},
+        per_rank.append({"rank": int(rank) if a.ranked and b.ranked else None,
+                         **({} if a.ranked and b.ranked else {"device": int(rank)}),
+                         **{f"delta_{k}": v for k, v in d.items()},
                          "closure_error_us": closure_error(d)})
     fams = _family_deltas(a, b, ra, rb)
     counts = {"a": a.steps.groupby("rank").size().to_dict(), "b": b.steps.groupby("rank").size().to_dict()}
     return DeltaReport(columns=cols, per_rank=per_rank, families=fams, closure_error_us=closure_error(delta),
                        tolerance_us=tolerance_us, a_rank=ra, b_rank=rb, a_source=a.source, b_source=b.source,
-                       steps=counts)
+                       steps=counts, a_id=a.id_name, b_id=b.id_name, a_rank_from=a.rank_from,
+                       b_rank_from=b.rank_from)
 
 
 def _family_deltas(a: Side, b: Side, ra: int, rb: int) -> list[dict]:

@@ -18,6 +18,31 @@ from ditpar.errors import InputError
 
 DTYPES = ("float32", "bfloat16", "float16", "int8", "int64")
 TAILS = ((), (3,), (2, 5), (64,))
+#: spellings accepted by --dtype -> torch dtype name
+DTYPE_NAMES = {"bf16": "bfloat16", "bfloat16": "bfloat16", "fp16": "float16", "float16": "float16",
+               "half": "float16", "fp32": "float32", "float32": "float32", "float": "float32",
+               "int8": "int8", "int64": "int64"}
+#: bytes per element of each dtype name (for the plan, without torch)
+ITEM_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "int8": 1, "int64": 8}
+
+
+def parse_dtype(text: str) -> str:
+    """--dtype value -> torch dtype name (bf16, fp16, fp32 and the full names; int8, int64)."""
+    name = DTYPE_NAMES.get(text.strip().lower())
+    if name is None:
+        raise InputError(f"--dtype {text!r}: expected one of {sorted(DTYPE_NAMES)}")
+    return name
+
+
+def parse_row_shape(text: str) -> tuple[int, ...]:
+    """--row-shape '40,128' (heads, head_dim) or '5120' (row width) -> the shape of one row."""
+    try:
+        dims = tuple(int(v) for v in text.replace(" ", "").split(",") if v)
+    except ValueError:
+        raise InputError(f"--row-shape {text!r}: expected comma-separated positive integers, e.g. 40,128") from None
+    if not dims or any(d < 1 for d in dims):
+        raise InputError(f"--row-shape {text!r}: expected comma-separated positive integers, e.g. 40,128")
+    return dims
 
 
 def random_matrix(rng: random.Random, n: int, max_rows: int) -> list[list[int]]:
@@ -65,8 +90,12 @@ def as_bytes(t: Any) -> Any:
 
 
 def run_check(ctx: Any, trials: int, seed: int, multiple: int, max_rows: int,
-              matrix: list[list[int]] | None = None) -> list[dict]:
-    """Run the cases; return one row per case with identical / matches_expected (all ranks agree)."""
+              matrix: list[list[int]] | None = None, dtype: str | None = None,
+              row_shape: tuple[int, ...] | None = None) -> list[dict]:
+    """Run the cases; return one row per case with identical / matches_expected (all ranks agree).
+
+    Cases cycle through DTYPES and TAILS unless ``dtype`` / ``row_shape`` fix them for every case.
+    """
     import torch
     import torch.distributed as dist
 
@@ -80,7 +109,8 @@ def run_check(ctx: Any, trials: int, seed: int, multiple: int, max_rows: int,
         random_matrix(rng, n, max_rows) for _ in range(trials)]
     rows = []
     for case, m in enumerate(matrices):
-        dtype_name, tail = DTYPES[case % len(DTYPES)], TAILS[case % len(TAILS)]
+        dtype_name = dtype or DTYPES[case % len(DTYPES)]
+        tail = tuple(row_shape) if row_shape is not None else TAILS[case % len(TAILS)]
         send, recv = m[me], [m[s][me] for s in range(n)]
         inp = rank_input(seed, case, me, sum(send), tail, dtype_name).to(ctx.device)
         what = f"a2a_pad check case {case}"

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ditpar.errors import InputError
-from ditpar.fewstep.matrix import TIERS, Row, card_count
+from ditpar.fewstep.matrix import TIERS, TIMINGS, Row, card_count
 
 VERDICTS = ("no-evidence", "fix-noise", "rerun-anchor", "extrapolate")
 EXIT_CODES = {"extrapolate": 0, "rerun-anchor": 1, "fix-noise": 1, "no-evidence": 2}
@@ -181,17 +181,55 @@ def ranking_group(devices: int, configs: Sequence[str], cells: dict[tuple[str, s
             "order_anchor": order("anchor"), "consistent": consistent, "pairs": pairs}
 
 
+def timing_of(rows: Sequence[Row], declared: str | None) -> str:
+    """'dit' or 'e2e': the matrix's timing column, or --timing for a matrix without one; never both differing."""
+    column = rows[0].timing if rows else ""
+    if declared is None:
+        return column or "dit"
+    if declared not in TIMINGS:
+        raise InputError(f"--timing {declared!r}: expected one of {list(TIMINGS)}")
+    if column and column != declared:
+        raise InputError(f"--timing {declared}: the matrix's timing column says {column}")
+    return declared
+
+
+def e2e_cost(drift: Sequence[Mapping[str, Any]], steps: Mapping[str, int | None]) -> dict[str, Any]:
+    """What end-to-end times cost: the step-independent part per config and its share of each tier."""
+    rows = []
+    for d in drift:
+        if d.get("fixed_s") is None or d.get("few_per_step_s") is None:
+            continue
+        few_total = d["few_per_step_s"] * steps["few"]
+        anchor_total = d["anchor_per_step_s"] * steps["anchor"]
+        rows.append({"config": d["config"], "fixed_s": d["fixed_s"],
+                     "fixed_share_few": d["fixed_s"] / few_total if few_total else None,
+                     "fixed_share_anchor": d["fixed_s"] / anchor_total if anchor_total else None})
+    worst = max(rows, key=lambda r: abs(r["fixed_share_few"] or 0.0), default=None)
+    note = ("end-to-end times: every request also pays step-independent work (text encoding, VAE decode, "
+            "response encoding). It adds fixed/steps to the per-step time, most at the few tier, so the "
+            "drift gate measures that fixed cost rather than the DiT (r < 1 by about fixed/T_few), the "
+            "decoder's noise enters the dispersion, and plan differences inside the denoise loop are "
+            "diluted by the fixed share. The two-point split (fixed_s) estimates it")
+    if worst is not None and worst["fixed_share_few"] is not None:
+        note += (f": {worst['fixed_s']:.4g} s, {100 * worst['fixed_share_few']:.1f} % of the few-tier time "
+                 f"of {worst['config']}")
+    note += ". Time the DiT stage alone (--dit-regex on the denoise line) to remove it."
+    return {"note": note, "configs": rows}
+
+
 def analyze(rows: Sequence[Row], gates: Gates | None = None,
-            planned: Mapping[str, int] | None = None) -> dict[str, Any]:
+            planned: Mapping[str, int] | None = None, timing: str | None = None) -> dict[str, Any]:
     """Run every gate on the matrix rows and return the JSON payload (without the schema key).
 
     ``planned`` (config -> devices, from the runner) names configs that must be present: one
     whose runs all failed has no rows, and is reported as missing instead of vanishing.
+    ``timing`` ('dit' or 'e2e') marks what the times measure when the matrix has no timing column.
     """
     gates = gates or Gates()
     gates.check()
     if not rows:
         raise InputError("matrix has no rows")
+    timing = timing_of(rows, timing)
     planned = dict(planned or {})
     configs = sorted({r.config for r in rows} | set(planned))
     have_share = any(r.comm_exposed_share is not None for r in rows)
@@ -241,6 +279,8 @@ def analyze(rows: Sequence[Row], gates: Gates | None = None,
         "drift": drift,
         "ranking": ranking,
         "unranked_configs": alone,
+        "timing": timing,
+        "timing_cost": e2e_cost(drift, steps) if timing == "e2e" else None,
     }
 
 
@@ -324,7 +364,10 @@ def render_text(payload: dict[str, Any]) -> str:
     have_share = any(c["comm_exposed_share"] is not None for c in payload["cells"])
     cell_cols = [c for c in TABLE_COLUMNS if have_share or c != "comm_exposed_share"]
     drift_cols = [c for c in DRIFT_COLUMNS if have_share or not c.startswith("share")]
-    parts = [f"cells (per-step = median over repeats of max-over-ranks DiT time / steps; "
+    parts = []
+    if payload.get("timing") == "e2e":
+        parts += ["TIMING: end to end, not DiT-only. " + payload["timing_cost"]["note"], ""]
+    parts += [f"cells (per-step = median over repeats of max-over-ranks DiT time / steps; "
              f"steps few={payload['steps']['few']} anchor={payload['steps']['anchor']})",
              format_table(_shown(cell_table_rows(payload)), cell_cols), "",
              "drift (r = per-step anchor / per-step few)",

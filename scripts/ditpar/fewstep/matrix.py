@@ -19,11 +19,13 @@ from ditpar.cli import write_atomic
 from ditpar.errors import InputError
 
 REQUIRED = ("config", "tier", "steps", "repeat", "rank", "dit_s")
-OPTIONAL = ("devices", "comm_exposed_share", "tags")
+OPTIONAL = ("devices", "comm_exposed_share", "tags", "timing")
 TIERS = ("few", "anchor")
+#: what the dit_s column times: the denoise (DiT) stage only, or the whole request end to end
+TIMINGS = ("dit", "e2e")
 #: column order the runner writes
 WRITE_COLUMNS = ("config", "tier", "steps", "repeat", "rank", "dit_s", "devices",
-                 "comm_exposed_share", "tags", "log")
+                 "comm_exposed_share", "tags", "timing", "log")
 _DEVICES_TAG = re.compile(r"(?:^|[;\s])devices=(\d+)(?:$|[;\s])")
 
 
@@ -41,6 +43,8 @@ class Row:
     comm_exposed_share: float | None = None
     tags: str = ""
     extra: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+    #: 'dit' or 'e2e' from the timing column; '' when the matrix has none (DiT-only by contract)
+    timing: str = ""
 
 
 def _where(path: str, line: int) -> str:
@@ -87,6 +91,7 @@ def parse_matrix(text: str, path: str = "MATRIX") -> list[Row]:
     if dup:
         raise InputError(f"{path}: duplicate column(s) {dup}")
     rows: list[Row] = []
+    first_timing: tuple[str, int] | None = None
     for (line, _), rec in zip(numbered[1:], records[1:], strict=True):
         if len(rec) != len(header):
             raise InputError(f"{_where(path, line)}: {len(rec)} fields, header has {len(header)}")
@@ -109,8 +114,17 @@ def parse_matrix(text: str, path: str = "MATRIX") -> list[Row]:
             if not 0.0 <= share <= 1.0:
                 raise InputError(f"{_where(path, line)}: comm_exposed_share {share} must be a "
                                  "fraction in [0, 1] (not a percentage)")
+        timing = cell.get("timing", "").strip().lower()
+        if timing and timing not in TIMINGS:
+            raise InputError(f"{_where(path, line)}: timing {timing!r} is not one of {list(TIMINGS)} "
+                             "(dit: denoise stage only; e2e: whole request)")
+        if first_timing is None:
+            first_timing = (timing, line)
+        elif (timing or "dit") != (first_timing[0] or "dit"):
+            raise InputError(f"{_where(path, line)}: timing {timing or 'dit'!r}, but line {first_timing[1]} "
+                             f"is {first_timing[0] or 'dit'!r}: one matrix times one thing")
         rows.append(Row(
-            config=config, tier=tier,
+            config=config, tier=tier, timing=timing,
             steps=_int(cell["steps"], path, line, "steps", 1),
             repeat=_int(cell["repeat"], path, line, "repeat"),
             rank=_int(cell["rank"], path, line, "rank", 0),

@@ -106,6 +106,7 @@ class Settings:
     warmup: int | None = None
     warmup_steps: int | None = None
     timeout_s: float = 3600.0
+    timing: str = "dit"
     progress: Any = field(default=sys.stderr, repr=False)
 
     @property
@@ -118,6 +119,19 @@ class Settings:
         if self.warmup is not None:
             return self.warmup
         return 1 if self.server else 0
+
+    def warmup_meaning(self) -> dict[str, Any]:
+        """What --warmup did in this mode: the two modes discard different things (say which)."""
+        n = self.n_warmup
+        if self.server:
+            steps = self.warmup_steps or self.anchor_steps
+            return {"mode": "server", "requests": n, "steps": steps,
+                    "meaning": f"the runner sent {n} untimed request(s) of {steps} steps to each server "
+                               "after it was ready, before the first timed request"}
+        return {"mode": "launch", "requests": n, "steps": None,
+                "meaning": f"each run's own process must print {n} warm-up request(s) before the timed one; "
+                           f"the runner sends nothing and discards the first {n} request(s) found in the "
+                           "run's log"}
 
 
 def validate(s: Settings) -> None:
@@ -135,6 +149,11 @@ def validate(s: Settings) -> None:
         raise InputError("--repeats must be >= 1 (and >= 3 for evidence)")
     if s.warmup is not None and s.warmup < 0:
         raise InputError("--warmup must be >= 0")
+    if s.warmup_steps is not None and not s.server:
+        raise InputError("--warmup-steps: only in server mode (with --request); in launch mode the run's "
+                         "own process runs its warm-up requests, at whatever steps it chooses")
+    if s.timing not in ("dit", "e2e"):
+        raise InputError(f"--timing {s.timing!r}: expected dit or e2e")
     if s.timeout_s <= 0:
         raise InputError("--timeout-s must be > 0")
     if s.dit_unit not in UNITS:
@@ -238,8 +257,8 @@ def _read_from(path: Path, offset: int) -> str:
 class MatrixState:
     """The matrix being built: records, the finished-run set, and an atomic save after each run."""
 
-    def __init__(self, logdir: Path, matrix: Path, few_steps: int, anchor_steps: int):
-        self.logdir, self.matrix = logdir, matrix
+    def __init__(self, logdir: Path, matrix: Path, few_steps: int, anchor_steps: int, timing: str = "dit"):
+        self.logdir, self.matrix, self.timing = logdir, matrix, timing
         self.steps = {"few": few_steps, "anchor": anchor_steps}
         self.records: list[dict[str, Any]] = []
         self.done: set[tuple[str, str, int]] = set()
@@ -253,7 +272,7 @@ class MatrixState:
                 "repeat": repeat,
                 "rank": rank, "dit_s": dit_s, "devices": cfg.devices,
                 "comm_exposed_share": None if request["share"] is None else request["share"][rank],
-                "tags": cfg.tags, "log": rel})
+                "tags": cfg.tags, "timing": self.timing, "log": rel})
         self.done.add((cfg.name, tier, repeat))
         self.save()
 
@@ -269,7 +288,7 @@ class Runner:
         validate(s)
         self.s = s
         self.x = Extractor(s.dit_regex, s.dit_unit, s.share_regex, s.iters_regex)
-        self.m = MatrixState(s.logdir, s.matrix, s.few_steps, s.anchor_steps)
+        self.m = MatrixState(s.logdir, s.matrix, s.few_steps, s.anchor_steps, s.timing)
         self.failed: list[str] = []
 
     @property
@@ -291,6 +310,9 @@ class Runner:
                                  f"{old.get('few_steps')}/{old.get('anchor_steps')}, not "
                                  f"{s.few_steps}/{s.anchor_steps}; use another --logdir")
             known = old.get("configs", {})
+            if old.get("timing", "dit") != s.timing:
+                raise InputError(f"{manifest}: this folder holds {old.get('timing', 'dit')} times, the run "
+                                 f"asks for --timing {s.timing}; use another --logdir")
         for c in s.configs:
             if c.name in known and known[c.name] != c.fields:
                 raise InputError(f"{manifest}: config {c.name} was {known[c.name]}, now {c.fields}; "
@@ -299,7 +321,7 @@ class Runner:
         doc = {"few_steps": s.few_steps, "anchor_steps": s.anchor_steps, "repeats": s.repeats,
                "mode": "server" if s.server else "launch", "launch": s.launch, "request": s.request,
                "dit_regex": s.dit_regex, "dit_unit": s.dit_unit, "share_regex": s.share_regex,
-               "iters_regex": s.iters_regex, "expect": s.expect, "warmup": s.n_warmup, "configs": known}
+               "iters_regex": s.iters_regex, "expect": s.expect, "warmup": s.n_warmup, "timing": s.timing, "configs": known}
         if s.matrix.exists():
             for r in read_matrix(s.matrix):
                 cfg = next((c for c in s.configs if c.name == r.config), None)
@@ -348,6 +370,7 @@ class Runner:
         self._load()
         pending = self.plan()
         self._say(f"{len(pending)} run(s) to do, {len(self.done)} already in {self.s.matrix}")
+        self._say(f"warm-up ({self.s.warmup_meaning()['mode']} mode): {self.s.warmup_meaning()['meaning']}")
         old = signal.signal(signal.SIGTERM, _interrupt)
         try:
             if self.s.server:
@@ -504,7 +527,7 @@ def _record_from_row(r: Any) -> dict[str, Any]:
     extra = dict(r.extra)
     return {"config": r.config, "tier": r.tier, "steps": r.steps, "repeat": r.repeat, "rank": r.rank,
             "dit_s": r.dit_s, "devices": r.devices, "comm_exposed_share": r.comm_exposed_share,
-            "tags": r.tags, "log": extra.get("log", "")}
+            "tags": r.tags, "timing": r.timing or "dit", "log": extra.get("log", "")}
 
 
 def _read_manifest(logdir: Path) -> dict[str, Any]:
@@ -537,7 +560,8 @@ def parse_only(logdir: Path, matrix: Path, dit_regex: str | None = None, dit_uni
     x = Extractor(pattern, dit_unit or man.get("dit_unit") or "s", share_pattern, man.get("iters_regex"))
     expect = list(man.get("expect") or [])
     try:
-        state = MatrixState(logdir, matrix, int(man["few_steps"]), int(man["anchor_steps"]))
+        state = MatrixState(logdir, matrix, int(man["few_steps"]), int(man["anchor_steps"]),
+                            str(man.get("timing", "dit")))
     except (KeyError, TypeError, ValueError):
         raise InputError(f"{logdir}/manifest.json: few_steps / anchor_steps missing") from None
     latest: dict[tuple[str, str, int], dict[str, Any]] = {}

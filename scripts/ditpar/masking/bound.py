@@ -149,9 +149,22 @@ def ideal(chunks: int) -> float:
     return 1.0 - 1.0 / chunks
 
 
+def ideal_limit(layer: Layer) -> float:
+    """Largest c/f at which the ceiling still equals the ideal 1 - 1/n at this n and reverse share.
+
+    E_min = c exactly when C - F <= c (c/f <= n/(n-1)) and f >= max(a, b) (c/f <= c/max(a, b)),
+    so the ideal holds up to min(n/(n-1), 1/max(share, 1 - share)); with one chunk E_min = C always (inf).
+    """
+    n = layer.chunks
+    if n == 1:
+        return math.inf
+    share = layer.reverse_share
+    return min(n / (n - 1), 1.0 / max(share, 1.0 - share))
+
+
 def regime(layer: Layer) -> str:
-    """'compute-bound' when f >= c (ceiling = ideal), else 'comm-bound'."""
-    return "compute-bound" if layer.f_us >= layer.c_us * (1 - _REL_TOL) else "comm-bound"
+    """'compute-bound' when the ceiling equals the ideal 1 - 1/n (c/f <= ideal_limit), else 'comm-bound'."""
+    return "compute-bound" if c_over_f(layer) <= ideal_limit(layer) * (1 + _REL_TOL) else "comm-bound"
 
 
 def c_over_f(layer: Layer) -> float:
@@ -215,30 +228,33 @@ def with_overhead(base_comm_us: float, compute_us: float, chunks: int, overhead_
     return Layer(c * chunks, compute_us, chunks, reverse_share * c)
 
 
-def best_chunks(layer: Layer, overhead_us: float, candidates: list[int]) -> dict[str, object]:
+def best_chunks(layer: Layer, overhead_us: float, candidates: list[int],
+                measured_at: int | None = None) -> dict[str, object]:
     """The n among candidates with the least exposed time when each chunk pays overhead o.
 
-    The layer's C is taken as measured at its own n, so the overhead-free part is C0 = C - n*o.
-    Exposed time (not masking rate) is minimised: it is what the layer's time depends on.
+    C was measured at ``measured_at`` chunks (default: the layer's own n), so the overhead-free part
+    is C0 = C - m*o. Exposed time (not masking rate) is minimised: it is what the layer's time depends on.
     """
     o = check_time("--overhead-us", overhead_us, allow_zero=True)
-    base = layer.comm_us - layer.chunks * o
+    at = layer.chunks if measured_at is None else check_chunks("--measured-at-chunks", measured_at)
+    base = layer.comm_us - at * o
     if base <= 0:
         raise InputError(
-            f"--overhead-us: {layer.chunks} chunks x {o:g} us overhead is not below --comm-us "
-            f"{layer.comm_us:g}; the overhead-free communication C - n*o must be > 0")
+            f"--overhead-us: {at} chunks (where C was measured) x {o:g} us overhead is not below --comm-us "
+            f"{layer.comm_us:g}; the overhead-free communication C - m*o must be > 0")
     rows = []
     for m in candidates:
         lay = with_overhead(base, layer.compute_us, m, o, layer.reverse_share)
         rows.append({"chunks": m, "comm_us": lay.comm_us, "exposed_us": exposure_min(lay),
                      "ceiling": ceiling(lay), "regime": regime(lay)})
     best = min(rows, key=lambda r: (r["exposed_us"], r["chunks"]))
-    return {"overhead_us": o, "base_comm_us": base, "best_chunks": best["chunks"],
+    return {"overhead_us": o, "measured_at_chunks": at, "base_comm_us": base, "best_chunks": best["chunks"],
             "best_exposed_us": best["exposed_us"], "best_ceiling": best["ceiling"], "table": rows}
 
 
 def analyse(layer: Layer, target: float | None = None, overhead_us: float | None = None,
-            candidates: list[int] | None = None, measured: float | None = None) -> dict[str, object]:
+            candidates: list[int] | None = None, measured: float | None = None,
+            measured_at_chunks: int | None = None) -> dict[str, object]:
     """Everything `mask_bound.py calc` reports, as one JSON-ready mapping."""
     e_min = exposure_min(layer)
     ceil = ceiling(layer)
@@ -254,6 +270,7 @@ def analyse(layer: Layer, target: float | None = None, overhead_us: float | None
         "c_over_f": c_over_f(layer),
         "regime": regime(layer),
         "ideal": ideal(layer.chunks),
+        "ideal_up_to_c_over_f": ideal_limit(layer),
         "ceiling": ceil,
         "exposed_min_us": e_min,
         "binding": binding_term(layer),
@@ -286,7 +303,7 @@ def analyse(layer: Layer, target: float | None = None, overhead_us: float | None
         }
     if overhead_us is not None:
         cands = candidates or list(range(1, 65))
-        out["best"] = best_chunks(layer, overhead_us, cands)
+        out["best"] = best_chunks(layer, overhead_us, cands, measured_at_chunks)
     return out
 
 

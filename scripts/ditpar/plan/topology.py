@@ -2,8 +2,8 @@
 
 A domain is a set of cards joined by the fast device fabric (NVLink, HCCS, SIO, UB); on a box
 without any fabric link it is the set of cards that reach each other without crossing the
-inter-socket (SYS) link. Legal card groups of size k are: k cards inside one domain (tiled along
-the finest links first), a whole domain, unions of whole domains, and all cards.
+inter-socket (SYS) link. Which card groups are legal is LEGAL_RULE below, the one rule that both
+the listing (``Topology.groups``: one tiling per size) and the check (``Topology.check_group``) use.
 """
 
 from __future__ import annotations
@@ -22,6 +22,15 @@ _RANK = {"SIO": 1.0, "HCCS": 2.0, "UB": 2.0, "HCCS_SW": 2.5,
 _ALIASES = {"SOC": "SYS"}  # older nvidia-smi spelling of SYS
 FABRIC = {"SIO", "HCCS", "UB", "HCCS_SW"}
 KNOWN = "X, NV<n>, SIO, HCCS, HCCS_SW, UB, PIX, PXB, PHB, NODE, SYS (SOC), NA"
+
+
+#: the one rule for legal card groups, printed by topo.py and applied by groups() and check_group()
+LEGAL_RULE = ("a group of k cards is legal when it lies inside one domain or is made of whole domains, "
+              "and its slowest internal link is the fastest class that any k cards of this machine can have; "
+              "the listing shows one tiling per size, and any other group that meets both is equally legal")
+
+#: above this many k-card subsets the best class is taken from the tiling instead of all subsets
+_MAX_SUBSETS = 200_000
 
 
 def link_rank(cls: str) -> float:
@@ -149,8 +158,36 @@ class Topology:
                 out.append([a, b])
         return sorted(out) if len(used) == len(members) else None
 
+    def best_class(self, k: int) -> str | None:
+        """The fastest slowest-link class any k cards of this machine can have (None for k < 2 or k > n)."""
+        import itertools
+        import math
+
+        n = len(self.devices)
+        if k < 2 or k > n:
+            return None
+        if math.comb(n, k) > _MAX_SUBSETS:
+            tiles = self.groups([k]).get(k) or [sorted(self.devices)[:k]]
+            return min((self.slowest(t) for t in tiles), key=link_rank)
+        rank = [[link_rank(c) if c != "X" else -1.0 for c in row] for row in self.matrix]
+        best = None
+        for combo in itertools.combinations(range(n), k):
+            worst = max(rank[i][j] for a, i in enumerate(combo) for j in combo[a + 1:])
+            if best is None or worst < best[0]:
+                best = (worst, combo)
+        return self.slowest([self.devices[i] for i in best[1]])
+
+    def is_legal(self, group: list[int]) -> bool:
+        """LEGAL_RULE: inside one domain or whole domains, and the best slowest link for its size."""
+        if len(group) < 2:
+            return True
+        touched = [d for d in self.domains() if set(d) & set(group)]
+        if len(touched) > 1 and not all(set(d) <= set(group) for d in touched):
+            return False
+        return link_rank(self.slowest(group)) <= link_rank(self.best_class(len(group)))
+
     def check_group(self, group: list[int]) -> dict:
-        """Where a requested group sits: domains touched, slowest class, and a warning if it crosses."""
+        """Where a requested group sits: legal by LEGAL_RULE, domains touched, slowest class, warnings."""
         unknown = [g for g in group if g not in self.devices]
         if unknown:
             raise InputError(f"--group: device(s) {', '.join(map(str, unknown))} not in the matrix "
@@ -162,13 +199,25 @@ class Topology:
         slow = self.slowest(group)
         crosses = len(touched) > 1
         whole = all(set(d) <= set(group) for d in touched)
+        best = self.best_class(len(group))
+        legal = self.is_legal(group)
         warning = None
-        if crosses:
-            spans = " and ".join("{" + ",".join(map(str, d)) + "}" for d in touched)
-            warning = (f"group {','.join(map(str, group))} crosses domains {spans}: its collectives "
-                       f"run over {slow}, the slowest class in the group"
-                       + ("" if whole else "; it also takes only part of each domain it touches"))
-        return {"ranks": list(group), "domains_touched": touched, "crosses_domains": crosses,
+        label = ",".join(map(str, group))
+        spans = " and ".join("{" + ",".join(map(str, d)) + "}" for d in touched)
+        reasons: list[str] = []
+        if not legal:
+            example = next((g for g in self.groups([len(group)]).get(len(group), [])), None)
+            if crosses and not whole:
+                reasons.append(f"takes only part of domains {spans}")
+            if link_rank(slow) > link_rank(best):
+                reasons.append(f"its collectives run over {slow}, but {len(group)} cards of this machine "
+                               f"can stay on {best}")
+            warning = (f"group {label} " + (f"crosses domains {spans}: " if crosses else "")
+                       + "not legal: " + "; ".join(reasons)
+                       + (" (e.g. {" + ",".join(map(str, example)) + "})" if example else ""))
+        return {"ranks": list(group), "legal": legal, "not_legal_because": reasons, "best_class": best,
+                "rule": LEGAL_RULE,
+                "domains_touched": touched, "crosses_domains": crosses,
                 "whole_domains": whole, "slowest_class": slow, "warning": warning}
 
     def summary(self) -> dict:

@@ -126,6 +126,12 @@ def read_rank(folder: Path) -> AscendRank:
     return AscendRank(rank, rank_from, events, steps, step_trace, comm_ops, groups, unplaced, sources)
 
 
+def rank_of_file(path: Path) -> tuple[int | None, str]:
+    """Rank of the ``*_ascend_pt`` folder that holds a profiler file (e.g. a bare step_trace_time.csv)."""
+    parent = Path(path).resolve().parent
+    return _rank_of(parent.parent if parent.name == OUTPUT_DIR else parent)
+
+
 def _rank_of(rank_dir: Path) -> tuple[int | None, str]:
     """Rank from profiler_info_<rank>.json (rank_id, else the file name), else the folder name."""
     infos = sorted(rank_dir.glob("profiler_info*.json"))

@@ -201,10 +201,87 @@ def expected_sizes(stage: str, full: Full, plan: Plan, pad_multiple: int | None,
     }
 
 
+def split_mode(pad_multiple: int | None) -> str:
+    """'either' (default: padded to the degree, or split unevenly as torch.tensor_split / chunk do),
+    'uneven' (--pad-multiple 1: no padding), or 'padded' (--pad-multiple M > 1)."""
+    if pad_multiple is None:
+        return "either"
+    if pad_multiple < 1:
+        raise InputError(f"--pad-multiple {pad_multiple}: expected a whole number >= 1 (1: no padding)")
+    return "uneven" if pad_multiple == 1 else "padded"
+
+
+def _share_ranges(total: int, fine: int, merged: int, plan: Plan, pad_multiple: int | None,
+                  replicated: int) -> list[tuple[int, int]]:
+    """Accepted per-rank lengths of a dimension cut into ``fine`` shards of which a rank holds ``merged``.
+
+    Padded: ceil(total / M) * M / fine * merged. Uneven (no padding): each shard is floor or ceil of
+    total / fine, so the rank holds between merged*floor and merged*ceil, and the other shards hold the rest.
+    """
+    mode = split_mode(pad_multiple)
+    out: list[tuple[int, int]] = []
+    if mode in ("padded", "either"):
+        multiple = pad_multiple if mode == "padded" else plan.seq_degree
+        padded = -(-total // multiple) * multiple
+        if padded % fine:
+            raise InputError(f"--pad-multiple {multiple}: padded length {padded} is not divisible by the "
+                             f"sequence degree {plan.seq_degree}")
+        v = padded // fine * merged + replicated
+        out.append((v, v))
+    if mode in ("uneven", "either"):
+        floor, ceil = total // fine, -(-total // fine)
+        rest = fine - merged  # shards held by the other ranks of the group
+        lo = max(merged * floor, total - rest * ceil)
+        hi = min(merged * ceil, total - rest * floor)
+        out.append((lo + replicated, hi + replicated))
+    out.sort()
+    merged_ranges: list[tuple[int, int]] = []
+    for lo, hi in out:
+        if merged_ranges and lo <= merged_ranges[-1][1] + 1:
+            merged_ranges[-1] = (merged_ranges[-1][0], max(hi, merged_ranges[-1][1]))
+        else:
+            merged_ranges.append((lo, hi))
+    return merged_ranges
+
+
+def accepted_sizes(stage: str, full: Full, plan: Plan, pad_multiple: int | None,
+                   replicated: int) -> dict[str, list[tuple[int, int]] | None]:
+    """Per-rank sizes the plan allows at one site, as ranges (lo, hi); heads are exact."""
+    sharded = full.seq - replicated
+    if sharded <= 0:
+        raise InputError(f"full sequence {full.seq} minus --replicated-tokens {replicated} leaves nothing to shard")
+    d = plan.seq_degree
+
+    def heads(h: int | None, degree: int) -> list[tuple[int, int]] | None:
+        if h is None:
+            return None
+        if h % degree:
+            raise InputError(f"{h} heads are not divisible by the head degree {degree} "
+                             "(ulysses x tp at core, tp at input)")
+        return [(h // degree, h // degree)]
+
+    if stage == "input":
+        return {"seq_q": _share_ranges(sharded, d, 1, plan, pad_multiple, replicated),
+                "heads_q": heads(full.heads, plan.tp), "seq_kv": None, "heads_kv": None}
+    kv_full_seq = full.kv_seq if full.kv_seq is not None else full.seq
+    kv_heads = full.kv_heads if full.kv_heads is not None else full.heads
+    return {
+        "seq_q": _share_ranges(sharded, d, plan.ulysses, plan, pad_multiple, replicated),
+        "heads_q": heads(full.heads, plan.head_degree),
+        "seq_kv": _share_ranges(kv_full_seq - replicated, d, plan.ulysses * plan.kv_allgather, plan,
+                                pad_multiple, replicated),
+        "heads_kv": heads(kv_heads, plan.head_degree),
+    }
+
+
+def _fmt_ranges(ranges: list[tuple[int, int]]) -> str:
+    return "|".join(str(lo) if lo == hi else f"{lo}-{hi}" for lo, hi in ranges)
+
+
 def _unsharded_sizes(stage: str, full: Full, replicated: int, pad_multiple: int | None,
                      plan: Plan) -> dict[str, set[int]]:
     """Values that mean 'this rank saw everything' (raw and padded full lengths, all heads)."""
-    multiple = pad_multiple or plan.seq_degree
+    multiple = pad_multiple if pad_multiple and pad_multiple > 1 else plan.seq_degree
     sharded = full.seq - replicated
     seqs = {full.seq, -(-sharded // multiple) * multiple + replicated}
     kv_full = full.kv_seq if full.kv_seq is not None else full.seq
@@ -270,18 +347,22 @@ def judge(records: list[dict[str, Any]], plan: Plan, full: Full | None = None,
             row.update(status="unjudged", detail=f"baseline has no record for {name} ({stage})")
             rows.append(row)
             continue
-        exp = expected_sizes(stage, site_full, plan, pad_multiple, replicated)
+        exp = accepted_sizes(stage, site_full, plan, pad_multiple, replicated)
         full_vals = _unsharded_sizes(stage, site_full, replicated, pad_multiple, plan)
         compared, wrong, unsharded = 0, [], []
         for key, want in exp.items():
             got = obs.get(key)
-            row[f"expected_{key}"] = want if got is not None else None
+            single = want is not None and len(want) == 1 and want[0][0] == want[0][1]
+            row[f"expected_{key}"] = want[0][0] if single and got is not None else None
+            row[f"accepted_{key}"] = [list(r) for r in want] if want is not None and got is not None else None
             if want is None or got is None:
                 continue
             compared += 1
-            if got != want:
-                wrong.append(f"{key} {got} != {want}")
-                if got in full_vals.get(key, set()):
+            if not any(lo <= got <= hi for lo, hi in want):
+                single_value = len(want) == 1 and want[0][0] == want[0][1]
+                wrong.append(f"{key} {got} != {want[0][0]}" if single_value else
+                             f"{key} {got} not in {_fmt_ranges(want)}")
+                if got in full_vals.get(key, set()) and got > max(hi for _, hi in want):
                     unsharded.append(key)
         if compared == 0:
             row.update(status="unjudged", detail="no dimension to compare (layout lacks S/H?)")
@@ -303,6 +384,11 @@ def judge(records: list[dict[str, Any]], plan: Plan, full: Full | None = None,
     partial = {rank: sorted(f"{n} ({s})" for n, s in all_sites - sites)
                for rank, sites in names_by_rank.items() if all_sites - sites}
 
+    shares = _shares_check(rows, world, plan, full, baseline, replicated, pad_multiple)
+    if shares["status"] == "fail":
+        for row in rows:
+            if row["stage"] == "input" and row["name"] in shares["bad_sites"] and row["status"] == "sharded":
+                row.update(status="mismatch", detail="uneven shares do not add up to the full sequence")
     counts: dict[str, int] = defaultdict(int)
     for row in rows:
         counts[row["status"]] += 1
@@ -317,6 +403,7 @@ def judge(records: list[dict[str, Any]], plan: Plan, full: Full | None = None,
          "status": "fail" if any(counts[s] for s in FAIL_STATUSES) else
                    ("no-evidence" if counts["sharded"] == 0 else "pass"),
          "detail": ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))},
+        {"name": "sequence shares add up", "status": shares["status"], "detail": shares["detail"]},
     ]
     if counts["not-sharded"]:
         verdict = "not-sharded"
@@ -333,10 +420,48 @@ def judge(records: list[dict[str, Any]], plan: Plan, full: Full | None = None,
         "records": len(records), "sites": len(all_sites),
         "plan": {"ulysses": plan.ulysses, "ring": plan.ring, "kv_allgather": plan.kv_allgather,
                  "tp": plan.tp},
+        "split": split_mode(pad_multiple),
         "full": None if full is None else full.__dict__,
         "baseline_sites": None if baseline is None else len(baseline),
         "rows": rows, "checks": checks,
     }
+
+
+def _shares_check(rows: list[dict[str, Any]], world: int, plan: Plan, full: Full | None,
+                  baseline: dict[tuple[str, str], Full] | None, replicated: int,
+                  pad_multiple: int | None) -> dict[str, Any]:
+    """Input-stage sequence shares, summed over all ranks, equal the full (or padded) sequence per replica.
+
+    Every rank holds one share of the sharded tokens; the sequence group repeats world / seq_degree
+    times (tensor and data parallel), so the shares sum to S * world / seq_degree. Checked per site
+    when every rank recorded exactly one input length there; 'not-checked' otherwise.
+    """
+    lengths: dict[str, dict[int, set[int]]] = defaultdict(lambda: defaultdict(set))
+    for row in rows:
+        if row["stage"] == "input" and row.get("seq_q") is not None:
+            lengths[row["name"]][row["rank"]].add(int(row["seq_q"]))
+    if not lengths:
+        return {"status": "not-checked", "detail": "no input-stage records", "bad_sites": []}
+    checked, bad, details = 0, [], []
+    copies = world // plan.seq_degree
+    multiple = pad_multiple if pad_multiple and pad_multiple > 1 else plan.seq_degree
+    for name, by_rank in sorted(lengths.items()):
+        site_full = full if baseline is None else baseline.get((name, "input"))
+        if site_full is None or sorted(by_rank) != list(range(world)) or any(len(v) != 1 for v in by_rank.values()):
+            continue
+        total = sum(next(iter(v)) - replicated for v in by_rank.values())
+        sharded = site_full.seq - replicated
+        padded = -(-sharded // multiple) * multiple
+        checked += 1
+        if total not in (sharded * copies, padded * copies):
+            bad.append(name)
+            details.append(f"{name}: shares sum to {total}, expected {sharded * copies}"
+                           + (f" (or {padded * copies} padded)" if padded != sharded else ""))
+    if not checked:
+        return {"status": "not-checked", "detail": "no input site recorded once on every rank", "bad_sites": []}
+    if bad:
+        return {"status": "fail", "detail": "; ".join(details), "bad_sites": bad}
+    return {"status": "pass", "detail": f"{checked} input site(s): shares sum to the full sequence", "bad_sites": []}
 
 
 EXIT_CODES = {"sharded": 0, "not-sharded": 1, "mismatch": 1, "incomplete": 1, "no-evidence": 2}
