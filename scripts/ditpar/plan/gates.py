@@ -180,7 +180,7 @@ def ab_gate(rank: int, plan: Plan, others: list[Plan]) -> Gate:
         return Gate("G6", "A/B measurement", "info", "not in the top two: no A/B required")
     other = others[0]
     return Gate("G6", "A/B measurement", "warn",
-                f"run {plan.name} vs {other.name} in one window on one card group: ABAB order, >= 5 repeats "
+                f"run {plan.name} vs {other.name} in one window on one card group: ABAB order, >= 3 repeats "
                 f"each after 1 warm-up, same steps and shape; decide on medians and only when they differ "
                 f"by more than the spread (fewstep.py analyze reads the matrix)")
 
