@@ -86,7 +86,10 @@ def score_parser():
 def evaluate_parser():
     p = cli.make_parser(f"{PROG} evaluate", "Rank published configurations and compare with the measurements.",
                         "python scripts/plan.py evaluate --tables ../shared/calibration")
-    p.add_argument("--tables", required=True, help="folder of CSVs in the calibration schema")
+    p.add_argument("--tables", required=True, nargs="+",
+                   help="folder(s) of CSVs in the calibration schema; each CSV is one source")
+    p.add_argument("--in-sample-only", action="store_true",
+                   help="skip the held-out (leave-one-source-out) evaluation and print only in-sample figures")
     p.add_argument("--calibrate", action="store_true",
                    help="calibrate compute per table/model/machine/shape from its single-device row (--ref-latency)")
     p.add_argument("--scenarios", action="store_true", help="print one line per scenario")
@@ -157,15 +160,33 @@ def run_score(args) -> int:
 def run_evaluate(args) -> int:
     from ditpar.plan import evaluate
 
-    frames = evaluate.load_tables(args.tables)
+    frames: dict = {}
+    for folder in args.tables:
+        for name, frame in evaluate.load_tables(folder).items():
+            if name in frames:
+                raise InputError(f"--tables: {name} appears in two folders; each source must be one table")
+            frames[name] = frame
     res = evaluate.evaluate_tables(frames, _tunables(args), calibrate=args.calibrate)
+    held = None
+    if not args.in_sample_only:
+        from ditpar.plan import heldout
+
+        held = heldout.evaluate_heldout(frames, _tunables(args), calibrate=args.calibrate,
+                                        fixed_launch=args.launch_us is not None,
+                                        fixed_overlap=args.overlap_efficiency is not None)
     for line in res["warnings"]:
         sys.stderr.write(f"{PROG}: warning: {line}\n")
     if args.csv:
         cli.write_csv(args.csv, evaluate.scenario_frame(res))
     if args.json:
-        cli.print_json("plan-evaluate", evaluate.evaluation_payload(res))
+        doc = evaluate.evaluation_payload(res)
+        if held is not None:
+            doc["heldout"] = heldout.payload(held)
+        cli.print_json("plan-evaluate", doc)
     else:
+        if held is not None:
+            sys.stdout.write(heldout.render(held) + "\nin-sample figures (constants as shipped; they were chosen "
+                             "looking at some of these tables):\n")
         sys.stdout.write(evaluate.render(res, args.scenarios))
     return 0
 
