@@ -69,8 +69,26 @@ def plan_parser():
     p.add_argument("--top", type=int, default=10, help="rows of the ranked table (default 10; --json has all)")
     p.add_argument("--all", action="store_true", help="also list infeasible plans with their veto")
     _tunable_args(p)
+    _calibration_args(p)
     cli.add_output_args(p, csv=True, plot=True)
     return p
+
+
+def _calibration_args(p) -> None:
+    g = p.add_argument_group("calibrate to your box, and ask your own question")
+    g.add_argument("--bench", nargs="+", default=None, metavar="BENCH.csv",
+                   help="comm_bench.py CSV(s) from this box: measured busbw replaces the preset link figures it covers")
+    g.add_argument("--topo", default=None, metavar="TOPO.txt",
+                   help="'nvidia-smi topo -m' or 'npu-smi info -t topo' output: domains of this box")
+    g.add_argument("--ref-step-s", type=float, default=None,
+                   help="measured single-device seconds of one denoising step of this request: calibrates compute")
+    g.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a preset figure for a what-if (e.g. links.intra_domain.alltoall_GBps.4=12, "
+                        "mfu=0.4, overlap_efficiency=0.5); repeatable; every override is listed")
+    g.add_argument("--compare", nargs="+", default=None, metavar="PLAN",
+                   help='plans to compare as printed, e.g. "cfg2 U4" U8: G6, G7 and the sensitivity for them')
+    g.add_argument("--emit-matrix", default=None, metavar="FILE.csv",
+                   help="write the few-step matrix for the short list and print the fewstep.py run command")
 
 
 def score_parser():
@@ -120,6 +138,10 @@ def run_plan(args) -> int:
         args.frames = args.frames or frames
     shape = make_shape(model, width, height, args.frames, args.steps, cfg=False if args.no_cfg else None)
     tun = _tunables(args)
+    from ditpar.plan import calibrated
+
+    box = calibrated.calibrate_box(args, model, hw, shape, tun)
+    hw, tun = box.hw, box.tun
     if args.ref_latency is not None:
         tun = calibrate(model, hw, shape, args.ref_latency, tun)
     if args.top < 1:
@@ -127,7 +149,10 @@ def run_plan(args) -> int:
     results = rank_plans(model, hw, shape, args.devices, tun, with_dp=not args.no_dp,
                          patches=args.patches, warmup=args.warmup)
     text = conclusion(results, model, hw, shape)
+    extra = calibrated.after_ranking(args, box, results, model, hw, shape, tun)
+    text = text + " " + extra["short_list_text"] if extra["short_list_text"] else text
     payload = report.payload(results, model, hw, shape, tun, text)
+    calibrated.extend_payload(payload, results, extra, box)
     if args.csv:
         cli.write_csv(args.csv, report.frame(results))
     if args.plot:
@@ -135,7 +160,8 @@ def run_plan(args) -> int:
     if args.json:
         cli.print_json("plan", payload)
     else:
-        sys.stdout.write(report.render(results, model, hw, shape, tun, text, args.top, args.all))
+        sys.stdout.write(calibrated.render(report.render(results, model, hw, shape, tun, text, args.top, args.all),
+                                           results, extra, box, args.top))
     return 0
 
 

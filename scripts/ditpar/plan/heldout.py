@@ -191,11 +191,9 @@ def evaluate_heldout(frames: dict[str, object], tun, calibrate: bool = False, fi
     scorer = Scorer(rows, tun, calibrate)
     launches = (tun.launch_us,) if fixed_launch else LAUNCH_GRID
     overlaps = (tun.overlap_efficiency,) if fixed_overlap else OVERLAP_GRID
-    results = []
-    for src in sources:
-        mfu = derive_mfu(rows, src, tun)
-        train = set(sources) - {src}
-        best, best_key = -1.0, None
+    def fit(train: set[str], exclude: str | None):
+        mfu = derive_mfu(rows, exclude, tun)
+        best, best_key, chosen = -1.0, None, (launches[0], overlaps[0])
         for la in launches:
             for ov in overlaps:
                 preds = scorer.predict(la, ov, mfu)
@@ -205,11 +203,16 @@ def evaluate_heldout(frames: dict[str, object], tun, calibrate: bool = False, fi
                     best, best_key, chosen = acc, key, (la, ov)
         preds = scorer.predict(*chosen, mfu)
         half = uncertainty.fit_half_width(_band_inputs(rows, preds, scenarios_of(rows, preds, train)), TIE)
-        res = SourceResult(src, {"launch_us": chosen[0], "overlap_efficiency": chosen[1],
-                                 "mfu": {k: round(v, 3) for k, v in mfu.items()}, "band_half_width": half,
-                                 "train_pairwise_accuracy": round(best, 3)})
+        return preds, {"launch_us": chosen[0], "overlap_efficiency": chosen[1],
+                       "mfu": {k: round(v, 3) for k, v in mfu.items()}, "band_half_width": half,
+                       "train_pairwise_accuracy": round(best, 3)}
+
+    results = []
+    for src in sources:
+        preds, constants = fit(set(sources) - {src}, src)
+        res = SourceResult(src, constants)
         for g in scenarios_of(rows, preds, {src}):
-            _score_scenario(res, rows, preds, g, half)
+            _score_scenario(res, rows, preds, g, constants["band_half_width"])
         results.append(res)
     pooled = SourceResult("pooled", {})
     for r in results:
@@ -217,11 +220,9 @@ def evaluate_heldout(frames: dict[str, object], tun, calibrate: bool = False, fi
             setattr(pooled, f, getattr(pooled, f) + getattr(r, f))
         pooled.short_sizes += r.short_sizes
         pooled.misses += r.misses
-    all_preds = scorer.predict(*DEFAULTS, derive_mfu(rows, None, tun))
-    fitted_all = uncertainty.fit_half_width(_band_inputs(rows, all_preds, scenarios_of(rows, all_preds,
-                                                                                       set(sources))), TIE)
-    return {"sources": results, "pooled": pooled, "band_half_width_all_sources": fitted_all,
-            "rows": len(rows)}
+    _, all_constants = fit(set(sources), None)
+    return {"sources": results, "pooled": pooled, "band_half_width_all_sources": all_constants["band_half_width"],
+            "all_sources": all_constants, "rows": len(rows)}
 
 
 def _score_scenario(res: SourceResult, rows, preds, g: list[int], half: float) -> None:
@@ -266,7 +267,7 @@ def render(res: dict) -> str:
     for r in [*res["sources"], res["pooled"]]:
         d = r.as_dict()
         c = r.constants
-        const = (f"launch {c['launch_us']:g} us, overlap {c['overlap_efficiency']:g}, band +-{c['band_half_width']:.2f}, "
+        const = (f"launch {c['launch_us']:g} us, overlap {c['overlap_efficiency']:g}, band +-{c['band_half_width']:.3f}, "
                  f"mfu {', '.join(f'{k.split()[0]} {v}' for k, v in c['mfu'].items())}" if c else "")
         if r.source == "pooled":
             lines.append("-" * len(head))
@@ -275,7 +276,10 @@ def render(res: dict) -> str:
                      f"{f(d['baseline_top1_hit_rate']):>6}{f(d['short_list_recall']):>10}"
                      f"{f(d['mean_short_list']):>8}   {const}")
     lines.append("")
-    lines.append(f"band half-width fitted on all sources (what plan.py uses): {res['band_half_width_all_sources']:.2f}")
+    a = res["all_sources"]
+    lines.append(f"constants fitted on all sources: launch {a['launch_us']:g} us, overlap {a['overlap_efficiency']:g}, "
+                 f"band half-width {a['band_half_width']:.3f} (plan.py ships a band half-width of "
+                 f"{uncertainty.MODEL_HALF_WIDTH:.3f})")
     for m in res["pooled"].misses:
         lines.append(f"  short-list miss: {m}")
     return "\n".join(lines) + "\n"
@@ -283,4 +287,5 @@ def render(res: dict) -> str:
 
 def payload(res: dict) -> dict:
     return {"sources": [r.as_dict() for r in res["sources"]], "pooled": res["pooled"].as_dict(),
-            "band_half_width_all_sources": res["band_half_width_all_sources"], "rows": res["rows"]}
+            "band_half_width_all_sources": res["band_half_width_all_sources"], "all_sources": res["all_sources"],
+            "rows": res["rows"]}
