@@ -165,7 +165,7 @@ def render(text: str, results, extra: dict, box: Box, top: int) -> str:
     for r in extra.get("compare_plans", []):
         if r not in shown:
             shown.append(r)
-    lines = ["", f"predicted bands (model error +-{uncertainty.MODEL_HALF_WIDTH:.0%} held-out, plus exposed comm on "
+    lines = ["", f"predicted bands (model error +-{uncertainty.MODEL_HALF_WIDTH:.1%} held-out, plus exposed comm on "
              f"preset link figures moved x{uncertainty.PRESET_FACTOR:g} either way); tie = on the short list:",
              f"{'#':>3} {'plan':<18}{'latency_s':>10}{'low_s':>9}{'high_s':>9}  short list"]
     for r in shown:

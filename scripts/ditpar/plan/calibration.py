@@ -117,6 +117,8 @@ def apply_bench(hw, curves: list[Curve], model, shape) -> tuple[object, list[dic
     links = dict(hw.links)
     records = []
     for key, link in hw.links.items():
+        if key not in reachable_links(hw):
+            continue
         mine = [c for c in curves if c.link == key]
         a2a = {c.group_size: c for c in mine if c.pattern == "alltoall" and c.group_size >= 3}
         table = dict(link.alltoall_GBps)
@@ -146,15 +148,28 @@ def apply_bench(hw, curves: list[Curve], model, shape) -> tuple[object, list[dic
     return dataclasses.replace(hw, links=links), records
 
 
+def reachable_links(hw) -> set[str]:
+    """Link classes a group of this machine can cross (one domain has no inter_domain hop)."""
+    out = {"intra_domain"}
+    if hw.domains_per_node > 1:
+        out.add("inter_domain")
+    if hw.nodes > 1:
+        out.add("inter_node")
+    return out
+
+
 def preset_records(hw) -> list[dict]:
     """Link figures of an uncalibrated preset, all marked preset."""
     out = []
     for key, link in hw.links.items():
+        if key not in reachable_links(hw):
+            continue
         for k, bw in link.alltoall_GBps:
             out.append({"link": key, "figure": f"all-to-all busbw, group {k}", "GBps": bw, "measured": False,
                         "how": "preset"})
         out.append({"link": key, "figure": "ring busbw (all-reduce/all-gather/P2P pattern)",
-                    "GBps": link.ring_GBps or link.bandwidth_GBps, "measured": False, "how": "preset"})
+                    "GBps": link.ring_GBps or link.bandwidth_GBps, "measured": False,
+                        "how": f"{hw.path or hw.name}"})
     return out
 
 

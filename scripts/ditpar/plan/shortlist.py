@@ -9,6 +9,8 @@ from ditpar.plan import uncertainty
 from ditpar.plan.cost import layout, predict
 from ditpar.plan.gates import _scale_link, _threshold
 
+SHOWN = 6   # short-list names written into the conclusion
+
 
 def annotate(results, measured_links: frozenset[str], half_width: float = uncertainty.MODEL_HALF_WIDTH) -> list:
     """Set r.band and r.short_list on every result; return the short list (best first)."""
@@ -92,7 +94,9 @@ def describe(short: list, sens: dict | None, hw) -> str:
             return ""
         return (f"No tie: every other plan's band starts above {short[0].plan.name}'s "
                 f"({short[0].band.low_s:.3g}-{short[0].band.high_s:.3g} s).")
-    names = ", ".join(r.plan.name for r in short)
+    names = ", ".join(r.plan.name for r in short[:SHOWN])
+    if len(short) > SHOWN:
+        names += f" and {len(short) - SHOWN} more (the band table and --json list them)"
     text = f"Measure these {len(short)}: {names} (their predicted bands overlap: the model cannot order them)."
     if sens is not None:
         f = sens["factor"]
