@@ -2,7 +2,7 @@
 """Rank every legal parallel plan for a DiT on a machine, with the seven gates and a conclusion.
 
   plan.py --model M --hardware H --devices N [--resolution WxH] [--frames T] [--steps K] [--no-cfg]
-  plan.py score --candidates IN.csv --out OUT.csv     (adds predicted_latency_s and score_note)
+  plan.py score --candidates IN.csv --out OUT.csv     (adds predicted_latency_s, score_note, predicted_low_s, predicted_high_s)
   plan.py evaluate --tables DIR                       (ranking agreement with published tables)
 """
 
@@ -92,10 +92,10 @@ def _calibration_args(p) -> None:
 
 
 def score_parser():
-    p = cli.make_parser(f"{PROG} score", "Add predicted_latency_s and score_note to a candidate table.",
+    p = cli.make_parser(f"{PROG} score", "Add predicted_latency_s, score_note, predicted_low_s and predicted_high_s to a candidate table.",
                         "python scripts/plan.py score --candidates ../shared/calibration/xdit_sd3.csv --out sd3.csv")
     p.add_argument("--candidates", required=True, help="CSV in the calibration schema")
-    p.add_argument("--out", required=True, help="output CSV (input rows and columns + 2 columns)")
+    p.add_argument("--out", required=True, help="output CSV (input rows and columns + 4 columns)")
     _tunable_args(p)
     cli.add_output_args(p, csv=False)
     return p

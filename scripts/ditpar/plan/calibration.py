@@ -148,6 +148,10 @@ def apply_bench(hw, curves: list[Curve], model, shape) -> tuple[object, list[dic
     return dataclasses.replace(hw, links=links), records
 
 
+def _preset_name(hw) -> str:
+    return f"preset templates/hardware/{Path(hw.path).name}" if hw.path else f"preset {hw.name}"
+
+
 def reachable_links(hw) -> set[str]:
     """Link classes a group of this machine can cross (one domain has no inter_domain hop)."""
     out = {"intra_domain"}
@@ -169,7 +173,7 @@ def preset_records(hw) -> list[dict]:
                         "how": "preset"})
         out.append({"link": key, "figure": "ring busbw (all-reduce/all-gather/P2P pattern)",
                     "GBps": link.ring_GBps or link.bandwidth_GBps, "measured": False,
-                        "how": f"{hw.path or hw.name}"})
+                        "how": _preset_name(hw)})
     return out
 
 

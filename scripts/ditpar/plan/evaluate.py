@@ -126,11 +126,22 @@ def row_context(row):
 
 def score_row(row, tun: Tunables | None = None) -> tuple[float | None, str]:
     """(predicted_latency_s or None, score_note) for one row of a candidate table."""
+    p, _, _, note = score_row_band(row, tun)
+    return p, note
+
+
+def score_row_band(row, tun: Tunables | None = None) -> tuple[float | None, float | None, float | None, str]:
+    """(predicted_latency_s, predicted_low_s, predicted_high_s, score_note) for one row; the band is
+    ditpar.plan.uncertainty's with every link figure a preset (a table row carries no bench)."""
+    from ditpar.plan import uncertainty
+
     tun = tun or Tunables()
     model, hw, shape, plan, note = row_context(row)
     if model is None:
-        return None, note
-    return predict(model, hw, shape, plan, tun).latency_s, note or "ok"
+        return None, None, None, note
+    bd = predict(model, hw, shape, plan, tun)
+    band = uncertainty.band(bd.latency_s, bd.exposed_by_link_s, frozenset())
+    return bd.latency_s, band.low_s, band.high_s, note or "ok"
 
 
 CALIBRATION_KEY = ["source_path", "model", "hardware", "interconnect", "resolution_or_seq", "steps"]
@@ -172,17 +183,21 @@ def score_table(frame, tun: Tunables | None = None, calibrate: bool = False):
     """Return frame with predicted_latency_s and score_note appended (rows and columns unchanged)."""
     tun = tun or Tunables()
     out = frame.copy()
-    preds, notes = [], []
+    preds, notes, lows, highs = [], [], [], []
     cal = calibrations(frame, tun) if calibrate else {}
     for _, row in frame.iterrows():
         row_tun = cal.get(_calibration_key(row), tun)
-        p, note = score_row(row, row_tun)
+        p, lo, hi, note = score_row_band(row, row_tun)
         if calibrate and row_tun is not tun:
             note = (note + "; " if note != "ok" else "") + "calibrated on the single-device row"
         preds.append("" if p is None else f"{p:.6g}")
+        lows.append("" if lo is None else f"{lo:.6g}")
+        highs.append("" if hi is None else f"{hi:.6g}")
         notes.append(note)
     out["predicted_latency_s"] = preds
     out["score_note"] = notes
+    out["predicted_low_s"] = lows
+    out["predicted_high_s"] = highs
     return out
 
 
