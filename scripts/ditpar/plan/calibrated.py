@@ -34,6 +34,8 @@ def calibrate_box(args, model, hw, shape, tun) -> Box:
         hw, records = calibration.apply_bench(hw, curves, model, shape)
     else:
         records = calibration.preset_records(hw)
+    used = calibration.reachable_links(hw, args.devices)
+    records = [r for r in records if r["link"] in used]
     hw, tun, overrides = calibration.apply_sets(args.set or [], hw, tun)
     for note in overrides:   # an override is the user's figure: no longer a preset guess
         m = re.match(r"links\.(\w+)\.", note)

@@ -152,14 +152,10 @@ def _preset_name(hw) -> str:
     return f"preset templates/hardware/{Path(hw.path).name}" if hw.path else f"preset {hw.name}"
 
 
-def reachable_links(hw) -> set[str]:
-    """Link classes a group of this machine can cross (one domain has no inter_domain hop)."""
-    out = {"intra_domain"}
-    if hw.domains_per_node > 1:
-        out.add("inter_domain")
-    if hw.nodes > 1:
-        out.add("inter_node")
-    return out
+def reachable_links(hw, devices: int | None = None) -> set[str]:
+    """Link classes that ranks 0..devices-1 of this machine can cross (one domain has no inter_domain hop)."""
+    n = min(devices or hw.n_devices, hw.n_devices)
+    return {"intra_domain"} | {hw.class_for([0, r]) for r in range(1, n)}
 
 
 def preset_records(hw) -> list[dict]:
