@@ -149,7 +149,9 @@ def run_plan(args) -> int:
     results = rank_plans(model, hw, shape, args.devices, tun, with_dp=not args.no_dp,
                          patches=args.patches, warmup=args.warmup)
     text = conclusion(results, model, hw, shape)
-    extra = calibrated.after_ranking(args, box, results, model, hw, shape, tun)
+    from ditpar.fewstep.matrix import write_matrix
+
+    extra = calibrated.after_ranking(args, box, results, model, hw, shape, tun, write_matrix)
     text = text + " " + extra["short_list_text"] if extra["short_list_text"] else text
     payload = report.payload(results, model, hw, shape, tun, text)
     calibrated.extend_payload(payload, results, extra, box)

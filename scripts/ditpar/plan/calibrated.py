@@ -74,8 +74,9 @@ def find_plans(results, names: list[str]) -> list:
     return out
 
 
-def after_ranking(args, box: Box, results, model, hw, shape, tun) -> dict:
-    """Bands, short list, sensitivity, --compare and --emit-matrix after rank_plans."""
+def after_ranking(args, box: Box, results, model, hw, shape, tun, write_matrix=None) -> dict:
+    """Bands, short list, sensitivity, --compare and --emit-matrix after rank_plans (`write_matrix`:
+    the few-step tool's writer, passed in by the script since the plan layer does not import it)."""
     from ditpar.plan import gates
     from ditpar.plan.cost.rank import runner_up
 
@@ -105,7 +106,7 @@ def after_ranking(args, box: Box, results, model, hw, shape, tun) -> dict:
         out["compare_plans"] = asked
     if args.emit_matrix:
         plans = short if len(short) >= 2 else [r for r in (a, b) if r is not None]
-        out["matrix"] = emit_matrix(args.emit_matrix, plans)
+        out["matrix"] = emit_matrix(args.emit_matrix, plans, write_matrix)
     return out
 
 
@@ -113,11 +114,9 @@ def _config_name(plan) -> str:
     return plan.name.replace(" ", "-")
 
 
-def emit_matrix(path: str, plans: list) -> dict:
+def emit_matrix(path: str, plans: list, write_matrix) -> dict:
     """Skeleton matrix (dit_s to be filled) for the plans, both tiers, ABBA order, REPEATS repeats, and
     the fewstep.py run command that measures it."""
-    from ditpar.fewstep.matrix import write_matrix
-
     records = []
     names = [_config_name(r.plan) for r in plans]
     for tier, steps in (("few", FEW_STEPS), ("anchor", ANCHOR_STEPS)):
