@@ -174,7 +174,7 @@ def render(text: str, results, extra: dict, box: Box, top: int) -> str:
             lines.append(f"{r.rank:>3} {r.plan.name:<18}{'-':>10}  infeasible")
             continue
         lines.append(f"{r.rank:>3} {r.plan.name:<18}{r.latency_s:>10.3g}{r.band.low_s:>9.3g}{r.band.high_s:>9.3g}  "
-                     f"{'tie' if r.short_list else ''}")
+                     f"{'tie' if r.short_list and len(extra['short_list']) > 1 else ''}")
     lines += ["", f"compute: {box.compute}", "link figures (measured = from --bench or --set; preset = templates/hardware):"]
     for rec in box.link_records:
         lines.append(f"  {rec['link']:<13} {rec['figure']:<48} {rec['GBps']:>7.3g} GB/s  "

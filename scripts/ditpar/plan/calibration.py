@@ -130,7 +130,7 @@ def apply_bench(hw, curves: list[Curve], model, shape) -> tuple[object, list[dic
         for k, bw in sorted(table.items()):
             if k not in a2a:
                 records.append({"link": key, "figure": f"all-to-all busbw, group {k}", "GBps": bw, "measured": False,
-                                "how": "preset (the bench has no all_to_all of this group size on this link: "
+                                "how": f"{_preset_name(hw)} (the bench has no all_to_all of this group size on this link: "
                                        f"measured sizes {sorted(a2a) or 'none'})"})
         ring = [c for c in mine if c.pattern == "ring"]
         changes: dict = {"alltoall_GBps": tuple(sorted(table.items()))}
@@ -141,9 +141,9 @@ def apply_bench(hw, curves: list[Curve], model, shape) -> tuple[object, list[dic
             records.append({"link": key, "figure": "ring busbw (all-reduce/all-gather/P2P pattern)", "GBps": bw,
                             "measured": True, "how": f"{best.source}: {best.op}, group {best.group_size}, {how}"})
         else:
-            records.append({"link": key, "figure": "ring busbw (all-reduce/all-gather/P2P pattern)",
+            records.append({"link": key, "figure": _ring_label(link),
                             "GBps": link.ring_GBps or link.bandwidth_GBps, "measured": False,
-                            "how": "preset (no ring-pattern op on this link in the bench)"})
+                            "how": f"{_preset_name(hw)} (no ring-pattern op on this link in the bench)"})
         links[key] = dataclasses.replace(link, **changes)
     return dataclasses.replace(hw, links=links), records
 
@@ -166,11 +166,15 @@ def preset_records(hw) -> list[dict]:
             continue
         for k, bw in link.alltoall_GBps:
             out.append({"link": key, "figure": f"all-to-all busbw, group {k}", "GBps": bw, "measured": False,
-                        "how": "preset"})
-        out.append({"link": key, "figure": "ring busbw (all-reduce/all-gather/P2P pattern)",
-                    "GBps": link.ring_GBps or link.bandwidth_GBps, "measured": False,
                         "how": _preset_name(hw)})
+        out.append({"link": key, "figure": _ring_label(link), "GBps": link.ring_GBps or link.bandwidth_GBps,
+                    "measured": False, "how": _preset_name(hw)})
     return out
+
+
+def _ring_label(link) -> str:
+    return ("ring busbw (all-reduce/all-gather/P2P pattern)" if link.ring_GBps
+            else "bus bandwidth (every pattern; no per-pattern figure)")
 
 
 def measured_links(records: list[dict], hw) -> frozenset[str]:
