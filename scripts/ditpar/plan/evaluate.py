@@ -20,6 +20,7 @@ COLUMNS = ["source_repo", "source_path", "model", "hardware", "interconnect", "n
 DEGREES = ("ulysses", "ring", "pipefusion", "cfg", "tp")
 SCENARIO_KEY = ["source_path", "model", "hardware", "interconnect", "n_devices", "resolution_or_seq", "steps",
                 "other_config"]
+ALLGATHER_KV = re.compile(r"ring_rotate_method\s*=\s*allgather|allgather-kv")
 TIE = 0.05  # measured latencies closer than 5 % are not an order (chart reading error is 2-5 %)
 
 RULE_OF_THUMB = (
@@ -66,6 +67,12 @@ def _steps(text: str, model) -> tuple[int, str]:
     return int(model.default_steps), f"steps '{text}': used the preset default {model.default_steps}"
 
 
+def scenario_config(other_config: str) -> str:
+    """other_config without the K/V all-gather marker: that marker names a plan, not a setting, so
+    all-gather rows share a scenario with the other plans of their table."""
+    return ALLGATHER_KV.sub("", str(other_config)).rstrip("; ")
+
+
 def compiled(other_config: str) -> bool:
     return "compile" in str(other_config).lower()
 
@@ -87,6 +94,9 @@ def row_plan(row, model, hw) -> tuple[Plan | None, str]:
     if n % used:
         return None, f"not scored: degrees multiply to {used}, which does not divide n_devices={n}"
     warm = re.search(r"warmup(?: step)?\s*=\s*(\d+)", low)
+    if ALLGATHER_KV.search(low):   # ring degree run as K/V all-gather (cache-dit ring_rotate_method=allgather)
+        return Plan(cfg=degrees["cfg"], ulysses=degrees["ulysses"], kv_allgather=degrees["ring"], tp=degrees["tp"],
+                    pipefusion=degrees["pipefusion"], dp=n // used, warmup=int(warm.group(1)) if warm else 1), ""
     return Plan(cfg=degrees["cfg"], ulysses=degrees["ulysses"], ring=degrees["ring"], tp=degrees["tp"],
                 pipefusion=degrees["pipefusion"], dp=n // used, warmup=int(warm.group(1)) if warm else 1), ""
 
@@ -283,6 +293,7 @@ def evaluate_tables(frames: dict[str, object], tun: Tunables | None = None, cali
     data.loc[~(data["measured"] > 0), "measured"] = float("nan")
     data["predicted"] = pd.to_numeric(data["predicted_latency_s"], errors="coerce")
     usable = data[data["measured"].notna() & data["predicted"].notna()].copy()
+    usable["other_config"] = usable["other_config"].map(scenario_config)
     scenarios: list[ScenarioResult] = []
     for key, grp in usable.groupby(["table", *SCENARIO_KEY], sort=False):
         if len(grp) < 2:

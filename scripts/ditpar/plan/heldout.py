@@ -25,6 +25,7 @@ from ditpar.plan.evaluate import (
     baseline_rank_key,
     compiled,
     row_context,
+    scenario_config,
 )
 
 # Presets whose mfu was measured from published single-device rows (benchmarks/published): preset
@@ -94,7 +95,8 @@ def collect_rows(frames: dict[str, object]) -> list[Row]:
             model, hw, shape, plan, _ = row_context(r)
             if model is None:
                 continue
-            out.append(Row(name, (name, *(str(r[k]) for k in SCENARIO_KEY)), measured, model, hw, shape, plan,
+            key = (name, *(scenario_config(r[k]) if k == "other_config" else str(r[k]) for k in SCENARIO_KEY))
+            out.append(Row(name, key, measured, model, hw, shape, plan,
                            _calibration_key(r), _int_or_none(r["n_devices"]) == 1,
                            not _NOT_PLAIN.search(str(r["other_config"])) and not compiled(r["other_config"])))
             out[-1].row = r  # type: ignore[attr-defined]
