@@ -121,6 +121,14 @@ def test_bad_set_and_double_calibration_exit_2():
     run_script("plan.py", *FLUX_L20, "--set", "mfu=nan", check=2)
     proc = run_script("plan.py", *FLUX_L20, "--ref-step-s", "1", "--ref-latency", "28", check=2)
     assert "both given" in proc.stderr
+    run_script("plan.py", *FLUX_L20, "--ref-step-s", "inf", check=2)
+
+
+def test_bad_topo_exits_2(tmp_path):
+    topo = tmp_path / "topo.txt"
+    topo.write_text("GPU0 GPU1\nGPU0 X NV4\n")                          # row GPU1 missing
+    proc = run_script("plan.py", *FLUX_L20, "--topo", str(topo), check=2)
+    assert "matrix rows missing for GPU1" in proc.stderr and "Traceback" not in proc.stderr
 
 
 # ---------------------------------------------------------------- --ref-step-s, topo

@@ -3,6 +3,7 @@ the user's own comparison and the few-step matrix, added to the ranking's table,
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -45,7 +46,7 @@ def calibrate_box(args, model, hw, shape, tun) -> Box:
     if args.ref_step_s is not None and args.ref_latency is not None:
         raise InputError("--ref-step-s and --ref-latency both given: pass one single-device measurement")
     if args.ref_step_s is not None:
-        if not args.ref_step_s > 0:
+        if not (args.ref_step_s > 0 and math.isfinite(args.ref_step_s)):
             raise InputError(f"--ref-step-s {args.ref_step_s}: expected a positive number of seconds")
         tun = calibrate(model, hw, shape, args.ref_step_s * shape.steps, tun)
         compute = (f"compute calibrated from --ref-step-s {args.ref_step_s:g} s (one measured 1-card step; "
