@@ -218,3 +218,15 @@ def test_evaluate_prints_heldout_and_pooled_json():
     for k in ("pairwise_accuracy", "baseline_pairwise_accuracy", "top1_hit_rate", "short_list_recall",
               "mean_short_list"):
         assert k in pooled
+
+
+def test_shipped_band_half_width_is_the_all_sources_fit():
+    from conftest import need_shared
+    from ditpar.plan import evaluate, heldout
+    from ditpar.plan.cost import Tunables
+
+    frames = dict(evaluate.load_tables(need_shared("calibration")))
+    frames.update(evaluate.load_tables(ROOT / "benchmarks" / "published"))
+    res = heldout.evaluate_heldout(frames, Tunables())
+    assert res["band_half_width_all_sources"] == uncertainty.MODEL_HALF_WIDTH
+    assert res["pooled"].short_hits == res["pooled"].top1_scenarios       # recall 1.00 held out

@@ -57,6 +57,7 @@ def read_bench(paths: list[str], hw) -> list[Curve]:
     import csv
 
     raw: dict[tuple, dict] = {}
+    skipped: list[str] = []
     for path in paths:
         try:
             text = Path(path).read_text()
@@ -74,6 +75,9 @@ def read_bench(paths: list[str], hw) -> list[Curve]:
                 raise InputError(f"{where}: {row['op']} at {row['bytes']} B received wrong data (correct=False); "
                                  f"a bandwidth of a wrong transfer is not a measurement: fix the box and rerun")
             op = row["op"]
+            if str(row.get("concurrent") or "1").strip() not in ("1", "1.0"):
+                skipped.append(f"{path}:{line}")   # K communicators at once: contention, not one group's busbw
+                continue
             pattern = "alltoall" if op in ALLTOALL_OPS else "ring" if op in RING_OPS else None
             if pattern is None:
                 continue
@@ -99,7 +103,12 @@ def read_bench(paths: list[str], hw) -> list[Curve]:
         curves.append(Curve(link, pattern, n, op, pts, e["source"]))
     if not curves:
         raise InputError(f"--bench {', '.join(paths)}: no all_to_all, all_reduce, all_gather, reduce_scatter or "
-                         f"sendrecv rows")
+                         f"sendrecv rows with concurrent=1")
+    if skipped:
+        import sys
+
+        sys.stderr.write(f"plan.py: note: --bench rows with concurrent > 1 not used (contention runs, not one "
+                         f"group's busbw): {', '.join(skipped[:5])}{' ...' if len(skipped) > 5 else ''}\n")
     return curves
 
 
