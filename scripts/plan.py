@@ -2,7 +2,7 @@
 """Rank every legal parallel plan for a DiT on a machine, with the seven gates and a conclusion.
 
   plan.py --model M --hardware H --devices N [--resolution WxH] [--frames T] [--steps K] [--no-cfg]
-  plan.py score --candidates IN.csv --out OUT.csv     (adds predicted_latency_s and score_note)
+  plan.py score --candidates IN.csv --out OUT.csv     (adds predicted_latency_s, score_note, predicted_low_s, predicted_high_s)
   plan.py evaluate --tables DIR                       (ranking agreement with published tables)
 """
 
@@ -69,15 +69,33 @@ def plan_parser():
     p.add_argument("--top", type=int, default=10, help="rows of the ranked table (default 10; --json has all)")
     p.add_argument("--all", action="store_true", help="also list infeasible plans with their veto")
     _tunable_args(p)
+    _calibration_args(p)
     cli.add_output_args(p, csv=True, plot=True)
     return p
 
 
+def _calibration_args(p) -> None:
+    g = p.add_argument_group("calibrate to your box, and ask your own question")
+    g.add_argument("--bench", nargs="+", default=None, metavar="BENCH.csv",
+                   help="comm_bench.py CSV(s) from this box: measured busbw replaces the preset link figures it covers")
+    g.add_argument("--topo", default=None, metavar="TOPO.txt",
+                   help="'nvidia-smi topo -m' or 'npu-smi info -t topo' output: domains of this box")
+    g.add_argument("--ref-step-s", type=float, default=None,
+                   help="measured single-device seconds of one denoising step of this request: calibrates compute")
+    g.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a preset figure for a what-if (e.g. links.intra_domain.alltoall_GBps.4=12, "
+                        "mfu=0.4, overlap_efficiency=0.5); repeatable; every override is listed")
+    g.add_argument("--compare", nargs="+", default=None, metavar="PLAN",
+                   help='plans to compare as printed, e.g. "cfg2 U4" U8: G6, G7 and the sensitivity for them')
+    g.add_argument("--emit-matrix", default=None, metavar="FILE.csv",
+                   help="write the few-step matrix for the short list and print the fewstep.py run command")
+
+
 def score_parser():
-    p = cli.make_parser(f"{PROG} score", "Add predicted_latency_s and score_note to a candidate table.",
+    p = cli.make_parser(f"{PROG} score", "Add predicted_latency_s, score_note, predicted_low_s and predicted_high_s to a candidate table.",
                         "python scripts/plan.py score --candidates ../shared/calibration/xdit_sd3.csv --out sd3.csv")
     p.add_argument("--candidates", required=True, help="CSV in the calibration schema")
-    p.add_argument("--out", required=True, help="output CSV (input rows and columns + 2 columns)")
+    p.add_argument("--out", required=True, help="output CSV (input rows and columns + 4 columns)")
     _tunable_args(p)
     cli.add_output_args(p, csv=False)
     return p
@@ -86,7 +104,10 @@ def score_parser():
 def evaluate_parser():
     p = cli.make_parser(f"{PROG} evaluate", "Rank published configurations and compare with the measurements.",
                         "python scripts/plan.py evaluate --tables ../shared/calibration")
-    p.add_argument("--tables", required=True, help="folder of CSVs in the calibration schema")
+    p.add_argument("--tables", required=True, nargs="+",
+                   help="folder(s) of CSVs in the calibration schema; each CSV is one source")
+    p.add_argument("--in-sample-only", action="store_true",
+                   help="skip the held-out (leave-one-source-out) evaluation and print only in-sample figures")
     p.add_argument("--calibrate", action="store_true",
                    help="calibrate compute per table/model/machine/shape from its single-device row (--ref-latency)")
     p.add_argument("--scenarios", action="store_true", help="print one line per scenario")
@@ -117,6 +138,10 @@ def run_plan(args) -> int:
         args.frames = args.frames or frames
     shape = make_shape(model, width, height, args.frames, args.steps, cfg=False if args.no_cfg else None)
     tun = _tunables(args)
+    from ditpar.plan import calibrated
+
+    box = calibrated.calibrate_box(args, model, hw, shape, tun)
+    hw, tun = box.hw, box.tun
     if args.ref_latency is not None:
         tun = calibrate(model, hw, shape, args.ref_latency, tun)
     if args.top < 1:
@@ -124,7 +149,12 @@ def run_plan(args) -> int:
     results = rank_plans(model, hw, shape, args.devices, tun, with_dp=not args.no_dp,
                          patches=args.patches, warmup=args.warmup)
     text = conclusion(results, model, hw, shape)
+    from ditpar.fewstep.matrix import write_matrix
+
+    extra = calibrated.after_ranking(args, box, results, model, hw, shape, tun, write_matrix)
+    text = text + " " + extra["short_list_text"] if extra["short_list_text"] else text
     payload = report.payload(results, model, hw, shape, tun, text)
+    calibrated.extend_payload(payload, results, extra, box)
     if args.csv:
         cli.write_csv(args.csv, report.frame(results))
     if args.plot:
@@ -132,7 +162,8 @@ def run_plan(args) -> int:
     if args.json:
         cli.print_json("plan", payload)
     else:
-        sys.stdout.write(report.render(results, model, hw, shape, tun, text, args.top, args.all))
+        sys.stdout.write(calibrated.render(report.render(results, model, hw, shape, tun, text, args.top, args.all),
+                                           results, extra, box, args.top))
     return 0
 
 
@@ -157,15 +188,33 @@ def run_score(args) -> int:
 def run_evaluate(args) -> int:
     from ditpar.plan import evaluate
 
-    frames = evaluate.load_tables(args.tables)
+    frames: dict = {}
+    for folder in args.tables:
+        for name, frame in evaluate.load_tables(folder).items():
+            if name in frames:
+                raise InputError(f"--tables: {name} appears in two folders; each source must be one table")
+            frames[name] = frame
     res = evaluate.evaluate_tables(frames, _tunables(args), calibrate=args.calibrate)
+    held = None
+    if not args.in_sample_only:
+        from ditpar.plan import heldout
+
+        held = heldout.evaluate_heldout(frames, _tunables(args), calibrate=args.calibrate,
+                                        fixed_launch=args.launch_us is not None,
+                                        fixed_overlap=args.overlap_efficiency is not None)
     for line in res["warnings"]:
         sys.stderr.write(f"{PROG}: warning: {line}\n")
     if args.csv:
         cli.write_csv(args.csv, evaluate.scenario_frame(res))
     if args.json:
-        cli.print_json("plan-evaluate", evaluate.evaluation_payload(res))
+        doc = evaluate.evaluation_payload(res)
+        if held is not None:
+            doc["heldout"] = heldout.payload(held)
+        cli.print_json("plan-evaluate", doc)
     else:
+        if held is not None:
+            sys.stdout.write(heldout.render(held) + "\nin-sample figures (constants as shipped; they were chosen "
+                             "looking at some of these tables):\n")
         sys.stdout.write(evaluate.render(res, args.scenarios))
     return 0
 

@@ -92,11 +92,11 @@ def test_evaluate_cli(tmp_path):
 
 
 def test_published_tables_outside_shared_are_read_whole():
-    """benchmarks/published: 138 rows from other public docs; every row is scored or says why not."""
+    """benchmarks/published: 149 rows from other public docs; every row is scored or says why not."""
     from conftest import ROOT
 
     frames = ev.load_tables(ROOT / "benchmarks" / "published")
-    assert sum(len(f) for f in frames.values()) == 138
+    assert sum(len(f) for f in frames.values()) == 149
     for name, frame in frames.items():
         scored = ev.score_table(frame)
         for _, row in scored.iterrows():
@@ -106,7 +106,13 @@ def test_published_tables_outside_shared_are_read_whole():
     sana = ev.score_table(frames["xdit_sana.csv"])
     assert sana["score_note"].eq("ok").all()
     s = ev.evaluate_tables(frames)["summary"]
-    assert (s["rows_scored"], s["pairs"], s["top1_scenarios"]) == (72, 20, 7)
+    assert (s["rows_scored"], s["pairs"], s["top1_scenarios"]) == (83, 25, 9)
+    # cache-dit's 'Ring-4 w/ AG' is the K/V all-gather form of degree 4, in the scenario of its table
+    cd = ev.score_table(frames["cachedit_context_parallel.csv"]).iloc[7]
+    model, hw, shape, plan, _ = ev.row_context(cd)
+    assert (plan.kv_allgather, plan.ring) == (4, 1)
+    assert ev.scenario_config(cd["other_config"]) == ev.scenario_config(
+        frames["cachedit_context_parallel.csv"].iloc[8]["other_config"])
     assert 0.0 <= s["pairwise_accuracy"] <= 1.0 and s["median_speedup_rel_error"] is not None
 
 

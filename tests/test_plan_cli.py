@@ -83,9 +83,14 @@ def test_score_keeps_rows_and_columns(tmp_path):
         orig = list(csv.reader(fh))
     with out.open() as fh:
         got = list(csv.reader(fh))
-    assert got[0] == orig[0] + ["predicted_latency_s", "score_note"]
-    assert [r[:-2] for r in got[1:]] == orig[1:]
-    notes = {r[-1] for r in got[1:] if r[-2] == ""}
+    assert got[0] == orig[0] + ["predicted_latency_s", "score_note", "predicted_low_s", "predicted_high_s"]
+    assert [r[:-4] for r in got[1:]] == orig[1:]
+    for r in got[1:]:
+        if r[-4]:   # a scored row: low <= predicted <= high
+            assert float(r[-2]) <= float(r[-4]) <= float(r[-1])
+        else:
+            assert r[-2] == r[-1] == ""
+    notes = {r[-3] for r in got[1:] if r[-4] == ""}
     assert any("not stated" in n for n in notes)           # 'hybrid best' rows with empty degrees
 
 

@@ -20,6 +20,7 @@ COLUMNS = ["source_repo", "source_path", "model", "hardware", "interconnect", "n
 DEGREES = ("ulysses", "ring", "pipefusion", "cfg", "tp")
 SCENARIO_KEY = ["source_path", "model", "hardware", "interconnect", "n_devices", "resolution_or_seq", "steps",
                 "other_config"]
+ALLGATHER_KV = re.compile(r"ring_rotate_method\s*=\s*allgather|allgather-kv")
 TIE = 0.05  # measured latencies closer than 5 % are not an order (chart reading error is 2-5 %)
 
 RULE_OF_THUMB = (
@@ -66,6 +67,12 @@ def _steps(text: str, model) -> tuple[int, str]:
     return int(model.default_steps), f"steps '{text}': used the preset default {model.default_steps}"
 
 
+def scenario_config(other_config: str) -> str:
+    """other_config without the K/V all-gather marker: that marker names a plan, not a setting, so
+    all-gather rows share a scenario with the other plans of their table."""
+    return ALLGATHER_KV.sub("", str(other_config)).rstrip("; ")
+
+
 def compiled(other_config: str) -> bool:
     return "compile" in str(other_config).lower()
 
@@ -87,6 +94,9 @@ def row_plan(row, model, hw) -> tuple[Plan | None, str]:
     if n % used:
         return None, f"not scored: degrees multiply to {used}, which does not divide n_devices={n}"
     warm = re.search(r"warmup(?: step)?\s*=\s*(\d+)", low)
+    if ALLGATHER_KV.search(low):   # ring degree run as K/V all-gather (cache-dit ring_rotate_method=allgather)
+        return Plan(cfg=degrees["cfg"], ulysses=degrees["ulysses"], kv_allgather=degrees["ring"], tp=degrees["tp"],
+                    pipefusion=degrees["pipefusion"], dp=n // used, warmup=int(warm.group(1)) if warm else 1), ""
     return Plan(cfg=degrees["cfg"], ulysses=degrees["ulysses"], ring=degrees["ring"], tp=degrees["tp"],
                 pipefusion=degrees["pipefusion"], dp=n // used, warmup=int(warm.group(1)) if warm else 1), ""
 
@@ -126,11 +136,22 @@ def row_context(row):
 
 def score_row(row, tun: Tunables | None = None) -> tuple[float | None, str]:
     """(predicted_latency_s or None, score_note) for one row of a candidate table."""
+    p, _, _, note = score_row_band(row, tun)
+    return p, note
+
+
+def score_row_band(row, tun: Tunables | None = None) -> tuple[float | None, float | None, float | None, str]:
+    """(predicted_latency_s, predicted_low_s, predicted_high_s, score_note) for one row; the band is
+    ditpar.plan.uncertainty's with every link figure a preset (a table row carries no bench)."""
+    from ditpar.plan import uncertainty
+
     tun = tun or Tunables()
     model, hw, shape, plan, note = row_context(row)
     if model is None:
-        return None, note
-    return predict(model, hw, shape, plan, tun).latency_s, note or "ok"
+        return None, None, None, note
+    bd = predict(model, hw, shape, plan, tun)
+    band = uncertainty.band(bd.latency_s, bd.exposed_by_link_s, frozenset())
+    return bd.latency_s, band.low_s, band.high_s, note or "ok"
 
 
 CALIBRATION_KEY = ["source_path", "model", "hardware", "interconnect", "resolution_or_seq", "steps"]
@@ -172,17 +193,21 @@ def score_table(frame, tun: Tunables | None = None, calibrate: bool = False):
     """Return frame with predicted_latency_s and score_note appended (rows and columns unchanged)."""
     tun = tun or Tunables()
     out = frame.copy()
-    preds, notes = [], []
+    preds, notes, lows, highs = [], [], [], []
     cal = calibrations(frame, tun) if calibrate else {}
     for _, row in frame.iterrows():
         row_tun = cal.get(_calibration_key(row), tun)
-        p, note = score_row(row, row_tun)
+        p, lo, hi, note = score_row_band(row, row_tun)
         if calibrate and row_tun is not tun:
             note = (note + "; " if note != "ok" else "") + "calibrated on the single-device row"
         preds.append("" if p is None else f"{p:.6g}")
+        lows.append("" if lo is None else f"{lo:.6g}")
+        highs.append("" if hi is None else f"{hi:.6g}")
         notes.append(note)
     out["predicted_latency_s"] = preds
     out["score_note"] = notes
+    out["predicted_low_s"] = lows
+    out["predicted_high_s"] = highs
     return out
 
 
@@ -268,6 +293,7 @@ def evaluate_tables(frames: dict[str, object], tun: Tunables | None = None, cali
     data.loc[~(data["measured"] > 0), "measured"] = float("nan")
     data["predicted"] = pd.to_numeric(data["predicted_latency_s"], errors="coerce")
     usable = data[data["measured"].notna() & data["predicted"].notna()].copy()
+    usable["other_config"] = usable["other_config"].map(scenario_config)
     scenarios: list[ScenarioResult] = []
     for key, grp in usable.groupby(["table", *SCENARIO_KEY], sort=False):
         if len(grp) < 2:

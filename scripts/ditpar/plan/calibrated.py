@@ -1,0 +1,204 @@
+"""plan.py's calibrated path: the box (bench, topo, overrides, 1-card calibration), the short list,
+the user's own comparison and the few-step matrix, added to the ranking's table, JSON and conclusion."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+from ditpar.errors import InputError
+from ditpar.plan import calibration, shortlist, uncertainty
+
+FEW_STEPS, ANCHOR_STEPS, REPEATS = 4, 10, 5
+
+
+@dataclass
+class Box:
+    hw: object
+    tun: object
+    link_records: list[dict]
+    overrides: list[str] = field(default_factory=list)
+    compute: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+
+def calibrate_box(args, model, hw, shape, tun) -> Box:
+    """Apply --topo, --bench, --set and --ref-step-s (in that order) to the preset."""
+    from ditpar.plan.cost import calibrate
+
+    warnings: list[str] = []
+    if args.topo:
+        hw, warnings = calibration.load_topology(args.topo, hw)
+    if args.bench:
+        curves = calibration.read_bench(args.bench, hw)
+        hw, records = calibration.apply_bench(hw, curves, model, shape)
+    else:
+        records = calibration.preset_records(hw)
+    used = calibration.reachable_links(hw, args.devices)
+    records = [r for r in records if r["link"] in used]
+    hw, tun, overrides = calibration.apply_sets(args.set or [], hw, tun)
+    for note in overrides:   # an override is the user's figure: no longer a preset guess
+        m = re.match(r"links\.(\w+)\.", note)
+        for r in records:
+            if m and r["link"] == m.group(1):
+                r["measured"], r["how"] = True, f"--set {note}"
+    if args.ref_step_s is not None and args.ref_latency is not None:
+        raise InputError("--ref-step-s and --ref-latency both given: pass one single-device measurement")
+    if args.ref_step_s is not None:
+        if not (args.ref_step_s > 0 and math.isfinite(args.ref_step_s)):
+            raise InputError(f"--ref-step-s {args.ref_step_s}: expected a positive number of seconds")
+        tun = calibrate(model, hw, shape, args.ref_step_s * shape.steps, tun)
+        compute = (f"compute calibrated from --ref-step-s {args.ref_step_s:g} s (one measured 1-card step; "
+                   f"compute x{tun.compute_scale:.3g} of the preset)")
+    elif args.ref_latency is not None:
+        compute = f"compute calibrated from --ref-latency {args.ref_latency:g} s (one measured 1-card request)"
+    else:
+        compute = (f"compute from the preset (peak {hw.peak_tflops_bf16:g} TFLOPS x mfu {hw.mfu:g}); not calibrated: "
+                   f"pass --ref-step-s or --ref-latency from one 1-card run")
+    return Box(hw, tun, records, overrides, compute, warnings)
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"\s+", " ", name.strip().lower())
+
+
+def find_plans(results, names: list[str]) -> list:
+    by = {_norm(r.plan.name): r for r in results}
+    out = []
+    for n in names:
+        r = by.get(_norm(n))
+        if r is None:
+            feas = [r.plan.name for r in results if r.feasible][:12]
+            raise InputError(f"--compare {n!r}: no such plan; names as printed, e.g. {', '.join(feas)}")
+        out.append(r)
+    return out
+
+
+def after_ranking(args, box: Box, results, model, hw, shape, tun, write_matrix=None) -> dict:
+    """Bands, short list, sensitivity, --compare and --emit-matrix after rank_plans (`write_matrix`:
+    the few-step tool's writer, passed in by the script since the plan layer does not import it)."""
+    from ditpar.plan import gates
+    from ditpar.plan.cost.rank import runner_up
+
+    measured = calibration.measured_links(box.link_records, hw)
+    short = shortlist.annotate(results, measured)
+    feas = [r for r in results if r.feasible]
+    a = feas[0] if feas else None
+    b = short[1] if len(short) > 1 else runner_up(feas)
+    sens = shortlist.sensitivity(model, hw, shape, tun, a, b) if a is not None and b is not None else None
+    out = {"short_list": short, "sensitivity": sens, "short_list_text": shortlist.describe(short, sens, hw),
+           "compare": [], "matrix": None}
+    if args.compare:
+        asked = find_plans(results, args.compare)
+        asked = sorted(asked, key=lambda r: r.latency_s)
+        lead = asked[0]
+        for other in asked[1:]:
+            rec = {"a": lead.plan.name, "b": other.plan.name}
+            if not (lead.feasible and other.feasible):
+                bad = lead if not lead.feasible else other
+                rec["note"] = f"{bad.plan.name} is infeasible: {bad.gates[-1].gate} {bad.gates[-1].reason}"
+            else:
+                rec["G6"] = gates.ab_gate(1, lead.plan, [other.plan]).reason
+                rec["G7"] = gates.projection(model, hw, shape, lead.plan, other.plan, tun).reason
+                rec["sensitivity"] = shortlist.sensitivity(model, hw, shape, tun, lead, other)
+                rec["tie"] = other.band.low_s <= lead.band.high_s
+            out["compare"].append(rec)
+        out["compare_plans"] = asked
+    if args.emit_matrix:
+        plans = short if len(short) >= 2 else [r for r in (a, b) if r is not None]
+        out["matrix"] = emit_matrix(args.emit_matrix, plans, write_matrix)
+    return out
+
+
+def _config_name(plan) -> str:
+    return plan.name.replace(" ", "-")
+
+
+def emit_matrix(path: str, plans: list, write_matrix) -> dict:
+    """Skeleton matrix (dit_s to be filled) for the plans, both tiers, ABBA order, REPEATS repeats, and
+    the fewstep.py run command that measures it."""
+    records = []
+    names = [_config_name(r.plan) for r in plans]
+    for tier, steps in (("few", FEW_STEPS), ("anchor", ANCHOR_STEPS)):
+        for rep in range(1, REPEATS + 1):
+            order = plans if rep % 2 else list(reversed(plans))    # A B, B A, A B, ... (ABBA)
+            for r in order:
+                for rank in range(r.plan.devices):
+                    d = r.plan.as_dict()
+                    tags = ";".join(f"{k}={v}" for k, v in d.items() if k != "patches")
+                    records.append({"config": _config_name(r.plan), "tier": tier, "steps": steps, "repeat": rep,
+                                    "rank": rank, "dit_s": None, "devices": r.plan.devices, "tags": tags})
+    write_matrix(path, records)
+    configs = " ".join(f"--config {_config_name(r.plan)} devices={r.plan.devices} "
+                       + " ".join(f"{k}={v}" for k, v in r.plan.as_dict().items() if k != "patches")
+                       for r in plans)
+    cmd = (f"python scripts/fewstep.py run {configs} --few-steps {FEW_STEPS} --anchor-steps {ANCHOR_STEPS} "
+           f"--repeats {REPEATS} --matrix {path} --logdir runs/plan-ab "
+           f"--launch 'torchrun --nproc-per-node {{devices}} YOUR_GEN.py --ulysses {{ulysses}} --ring {{ring}} "
+           f"--cfg {{cfg}} --pipefusion {{pipefusion}} --tp {{tp}} --steps {{steps}}' "
+           f"--dit-regex 'rank(?P<rank>\\d+) diffuse took (?P<dit_s>[0-9.]+)s'")
+    return {"path": path, "configs": names, "rows": len(records), "command": cmd}
+
+
+def extend_payload(payload: dict, results, extra: dict, box: Box) -> None:
+    """JSON additions: per-plan band and short_list; short list, sensitivity, link figures, overrides."""
+    for rec, r in zip(payload["plans"], results, strict=True):
+        band = getattr(r, "band", None)
+        ok = band is not None and r.feasible
+        rec["predicted_low_s"] = band.low_s if ok else None
+        rec["predicted_high_s"] = band.high_s if ok else None
+        rec["short_list"] = bool(getattr(r, "short_list", False))
+    payload["short_list"] = [r.plan.name for r in extra["short_list"]]
+    payload["sensitivity"] = extra["sensitivity"]
+    payload["link_figures"] = box.link_records
+    payload["overrides"] = box.overrides
+    payload["compute_calibration"] = box.compute
+    payload["band"] = {"model_half_width": uncertainty.MODEL_HALF_WIDTH, "preset_factor": uncertainty.PRESET_FACTOR}
+    payload["compare"] = extra["compare"]
+    payload["matrix"] = extra["matrix"]
+    payload["topology_warnings"] = box.warnings
+
+
+def render(text: str, results, extra: dict, box: Box, top: int) -> str:
+    """The ranking's text with the band table, link figures, overrides, comparison and matrix added."""
+    feas = [r for r in results if r.feasible]
+    shown = feas[:top]
+    for r in extra.get("compare_plans", []):
+        if r not in shown:
+            shown.append(r)
+    lines = ["", f"predicted bands (model error +-{uncertainty.MODEL_HALF_WIDTH:.1%} held-out, plus exposed comm on "
+             f"preset link figures moved x{uncertainty.PRESET_FACTOR:g} either way); tie = on the short list:",
+             f"{'#':>3} {'plan':<18}{'latency_s':>10}{'low_s':>9}{'high_s':>9}  short list"]
+    for r in shown:
+        if not r.feasible:
+            lines.append(f"{r.rank:>3} {r.plan.name:<18}{'-':>10}  infeasible")
+            continue
+        lines.append(f"{r.rank:>3} {r.plan.name:<18}{r.latency_s:>10.3g}{r.band.low_s:>9.3g}{r.band.high_s:>9.3g}  "
+                     f"{'tie' if r.short_list and len(extra['short_list']) > 1 else ''}")
+    lines += ["", f"compute: {box.compute}", "link figures (measured = from --bench or --set; preset = templates/hardware):"]
+    for rec in box.link_records:
+        lines.append(f"  {rec['link']:<13} {rec['figure']:<48} {rec['GBps']:>7.3g} GB/s  "
+                     f"{'measured' if rec['measured'] else 'preset'}: {rec['how']}")
+    if box.overrides:
+        lines.append("overrides (--set): " + "; ".join(box.overrides))
+    for w in box.warnings:
+        lines.append(f"topology warning: {w}")
+    for c in extra["compare"]:
+        lines += ["", f"your comparison: {c['a']} vs {c['b']}"]
+        if "note" in c:
+            lines.append(f"  {c['note']}")
+            continue
+        lines.append(f"  tie (bands overlap): {'yes' if c['tie'] else 'no'}")
+        lines.append(f"  G6 {c['G6']}")
+        lines.append(f"  G7 {c['G7']}")
+        s = c["sensitivity"]
+        if s:
+            lines.append(f"  sensitivity: the {s['input']} x{s['factor']:.2g} flips them; measure: {s['command']}")
+        else:
+            lines.append("  sensitivity: no single input within 1/16x..16x flips them")
+    if extra["matrix"]:
+        m = extra["matrix"]
+        lines += ["", f"few-step matrix for {', '.join(m['configs'])}: {m['path']} ({m['rows']} rows, both tiers, ABBA, "
+                  f"{REPEATS} repeats); fill it with:", f"  {m['command']}"]
+    return text + "\n".join(lines) + "\n"

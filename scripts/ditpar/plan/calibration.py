@@ -1,0 +1,258 @@
+"""Calibrate the hardware preset to the user's box: comm_bench.py CSVs, a topology matrix, --set overrides.
+
+`read_bench` turns comm_bench.py CSVs into bus-bandwidth curves per (link class, pattern, group size);
+`apply_bench` replaces the preset figures they cover, interpolated (log-linear in bytes) at the message
+size the request sends, and returns one line per link figure saying whether it is measured or preset.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from ditpar.errors import InputError
+
+BENCH_COLUMNS = ("op", "bytes", "ranks", "busbw_GBps", "correct", "group")
+RING_OPS = ("all_reduce", "all_gather", "reduce_scatter", "sendrecv")   # preference order for ring_GBps
+ALLTOALL_OPS = ("all_to_all",)
+
+
+@dataclass
+class Curve:
+    link: str
+    pattern: str        # "alltoall" | "ring"
+    group_size: int
+    op: str
+    points: list[tuple[int, float]]   # (bytes, busbw GB/s), sorted by bytes
+    source: str
+
+    def at(self, nbytes: float) -> tuple[float, str]:
+        """busbw at nbytes: log-linear between measured sizes, the end value outside (said so)."""
+        pts = self.points
+        if nbytes <= pts[0][0]:
+            return pts[0][1], f"at {pts[0][0]} B (smallest measured; request sends {nbytes:.3g} B)"
+        if nbytes >= pts[-1][0]:
+            return pts[-1][1], f"at {pts[-1][0]} B (largest measured; request sends {nbytes:.3g} B)"
+        for (b0, v0), (b1, v1) in zip(pts, pts[1:], strict=False):
+            if b0 <= nbytes <= b1:
+                t = (math.log(nbytes) - math.log(b0)) / (math.log(b1) - math.log(b0))
+                return v0 + t * (v1 - v0), f"interpolated at {nbytes:.3g} B"
+        raise AssertionError("unreachable")
+
+
+def _truthy(text: str, where: str) -> bool:
+    low = str(text).strip().lower()
+    if low in ("true", "1", "yes"):
+        return True
+    if low in ("false", "0", "no"):
+        return False
+    raise InputError(f"{where}: column 'correct' is {text!r}, expected True or False")
+
+
+def read_bench(paths: list[str], hw) -> list[Curve]:
+    """Curves of every comm_bench.py CSV; a failed `correct` row, a missing column or a group the
+    machine does not have is an InputError naming the file and line."""
+    import csv
+
+    raw: dict[tuple, dict] = {}
+    skipped: list[str] = []
+    for path in paths:
+        try:
+            text = Path(path).read_text()
+        except OSError as exc:
+            raise InputError(f"--bench {path}: cannot read ({exc.strerror})") from None
+        reader = csv.DictReader(text.splitlines())
+        cols = reader.fieldnames or []
+        missing = [c for c in BENCH_COLUMNS if c not in cols]
+        if missing:
+            raise InputError(f"--bench {path}: missing column(s) {', '.join(missing)}; present: {', '.join(cols)} "
+                             f"(expected a comm_bench.py --csv file)")
+        for line, row in enumerate(reader, 2):
+            where = f"--bench {path}:{line}"
+            if not _truthy(row["correct"], where):
+                raise InputError(f"{where}: {row['op']} at {row['bytes']} B received wrong data (correct=False); "
+                                 f"a bandwidth of a wrong transfer is not a measurement: fix the box and rerun")
+            op = row["op"]
+            if str(row.get("concurrent") or "1").strip() not in ("1", "1.0"):
+                skipped.append(f"{path}:{line}")   # K communicators at once: contention, not one group's busbw
+                continue
+            pattern = "alltoall" if op in ALLTOALL_OPS else "ring" if op in RING_OPS else None
+            if pattern is None:
+                continue
+            try:
+                nbytes, n, bw = int(float(row["bytes"])), int(float(row["ranks"])), float(row["busbw_GBps"])
+            except ValueError:
+                raise InputError(f"{where}: bytes, ranks and busbw_GBps must be numbers") from None
+            if not (nbytes > 0 and n >= 2 and math.isfinite(bw) and bw > 0):
+                raise InputError(f"{where}: expected bytes > 0, ranks >= 2 and a positive finite busbw_GBps")
+            label = str(row["group"]).strip()
+            ranks = list(range(n)) if label in ("", "world") else [int(x) for x in label.split(",")]
+            if len(ranks) != n:
+                raise InputError(f"{where}: group {label!r} has {len(ranks)} ranks but ranks={n}")
+            if max(ranks) >= hw.n_devices:
+                raise InputError(f"{where}: group {label!r} needs {max(ranks) + 1} devices; {hw.name} has "
+                                 f"{hw.n_devices} (pass --hardware/--topo for the benchmarked box)")
+            link = hw.class_for(ranks)
+            entry = raw.setdefault((link, pattern, n, op), {"points": {}, "source": path})
+            entry["points"].setdefault(nbytes, []).append(bw)
+    curves = []
+    for (link, pattern, n, op), e in raw.items():
+        pts = sorted((b, min(v)) for b, v in e["points"].items())   # the slower group decides
+        curves.append(Curve(link, pattern, n, op, pts, e["source"]))
+    if not curves:
+        raise InputError(f"--bench {', '.join(paths)}: no all_to_all, all_reduce, all_gather, reduce_scatter or "
+                         f"sendrecv rows with concurrent=1")
+    if skipped:
+        import sys
+
+        sys.stderr.write(f"plan.py: note: --bench rows with concurrent > 1 not used (contention runs, not one "
+                         f"group's busbw): {', '.join(skipped[:5])}{' ...' if len(skipped) > 5 else ''}\n")
+    return curves
+
+
+def message_bytes(model, shape, pattern: str, k: int) -> float:
+    """Bytes per rank of one call of the pattern in a plan with that dimension alone at degree k:
+    one of Q, K, V, O through a Ulysses all-to-all, or one K/V block per ring hop."""
+    n_attn = shape.tokens + shape.text_joint
+    if pattern == "alltoall":
+        return n_attn / k * model.heads * model.head_dim * 2 * shape.batch
+    return n_attn / k * 2 * model.kv_heads * model.head_dim * 2 * shape.batch
+
+
+def apply_bench(hw, curves: list[Curve], model, shape) -> tuple[object, list[dict]]:
+    """(hardware with measured figures, one record per link figure: measured or preset)."""
+    links = dict(hw.links)
+    records = []
+    for key, link in hw.links.items():
+        if key not in reachable_links(hw):
+            continue
+        mine = [c for c in curves if c.link == key]
+        a2a = {c.group_size: c for c in mine if c.pattern == "alltoall" and c.group_size >= 3}
+        table = dict(link.alltoall_GBps)
+        for k, c in sorted(a2a.items()):
+            bw, how = c.at(message_bytes(model, shape, "alltoall", k))
+            table[k] = bw
+            records.append({"link": key, "figure": f"all-to-all busbw, group {k}", "GBps": bw, "measured": True,
+                            "how": f"{c.source}: {c.op} {how}"})
+        for k, bw in sorted(table.items()):
+            if k not in a2a:
+                records.append({"link": key, "figure": f"all-to-all busbw, group {k}", "GBps": bw, "measured": False,
+                                "how": f"{_preset_name(hw)} (the bench has no all_to_all of this group size on this link: "
+                                       f"measured sizes {sorted(a2a) or 'none'})"})
+        ring = [c for c in mine if c.pattern == "ring"]
+        changes: dict = {"alltoall_GBps": tuple(sorted(table.items()))}
+        if ring:
+            best = min(ring, key=lambda c: (RING_OPS.index(c.op), -c.group_size))
+            bw, how = best.at(message_bytes(model, shape, "ring", best.group_size))
+            changes["ring_GBps"] = bw
+            records.append({"link": key, "figure": "ring busbw (all-reduce/all-gather/P2P pattern)", "GBps": bw,
+                            "measured": True, "how": f"{best.source}: {best.op}, group {best.group_size}, {how}"})
+        else:
+            records.append({"link": key, "figure": _ring_label(link),
+                            "GBps": link.ring_GBps or link.bandwidth_GBps, "measured": False,
+                            "how": f"{_preset_name(hw)} (no ring-pattern op on this link in the bench)"})
+        links[key] = dataclasses.replace(link, **changes)
+    return dataclasses.replace(hw, links=links), records
+
+
+def _preset_name(hw) -> str:
+    return f"preset templates/hardware/{Path(hw.path).name}" if hw.path else f"preset {hw.name}"
+
+
+def reachable_links(hw, devices: int | None = None) -> set[str]:
+    """Link classes that ranks 0..devices-1 of this machine can cross (one domain has no inter_domain hop)."""
+    n = min(devices or hw.n_devices, hw.n_devices)
+    return {"intra_domain"} | {hw.class_for([0, r]) for r in range(1, n)}
+
+
+def preset_records(hw) -> list[dict]:
+    """Link figures of an uncalibrated preset, all marked preset."""
+    out = []
+    for key, link in hw.links.items():
+        if key not in reachable_links(hw):
+            continue
+        for k, bw in link.alltoall_GBps:
+            out.append({"link": key, "figure": f"all-to-all busbw, group {k}", "GBps": bw, "measured": False,
+                        "how": _preset_name(hw)})
+        out.append({"link": key, "figure": _ring_label(link), "GBps": link.ring_GBps or link.bandwidth_GBps,
+                    "measured": False, "how": _preset_name(hw)})
+    return out
+
+
+def _ring_label(link) -> str:
+    return ("ring busbw (all-reduce/all-gather/P2P pattern)" if link.ring_GBps
+            else "bus bandwidth (every pattern; no per-pattern figure)")
+
+
+def measured_links(records: list[dict], hw) -> frozenset[str]:
+    """Link classes whose every figure is measured (their exposed time gets no preset widening)."""
+    keys = {r["link"] for r in records}
+    return frozenset(k for k in keys if all(r["measured"] for r in records if r["link"] == k))
+
+
+def load_topology(path: str, hw):
+    """The preset with domains from an `nvidia-smi topo -m` / `npu-smi info -t topo` file."""
+    from ditpar.plan.topology import apply_topology, parse_topology
+
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise InputError(f"--topo {path}: cannot read ({exc.strerror})") from None
+    topo = parse_topology(text, path)
+    return apply_topology(topo, hw), topo.warnings
+
+
+SET_HW = ("mfu", "peak_tflops_bf16", "hbm_bandwidth_GBps")
+SET_LINK = ("bandwidth_GBps", "ring_GBps", "latency_us", "per_peer_GBps")
+SET_TUN = ("overlap_efficiency", "launch_us")
+
+
+def set_keys(hw) -> list[str]:
+    out = list(SET_HW) + list(SET_TUN)
+    for key in hw.links:
+        out += [f"links.{key}.{f}" for f in SET_LINK] + [f"links.{key}.alltoall_GBps.K"]
+    return out
+
+
+def apply_sets(items: list[str], hw, tun) -> tuple[object, object, list[str]]:
+    """Apply --set KEY=VALUE overrides; every override is returned as 'key: old -> new'."""
+    notes = []
+    for item in items:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        try:
+            value = float(text)
+        except ValueError:
+            value = float("nan")
+        if not sep or not math.isfinite(value) or value < 0 or (value == 0 and key != "overlap_efficiency"):
+            raise InputError(f"--set {item!r}: expected KEY=VALUE with a positive finite number")
+        parts = key.split(".")
+        if key in SET_HW:
+            if key == "mfu" and value > 1:
+                raise InputError(f"--set {item!r}: mfu is a fraction in (0, 1]")
+            old = getattr(hw, key)
+            hw = dataclasses.replace(hw, **{key: value})
+        elif key in SET_TUN:
+            if key == "overlap_efficiency" and value > 1:
+                raise InputError(f"--set {item!r}: overlap_efficiency is a share in [0, 1]")
+            old = getattr(tun, key)
+            tun = dataclasses.replace(tun, **{key: value})
+        elif len(parts) >= 3 and parts[0] == "links" and parts[1] in hw.links and (
+                (len(parts) == 3 and parts[2] in SET_LINK) or
+                (len(parts) == 4 and parts[2] == "alltoall_GBps" and parts[3].isdigit() and int(parts[3]) >= 3)):
+            link = hw.links[parts[1]]
+            if len(parts) == 3:
+                old = getattr(link, parts[2])
+                link = dataclasses.replace(link, **{parts[2]: value})
+            else:
+                table = dict(link.alltoall_GBps)
+                old = table.get(int(parts[3]), "unset")
+                table[int(parts[3])] = value
+                link = dataclasses.replace(link, alltoall_GBps=tuple(sorted(table.items())))
+            hw = dataclasses.replace(hw, links={**hw.links, parts[1]: link})
+        else:
+            raise InputError(f"--set {key!r}: unknown figure; known: {', '.join(set_keys(hw))}")
+        notes.append(f"{key}: {old} -> {value:g}")
+    return hw, tun, notes
