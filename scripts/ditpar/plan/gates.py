@@ -42,20 +42,36 @@ def _heads_ok(n: int, d: int) -> bool:
     return d <= n and n % d == 0
 
 
-def availability(model, hw, shape: Shape, plan: Plan) -> Gate:
-    """G1: divisibility of heads, KV heads, sequence and layers; framework support."""
+def padding_for(model, shape: Shape, plan: Plan) -> int:
+    """Tokens a padding framework appends so the sequence (per frame for spatial attention) divides sp."""
+    if plan.sp <= 1:
+        return 0
+    spatial = any(parse_kind(k)[1] == "spatial" for k in model.blocks)
+    if spatial:
+        tpf = shape.tokens_per_frame
+        return shape.frames_tok * (-(-tpf // plan.sp) * plan.sp - tpf)
+    return -(-shape.tokens // plan.sp) * plan.sp - shape.tokens
+
+
+def availability(model, hw, shape: Shape, plan: Plan, frameworks=None) -> Gate:
+    """G1: what no framework can change (layers, patches, CFG, devices), then, with framework profiles,
+    which named framework runs the plan (divisibility of heads, KV heads and sequence is theirs to
+    handle: pad, uneven split, replicate or reject); without profiles, plain divisibility."""
     why = []
     head_split = plan.ulysses * plan.tp
-    if not _heads_ok(model.heads, head_split):
-        why.append(f"heads {model.heads} not divisible by ulysses x tp = {head_split}")
-    if model.kv_heads < head_split and head_split % model.kv_heads:
-        why.append(f"kv_heads {model.kv_heads} neither divides nor is a multiple of ulysses x tp = {head_split}")
     seq = shape.tokens
-    if plan.sp > 1 and seq % plan.sp:
-        why.append(f"sequence {seq} tokens not divisible by ulysses x ring x kv_allgather = {plan.sp}")
     spatial = any(parse_kind(k)[1] == "spatial" for k in model.blocks)
-    if spatial and plan.sp > 1 and shape.tokens_per_frame % plan.sp:
-        why.append(f"tokens per frame {shape.tokens_per_frame} not divisible by sp = {plan.sp}")
+    if frameworks is None:
+        if not _heads_ok(model.heads, head_split):
+            why.append(f"heads {model.heads} not divisible by ulysses x tp = {head_split}")
+        if model.kv_heads < head_split and head_split % model.kv_heads:
+            why.append(f"kv_heads {model.kv_heads} neither divides nor is a multiple of ulysses x tp = {head_split}")
+        if plan.sp > 1 and seq % plan.sp:
+            why.append(f"sequence {seq} tokens not divisible by ulysses x ring x kv_allgather = {plan.sp}")
+        if spatial and plan.sp > 1 and shape.tokens_per_frame % plan.sp:
+            why.append(f"tokens per frame {shape.tokens_per_frame} not divisible by sp = {plan.sp}")
+    elif head_split > model.heads:
+        why.append(f"ulysses x tp = {head_split} > {model.heads} heads")
     layers = sum(int(v) for v in model.blocks.values())
     if plan.pipefusion > layers:
         why.append(f"pipefusion {plan.pipefusion} > {layers} layers")
@@ -63,7 +79,7 @@ def availability(model, hw, shape: Shape, plan: Plan) -> Gate:
         rows = shape.tokens_per_frame  # PipeFusion cuts patches along the token sequence
         if rows // max(plan.num_patches, 1) < 1:
             why.append(f"{plan.num_patches} patches > {rows} tokens")
-        if str(getattr(hw, "vendor", "")).lower() in ("ascend", "huawei"):
+        if frameworks is None and str(getattr(hw, "vendor", "")).lower() in ("ascend", "huawei"):
             why.append("PipeFusion is not available on Ascend NPUs (xDiT parallel_state.py: "
                        "'pipefusion is not ready for npu yet'; MindIE-SD has none)")
     if plan.cfg > 1 and not shape.cfg:
@@ -75,9 +91,18 @@ def availability(model, hw, shape: Shape, plan: Plan) -> Gate:
     if why:
         return Gate("G1", "form availability", "veto", "; ".join(why))
     notes = []
-    if plan.kv_allgather > 1:
+    if frameworks is not None:
+        from ditpar.plan.frameworks import runs
+
+        lacks = {fw.name: runs(fw, model, hw, shape, plan) for fw in frameworks}
+        ok = [n for n, w in lacks.items() if w is None]
+        if not ok:
+            return Gate("G1", "form availability", "veto",
+                        "no named framework runs it: " + "; ".join(f"{n}: {w}" for n, w in lacks.items()))
+        notes.append(f"runs on {', '.join(ok)}")
+    elif plan.kv_allgather > 1:
         notes.append("AllGather-KV exists in LightX2V (seq_p_attn_type kv_all_gather) and SGLang, not xDiT")
-    if plan.tp > 1:
+    if plan.tp > 1 and frameworks is None:
         notes.append("TP: MindIE-SD, SGLang, vLLM-Omni and a few xDiT models; not with PipeFusion")
     if plan.dp > 1:
         notes.append(f"dp={plan.dp} serves other requests; one request gains nothing")
