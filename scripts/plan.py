@@ -124,10 +124,8 @@ def main() -> None:
 
 
 def run_plan(args) -> int:
-    from ditpar.plan import presets, report
+    from ditpar.plan import custom_model, frameworks, presets, report
     from ditpar.plan.cost import calibrate, conclusion, make_shape, parse_resolution, rank_plans
-
-    from ditpar.plan import custom_model, frameworks
 
     if (args.model is None) == (args.model_file is None):
         raise InputError("give exactly one of --model NAME and --model-file FILE.toml")

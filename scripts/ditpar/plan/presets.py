@@ -494,6 +494,8 @@ def _build(folder: Path, parse) -> _Registry:
     reg = _Registry()
     origin: dict[str, Path] = {}
     for path in sorted(folder.glob("*.toml")):
+        if path.stem.startswith("custom-"):   # minimal in-house model files (plan.py --model-file), not presets
+            continue
         preset = parse(_read_toml(path), path)
         if preset.name in reg.presets:
             raise InputError(f"{path}: name '{preset.name}' already used by {origin[preset.name]}")
