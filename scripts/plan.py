@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -45,6 +46,9 @@ def _framework_args(p) -> None:
     g.add_argument("--kv-heads", type=int, default=None, help="override the model's K/V heads")
     g.add_argument("--layers", type=int, default=None, help="override the model's transformer blocks")
     g.add_argument("--tokens", type=int, default=None, help="override the image/video tokens of one sample")
+    g.add_argument("--offload-text-encoder", action="store_true",
+                   help="text encoder off the device during denoising (not counted in G2 memory)")
+    g.add_argument("--vae-tiling", action="store_true", help="tiled VAE decode (smaller G2 decode peak)")
 
 
 def _tunables(args):
@@ -140,6 +144,7 @@ def run_plan(args) -> int:
     shape = make_shape(model, width, height, args.frames, args.steps, cfg=False if args.no_cfg else None)
     shape = custom_model.with_tokens(shape, args.tokens)
     tun = _tunables(args)
+    tun = dataclasses.replace(tun, offload_text_encoder=args.offload_text_encoder, vae_tiling=args.vae_tiling)
     if args.ref_latency is not None:
         tun = calibrate(model, hw, shape, args.ref_latency, tun)
     if args.top < 1:

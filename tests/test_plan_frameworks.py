@@ -37,7 +37,7 @@ def test_every_preset_pair_ranks_a_runnable_exact_feasible_plan_first():
                     try:
                         res = rank_plans(model, hw, shape, devices, Tunables(), frameworks=[fw], detail=False)
                     except InputError as exc:
-                        assert "no plan can use" in str(exc)
+                        assert "plan can use" in str(exc)
                         refused += 1
                         continue
                     top = res[0]

@@ -110,23 +110,46 @@ def availability(model, hw, shape: Shape, plan: Plan, frameworks=None) -> Gate:
 
 
 def memory_fit(model, hw, shape: Shape, plan: Plan, bd: Breakdown) -> Gate:
-    """G2: weights + activations + KV buffers within device memory; name the lossless unlock."""
+    """G2: peak memory per rank within the device; when it does not fit, name the lossless steps, in
+    order, that make it fit: text-encoder offload, VAE tiling, layer-wise weight sharding. Weight
+    sharding is applied by the ranking (warn) when it alone suffices; the flags are the user's to set."""
+    from ditpar.plan.cost.memory import vae_decode_GB
+
     cap = hw.memory_GB * MEMORY_HEADROOM
-    parts = ", ".join(f"{k.removesuffix('_GB')} {v:.1f}" for k, v in bd.memory_parts_GB.items())
+    p = bd.memory_parts_GB
+    parts = ", ".join(f"{k.removesuffix('_GB')} {v:.1f}" for k, v in p.items())
     experts = int(getattr(model, "experts", 1) or 1)
     if bd.memory_GB <= cap:
         return Gate("G2", "memory fit", "pass", f"{bd.memory_GB:.1f} GB per rank ({parts}) <= {cap:.0f} GB")
-    weights = bd.memory_parts_GB.get("weights_GB", 0.0)
-    sharded = weights / max(1, plan.devices // (plan.tp * plan.pipefusion))
-    rest = bd.memory_GB - weights
-    unlock = (f"lossless unlock: layer-wise weight sharding over the {plan.devices} ranks (all-gather each "
-              f"layer's weights before use) needs {sharded + rest:.1f} GB")
-    if sharded + rest <= cap:
-        return Gate("G2", "memory fit", "warn", f"{bd.memory_GB:.1f} GB > {cap:.0f} GB ({parts}); {unlock}; "
-                    f"re-run G3 with the weight all-gathers")
+    weights = p.get("weights_GB", 0.0)
+    te, buffers, vae = p.get("text_encoder_GB", 0.0), p.get("comm_buffers_GB", 0.0), p.get("vae_decode_GB", 0.0)
+    phase = p.get("activations_GB", 0.0) + p.get("kv_buffers_GB", 0.0)
+    ranks = max(1, plan.devices // (plan.tp * plan.pipefusion))
+    steps, state = [], {"w": weights, "te": te, "vae": vae}
+
+    def peak() -> float:
+        return state["w"] + state["te"] + buffers + max(phase, state["vae"])
+    if te > 0:
+        state["te"] = 0.0
+        steps.append(("--offload-text-encoder (it runs once before denoising)", peak()))
+    tiled = vae_decode_GB(model, shape, True) if vae else 0.0
+    if vae > phase and tiled < vae:
+        state["vae"] = tiled
+        steps.append(("--vae-tiling (tiled decode; same result up to tile-seam blending)", peak()))
+    state["w"] = weights / ranks
+    steps.append((f"layer-wise weight sharding over the {plan.devices} ranks (all-gather each layer's weights "
+                  f"before use)", peak()))
     extra = f" (x{experts} experts resident)" if experts > 1 else ""
-    return Gate("G2", "memory fit", "veto", f"{bd.memory_GB:.1f} GB > {cap:.0f} GB{extra} ({parts}); "
-                f"even {unlock.split(': ', 1)[1]}")
+    head = f"{bd.memory_GB:.1f} GB > {cap:.0f} GB{extra} ({parts})"
+    for i, (_, gb) in enumerate(steps):
+        if gb <= cap:
+            used = [name for name, _ in steps[:i + 1]]
+            unlock = f"lossless unlock: {' + '.join(used)} needs {gb:.1f} GB"
+            if i == len(steps) - 1 and len(steps) == 1:
+                return Gate("G2", "memory fit", "warn", f"{head}; {unlock}; re-run G3 with the weight all-gathers")
+            return Gate("G2", "memory fit", "veto", f"{head}; {unlock}")
+    return Gate("G2", "memory fit", "veto", f"{head}; even {' + '.join(n for n, _ in steps)} needs "
+                f"{steps[-1][1]:.1f} GB")
 
 
 def comm_lower_bound(model, hw, shape: Shape, plan: Plan, bd: Breakdown, tun: Tunables) -> Gate:

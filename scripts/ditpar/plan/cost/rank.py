@@ -91,6 +91,14 @@ def rank_plans(model, hw, shape: Shape, devices: int, tun: Tunables, *, with_dp:
         reasons = sorted({r.gates[-1].reason.split(";")[0] for r in results if not r.feasible})[:3]
         raise InputError(f"no plan can use {devices} devices for one request of {model.name} on {hw.name} "
                          f"(G1/G2 vetoes, e.g.): " + " | ".join(reasons))
+    if not allow_approximate and not any(r.exact for r in useful):
+        best = min(useful, key=lambda r: r.latency_s)
+        mem = [r for r in results if not r.feasible and r.exact and r.gates[-1].gate == "G2"]
+        exact_vetoes = ([f"{m.plan.name}: {m.gates[-1].reason}" for m in sorted(mem, key=lambda r: r.breakdown.memory_GB)[:1]]
+                        or sorted({r.gates[-1].reason.split(";")[0] for r in results if not r.feasible and r.exact})[:2])
+        raise InputError(f"no exact plan can use {devices} devices for {model.name} on {hw.name}; only approximate "
+                         f"plans fit (best {best.plan.name}: stale activations change the output): add "
+                         f"--allow-approximate to rank them (exact plans fail: " + " | ".join(exact_vetoes) + ")")
     results.sort(key=lambda r: (not r.feasible, not (r.exact or allow_approximate), r.latency_s, r.plan.dp))
     for i, r in enumerate(results, 1):
         r.rank = i
@@ -139,11 +147,13 @@ def add_weight_gather(hw, shape: Shape, plan: Plan, bd: Breakdown) -> None:
 
 
 def runner_up(feas: list[PlanResult]) -> PlanResult | None:
-    """The best plan that differs from the leader in more than its data-parallel degree."""
+    """The best plan that differs from the leader in more than its data-parallel degree (an exact
+    leader is compared with exact plans only: an approximate one is not its alternative)."""
     if not feas:
         return None
     lead = dataclasses.replace(feas[0].plan, dp=1)
-    return next((r for r in feas[1:] if dataclasses.replace(r.plan, dp=1) != lead), None)
+    return next((r for r in feas[1:] if dataclasses.replace(r.plan, dp=1) != lead
+                 and (r.exact or not feas[0].exact)), None)
 
 
 def conclusion(results: list[PlanResult], model, hw, shape: Shape) -> str:
@@ -154,8 +164,12 @@ def conclusion(results: list[PlanResult], model, hw, shape: Shape) -> str:
     a = feas[0]
     b = runner_up(feas)
     if b is None:
-        return (f"Only {a.plan.name} is feasible" + (f" (on {a.framework})" if a.framework else "")
-                + f": predicted {a.latency_s:.3g} s.")
+        faster = [r for r in feas if r.latency_s < a.latency_s and not r.exact]
+        return (f"Only {a.plan.name} is feasible" + (" among exact plans" if a.exact and len(feas) > 1 else "")
+                + (f" (on {a.framework})" if a.framework else "") + f": predicted {a.latency_s:.3g} s, "
+                f"{a.speedup_vs_1:.2f}x one device."
+                + (f" A faster approximate plan exists ({faster[0].plan.name}, {faster[0].latency_s:.3g} s, "
+                   f"stale activations): --allow-approximate ranks it." if faster else ""))
     lead = b.latency_s / a.latency_s - 1
     g7 = next((g for g in a.gates if g.gate == "G7"), None)
     flips = ""
