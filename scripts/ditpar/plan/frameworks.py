@@ -149,6 +149,11 @@ def resolve_frameworks(names: list[str] | None) -> list[Framework]:
             index[normalize(a)] = fw
     out = []
     for n in names:
+        if n.endswith(".toml"):   # a profile of your own stack (same schema)
+            fw = parse_framework(_read_toml(Path(n)), Path(n))
+            if fw not in out:
+                out.append(fw)
+            continue
         fw = index.get(normalize(n))
         if fw is None:
             raise InputError(f"--framework {n!r}: unknown; known: {', '.join(f.name for f in every)}")

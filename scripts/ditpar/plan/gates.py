@@ -125,31 +125,28 @@ def memory_fit(model, hw, shape: Shape, plan: Plan, bd: Breakdown) -> Gate:
     te, buffers, vae = p.get("text_encoder_GB", 0.0), p.get("comm_buffers_GB", 0.0), p.get("vae_decode_GB", 0.0)
     phase = p.get("activations_GB", 0.0) + p.get("kv_buffers_GB", 0.0)
     ranks = max(1, plan.devices // (plan.tp * plan.pipefusion))
-    steps, state = [], {"w": weights, "te": te, "vae": vae}
-
-    def peak() -> float:
-        return state["w"] + state["te"] + buffers + max(phase, state["vae"])
-    if te > 0:
-        state["te"] = 0.0
-        steps.append(("--offload-text-encoder (it runs once before denoising)", peak()))
     tiled = vae_decode_GB(model, shape, True) if vae else 0.0
-    if vae > phase and tiled < vae:
-        state["vae"] = tiled
-        steps.append(("--vae-tiling (tiled decode; same result up to tile-seam blending)", peak()))
-    state["w"] = weights / ranks
-    steps.append((f"layer-wise weight sharding over the {plan.devices} ranks (all-gather each layer's weights "
-                  f"before use)", peak()))
+    names = {"te": "--offload-text-encoder (it runs once before denoising)",
+             "vae": "--vae-tiling (tiled decode; same result up to tile-seam blending)",
+             "shard": f"layer-wise weight sharding over the {plan.devices} ranks (all-gather each layer's "
+                      f"weights before use)"}
+    usable = [k for k, ok in (("te", te > 0), ("vae", tiled < vae and vae > phase), ("shard", ranks > 1)) if ok]
+
+    def peak(steps) -> float:
+        w = weights / ranks if "shard" in steps else weights
+        return w + (0.0 if "te" in steps else te) + buffers + max(phase, tiled if "vae" in steps else vae)
+    subsets = [tuple(k for i, k in enumerate(usable) if mask >> i & 1) for mask in range(1, 1 << len(usable))]
+    fitting = sorted((sub for sub in subsets if peak(sub) <= cap), key=lambda sub: (len(sub), "shard" in sub))
     extra = f" (x{experts} experts resident)" if experts > 1 else ""
     head = f"{bd.memory_GB:.1f} GB > {cap:.0f} GB{extra} ({parts})"
-    for i, (_, gb) in enumerate(steps):
-        if gb <= cap:
-            used = [name for name, _ in steps[:i + 1]]
-            unlock = f"lossless unlock: {' + '.join(used)} needs {gb:.1f} GB"
-            if i == len(steps) - 1 and len(steps) == 1:
-                return Gate("G2", "memory fit", "warn", f"{head}; {unlock}; re-run G3 with the weight all-gathers")
-            return Gate("G2", "memory fit", "veto", f"{head}; {unlock}")
-    return Gate("G2", "memory fit", "veto", f"{head}; even {' + '.join(n for n, _ in steps)} needs "
-                f"{steps[-1][1]:.1f} GB")
+    if not fitting:
+        return Gate("G2", "memory fit", "veto", f"{head}; even {' + '.join(names[k] for k in usable)} needs "
+                    f"{peak(tuple(usable)):.1f} GB" if usable else head)
+    best = fitting[0]
+    unlock = f"lossless unlock: {' + '.join(names[k] for k in best)} needs {peak(best):.1f} GB"
+    if best == ("shard",):   # applied by the ranking, its all-gather charged
+        return Gate("G2", "memory fit", "warn", f"{head}; {unlock}; re-run G3 with the weight all-gathers")
+    return Gate("G2", "memory fit", "veto", f"{head}; {unlock}")
 
 
 def comm_lower_bound(model, hw, shape: Shape, plan: Plan, bd: Breakdown, tun: Tunables) -> Gate:
