@@ -176,3 +176,51 @@ def test_cli_json_carries_framework_exact_speedup():
     assert "xDiT" in data["conclusion"]
     single = [q for q in data["plans"] if q["name"] == "DP4"]
     assert single and single[0]["speedup_vs_1"] == pytest.approx(1.0, rel=0.02)
+
+
+def test_memory_parts_by_hand_and_g2_names_the_unlock():
+    from ditpar.plan.cost.memory import memory_per_rank
+
+    m = presets.resolve_model("Wan2.2-T2V-A14B")
+    hw = presets.resolve_hardware("H100", None, 8)
+    peak, parts = memory_per_rank(m, make_shape(m), Plan(cfg=2, ulysses=4), hw)
+    assert parts["text_encoder_GB"] == pytest.approx(5.68 * 2)                   # umT5-XXL, bf16
+    assert parts["vae_decode_GB"] == pytest.approx(4 * 1280 * 720 * 128 * 2 * 3 / 1e9)   # 4 frames at once
+    assert parts["comm_buffers_GB"] == pytest.approx(2 * 0.25)                   # cfg and ulysses communicators
+    assert peak == pytest.approx(parts["weights_GB"] + parts["text_encoder_GB"] + parts["comm_buffers_GB"]
+                                 + max(parts["activations_GB"] + parts["kv_buffers_GB"], parts["vae_decode_GB"]))
+    _, off = memory_per_rank(m, make_shape(m), Plan(), hw, offload_text_encoder=True, vae_tiling=True)
+    assert off["text_encoder_GB"] == 0 and off["vae_decode_GB"] == pytest.approx(4 * 512 * 512 * 128 * 2 * 3 / 1e9)
+    # FLUX.1-dev on 24 GB cards: TP2 plans fit only without the resident T5 -> G2 names the flag
+    flux = presets.resolve_model("FLUX.1-dev")
+    box = presets.resolve_hardware("RTX 4090", None, 4)
+    res = rank_plans(flux, box, make_shape(flux), 4, Tunables(), frameworks=frameworks.all_frameworks(),
+                     detail=False)
+    u2tp2 = next(r for r in res if r.plan == Plan(ulysses=2, tp=2))
+    assert not u2tp2.feasible and "lossless unlock: --offload-text-encoder" in u2tp2.gates[-1].reason
+    import dataclasses
+
+    res = rank_plans(flux, box, make_shape(flux), 4, dataclasses.replace(Tunables(), offload_text_encoder=True),
+                     frameworks=frameworks.all_frameworks(), detail=False)
+    assert next(r for r in res if r.plan == Plan(ulysses=2, tp=2)).feasible
+
+
+def test_framework_profile_file(tmp_path):
+    src = (ROOT / "templates" / "frameworks" / "lightx2v.toml").read_text()
+    mine = tmp_path / "mine.toml"
+    mine.write_text(src.replace('name = "LightX2V"', 'name = "Mine"').replace(
+        'incompatible = [["ulysses", "ring"], ["ulysses", "kv_allgather"], ["ring", "kv_allgather"]]',
+        'incompatible = []').replace('gqa_kv_replication = false', 'gqa_kv_replication = true'))
+    (fw,) = frameworks.resolve_frameworks([str(mine)])
+    wan = presets.resolve_model("Wan2.1-T2V-14B")
+    hw = presets.resolve_hardware("H100", None, 8)
+    assert frameworks.runs(fw, wan, hw, make_shape(wan), Plan(ulysses=4, kv_allgather=2)) is None
+    gqa = custom_model.override(wan, kv_heads=4)
+    shape = make_shape(gqa)
+    assert frameworks.runs(fw, gqa, hw, shape, Plan(ulysses=8)) is None        # K/V heads replicated 4 -> 8
+    (lx,) = frameworks.resolve_frameworks(["lightx2v"])
+    assert "no K/V head replication" in frameworks.runs(lx, gqa, hw, shape, Plan(ulysses=8))
+    bad = tmp_path / "bad.toml"
+    bad.write_text(src.replace('sequence_indivisible = "reject"', 'sequence_indivisible = "maybe"'))
+    with pytest.raises(InputError, match="sequence_indivisible"):
+        frameworks.resolve_frameworks([str(bad)])
