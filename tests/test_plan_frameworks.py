@@ -85,10 +85,15 @@ def test_indivisible_sequence_is_padded_by_a_padding_framework_and_costed():
     # xDiT rejects it (no padding in its profile): vetoed with the framework's reason
     from ditpar.plan.frameworks import runs
 
-    xdit = frameworks.resolve_frameworks(["xDiT"])
-    assert runs(xdit[0], m, hw, shape, Plan(ulysses=8)) == "sequence 6889 tokens not divisible by sp 8 (no padding)"
-    with pytest.raises(InputError, match="xDiT: no cfg for qwen-image"):   # xDiT alone has no plan on 8
-        rank_plans(m, hw, shape, 8, Tunables(), frameworks=xdit, detail=False)
+    # xDiT pads Qwen-Image (transformer_qwen.py chunk_and_pad_sequence); vLLM-Omni does not
+    xdit, omni = frameworks.resolve_frameworks(["xDiT", "vLLM-Omni"])
+    assert runs(xdit, m, hw, shape, Plan(ulysses=8)) is None
+    assert runs(omni, m, hw, shape, Plan(ulysses=8)) == "sequence 6889 tokens not divisible by sp 8 (no padding)"
+    assert runs(omni, m, hw, shape, Plan(ulysses=1, cfg=1, tp=1, dp=8)) is None
+    # diffusers pads (ulysses_anything) only with one sequence form: U8 yes, U4 R2 no
+    (diff,) = frameworks.resolve_frameworks(["diffusers"])
+    assert runs(diff, m, hw, shape, Plan(ulysses=8)) is None
+    assert "no padding" in runs(diff, m, hw, shape, Plan(ulysses=4, ring=2))
 
 
 def _gqa_model():
@@ -210,7 +215,8 @@ def test_framework_profile_file(tmp_path):
     mine = tmp_path / "mine.toml"
     mine.write_text(src.replace('name = "LightX2V"', 'name = "Mine"').replace(
         'incompatible = [["ulysses", "ring"], ["ulysses", "kv_allgather"], ["ring", "kv_allgather"]]',
-        'incompatible = []').replace('gqa_kv_replication = false', 'gqa_kv_replication = true'))
+        'incompatible = []').replace('gqa_kv_replication = false', 'gqa_kv_replication = true').replace(
+        'kv_allgather = ["hunyuan-image3"]', 'kv_allgather = ["*"]'))
     (fw,) = frameworks.resolve_frameworks([str(mine)])
     wan = presets.resolve_model("Wan2.1-T2V-14B")
     hw = presets.resolve_hardware("H100", None, 8)

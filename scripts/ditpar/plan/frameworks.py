@@ -45,6 +45,9 @@ class Framework:
     forms: dict[str, tuple[str, ...]]
     form_vendors: dict[str, tuple[str, ...]] = field(default_factory=dict)
     incompatible: tuple[tuple[str, str], ...] = ()
+    sequence_pad_families: tuple[str, ...] = ()   # families padded even when sequence_indivisible = reject
+    padding_single_form: bool = False             # pad/uneven only when one SP form is used (diffusers *_anything)
+    vendor_families: dict[str, tuple[str, ...]] = field(default_factory=dict)  # families tested per vendor
     unverified: tuple[str, ...] = ()
     sources: dict[str, str] = field(default_factory=dict)
     path: str = ""
@@ -53,7 +56,22 @@ class Framework:
         fams = self.forms.get(form, ())
         if "*" not in fams and family not in fams:
             return False
+        if vendor in self.vendor_families and "*" not in self.vendor_families[vendor] \
+                and family not in self.vendor_families[vendor]:
+            return False
         return vendor in self.form_vendors.get(form, self.vendors)
+
+    def pads_sequence(self, family: str, plan: Plan) -> bool:
+        """Whether this framework pads (or splits unevenly) a sequence that does not divide sp."""
+        if self.padding_single_form and sum(plan.degree(f) > 1 for f in ("ulysses", "ring", "kv_allgather")) > 1:
+            return False
+        return self.sequence_indivisible != "reject" or family in self.sequence_pad_families
+
+    def pads_heads(self, plan: Plan) -> bool:
+        """Whether heads that do not divide Ulysses x TP are padded."""
+        if self.padding_single_form and sum(plan.degree(f) > 1 for f in ("ulysses", "ring", "kv_allgather")) > 1:
+            return False
+        return self.heads_indivisible == "pad"
 
     def as_dict(self) -> dict:
         return {"name": self.name, "version": self.version, "vendors": list(self.vendors),
@@ -100,6 +118,13 @@ def parse_framework(data: dict, path: Path) -> Framework:
     forms = {f: _strs(forms_raw, f, path, default=()) for f in FORMS}
     fv_raw = data.get("form_vendors", {})
     form_vendors = {f: _strs(fv_raw, f, path) for f in fv_raw}
+    vf_raw = data.get("vendor_families", {})
+    if not isinstance(vf_raw, dict):
+        raise InputError(f"{path}: [vendor_families] must be a table of vendor = [families]")
+    vendor_families = {v: _strs(vf_raw, v, path) for v in vf_raw}
+    single = data.get("padding_single_form", False)
+    if not isinstance(single, bool):
+        raise InputError(f"{path}: key 'padding_single_form' must be true or false, got {single!r}")
     pairs = data.get("incompatible", [])
     if not isinstance(pairs, list) or not all(isinstance(p, list) and len(p) == 2 and set(p) <= set(FORMS)
                                               for p in pairs):
@@ -116,6 +141,8 @@ def parse_framework(data: dict, path: Path) -> Framework:
         weight_sharding=_bool(data, "weight_sharding", path), vae_parallel=_bool(data, "vae_parallel", path),
         text_encoder_parallel=_bool(data, "text_encoder_parallel", path), forms=forms,
         form_vendors=form_vendors, incompatible=tuple(tuple(p) for p in pairs),
+        sequence_pad_families=_strs(data, "sequence_pad_families", path, default=()),
+        padding_single_form=single, vendor_families=vendor_families,
         unverified=_strs(data, "unverified", path, default=()), sources=dict(sources), path=str(path))
 
 
@@ -126,6 +153,8 @@ def _registry(folder: str) -> dict[str, Framework]:
         raise InputError(f"{root}: framework profile folder not found")
     out: dict[str, Framework] = {}
     for path in sorted(root.glob("*.toml")):
+        if path.stem.startswith("custom-"):   # templates for your own stack (--framework FILE.toml)
+            continue
         fw = parse_framework(_read_toml(path), path)
         out[fw.name] = fw
     if not out:
@@ -199,20 +228,45 @@ def runs(fw: Framework, model, hw, shape, plan: Plan) -> str | None:
     lacks = [f for f in FORMS if plan.degree(f) > 1 and not fw.offers(f, family, vendor)]
     if lacks:
         where = f" on {vendor}" if any(fw.offers(f, family, v) for f in lacks for v in fw.vendors) else ""
+        if vendor in fw.vendor_families and family not in fw.vendor_families[vendor] \
+                and "*" not in fw.vendor_families[vendor]:
+            return f"{family} not supported on {vendor}"
         return f"no {'/'.join(lacks)} for {family}{where}"
     used = {f for f in FORMS if plan.degree(f) > 1}
     for a, b in fw.incompatible:
         if a in used and b in used:
             return f"{a} does not combine with {b}"
-    head_split = plan.ulysses * plan.tp
-    if head_split > 1 and model.heads % head_split and fw.heads_indivisible != "pad":
-        return f"heads {model.heads} not divisible by ulysses x tp = {head_split} (no head padding)"
+    if plan.tp > 1 and model.heads % plan.tp:
+        return f"heads {model.heads} not divisible by tp {plan.tp} (TP shards whole heads)"
+    local = model.heads // plan.tp
+    if plan.ulysses > 1 and local % plan.ulysses and not fw.pads_heads(plan):
+        return f"heads {model.heads} not divisible by ulysses x tp = {plan.ulysses * plan.tp} (no head padding)"
     kv_local = model.kv_heads / plan.tp if model.kv_heads >= plan.tp else 1
     if plan.ulysses > 1 and model.kv_heads < model.heads and kv_local % plan.ulysses \
             and not fw.gqa_kv_replication:
         return f"kv_heads {model.kv_heads} not divisible by ulysses {plan.ulysses} (no K/V head replication)"
     from ditpar.plan.gates import padding_for
 
-    if padding_for(model, shape, plan) and fw.sequence_indivisible == "reject":
+    if padding_for(model, shape, plan) and not fw.pads_sequence(family, plan):
         return f"sequence {shape.tokens} tokens not divisible by sp {plan.sp} (no padding)"
     return None
+
+
+def matrix_markdown() -> str:
+    """The framework matrix of references/parallel-selection.md §10.1, generated from the profiles."""
+    rows = ["| framework | vendors | ulysses | ring | kv_allgather | tp | pipefusion | cfg | indivisible sequence "
+            "| indivisible heads | GQA K/V replication | weight sharding | unverified |",
+            "|---" * 13 + "|"]
+    for fw in all_frameworks():
+        cells = []
+        for form in ("ulysses", "ring", "kv_allgather", "tp", "pipefusion", "cfg"):
+            fams = fw.forms.get(form, ())
+            text = "any" if "*" in fams else (", ".join(fams) or "-")
+            if form in fw.form_vendors:
+                text += f" ({'/'.join(fw.form_vendors[form])} only)"
+            cells.append(text)
+        rows.append(f"| {fw.name} | {'/'.join(fw.vendors)} | " + " | ".join(cells)
+                    + f" | {fw.sequence_indivisible} | {fw.heads_indivisible} | "
+                    f"{'yes' if fw.gqa_kv_replication else 'no'} | {'yes' if fw.weight_sharding else 'no'} | "
+                    f"{len(fw.unverified)} |")
+    return "\n".join(rows)

@@ -97,8 +97,12 @@ def availability(model, hw, shape: Shape, plan: Plan, frameworks=None) -> Gate:
         lacks = {fw.name: runs(fw, model, hw, shape, plan) for fw in frameworks}
         ok = [n for n, w in lacks.items() if w is None]
         if not ok:
-            return Gate("G1", "form availability", "veto",
-                        "no named framework runs it: " + "; ".join(f"{n}: {w}" for n, w in lacks.items()))
+            vendor = str(getattr(hw, "vendor", "")).lower()
+            other = [n for n, w in lacks.items() if w == f"no {vendor} support"]
+            parts = [f"{n}: {w}" for n, w in lacks.items() if n not in other]
+            if other:
+                parts.append(f"{', '.join(other)}: no {vendor} support")
+            return Gate("G1", "form availability", "veto", "no named framework runs it: " + " | ".join(parts))
         notes.append(f"runs on {', '.join(ok)}")
     elif plan.kv_allgather > 1:
         notes.append("AllGather-KV exists in LightX2V (seq_p_attn_type kv_all_gather) and SGLang, not xDiT")

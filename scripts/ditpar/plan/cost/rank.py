@@ -69,8 +69,9 @@ def rank_plans(model, hw, shape: Shape, devices: int, tun: Tunables, *, with_dp:
         pshape = dataclasses.replace(shape, pad_tokens=pad) if pad else shape
         bd = predict(model, hw, pshape, plan, tun)
         if pad:
-            bd.notes.append(f"sequence padded by {pad} tokens to divide sp = {plan.sp} "
-                            f"({runners[0].sequence_indivisible}, as {runners[0].name} does); padding is costed")
+            how = "uneven split" if runners[0].sequence_indivisible == "uneven" else "padding"
+            bd.notes.append(f"sequence not divisible by sp = {plan.sp}: {runners[0].name} {how}, costed as "
+                            f"{pad} padded tokens (the largest shard sets the pace)")
         g2 = gates.memory_fit(model, hw, pshape, plan, bd)
         feasible = g2.verdict != "veto"
         if g2.verdict == "warn":

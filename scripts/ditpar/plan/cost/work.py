@@ -239,6 +239,9 @@ def block_work(model, hw, shape: Shape, plan: Plan, groups: dict[str, list[list[
     u, r, g, tp, sp = plan.ulysses, plan.ring, plan.kv_allgather, plan.tp, plan.sp
     hd = model.head_dim
     dq_l = dq / tp                                                   # per TP rank
+    h_l = model.heads / tp
+    head_pad = math.ceil(h_l / u) * u / h_l if h_l >= 1 else 1.0     # heads padded to a multiple of U (cache-dit)
+    dq_l *= head_pad
     kv_rank_heads = kv_heads_after_split(model.kv_heads, tp, u)      # whole K/V heads per rank after Ulysses
     kv_u = kv_rank_heads * u * hd                                    # K/V width entering Ulysses (replicated if needed)
     out = []
@@ -253,10 +256,11 @@ def block_work(model, hw, shape: Shape, plan: Plan, groups: dict[str, list[list[
             kv_tokens = n_attn
         share = batch / (sp * tp)
         lin = n_attn * linear_flops_per_token(model, base) * share
+        attn_share = share * head_pad                            # the rank with the most (padded) heads
         if getattr(model, "attention", "softmax") == "linear":   # SANA: phi(K)^T V then Q (.), linear in S
-            attn = 4.0 * n_attn * model.head_dim * dq * share
+            attn = 4.0 * n_attn * model.head_dim * dq * attn_share
         else:
-            attn = 4.0 * n_attn * kv_tokens * dq * share
+            attn = 4.0 * n_attn * kv_tokens * dq * attn_share
         cross = 0.0
         if base == "cross":
             ctx = shape.text_cross + int(getattr(model, "image_cross_tokens", 0) or 0)
