@@ -230,3 +230,8 @@ def test_framework_profile_file(tmp_path):
     bad.write_text(src.replace('sequence_indivisible = "reject"', 'sequence_indivisible = "maybe"'))
     with pytest.raises(InputError, match="sequence_indivisible"):
         frameworks.resolve_frameworks([str(bad)])
+
+
+def test_framework_matrix_in_reference_matches_profiles():
+    text = (ROOT / "references" / "parallel-selection.md").read_text()
+    assert frameworks.matrix_markdown() in text

@@ -90,8 +90,12 @@ def rank_plans(model, hw, shape: Shape, devices: int, tun: Tunables, *, with_dp:
     useful = [r for r in results if r.feasible and (devices == 1 or r.plan.dp < devices)]
     if not useful:
         reasons = sorted({r.gates[-1].reason.split(";")[0] for r in results if not r.feasible})[:3]
+        unlock = sorted((r for r in results if not r.feasible and r.gates[-1].gate == "G2"
+                         and "lossless unlock" in r.gates[-1].reason), key=lambda r: r.breakdown.memory_GB)
+        hint = (f"; {unlock[0].plan.name} fits with the " + unlock[0].gates[-1].reason.split("; lossless ", 1)[1]
+                if unlock else "")
         raise InputError(f"no plan can use {devices} devices for one request of {model.name} on {hw.name} "
-                         f"(G1/G2 vetoes, e.g.): " + " | ".join(reasons))
+                         f"(G1/G2 vetoes, e.g.): " + " | ".join(reasons) + hint)
     if not allow_approximate and not any(r.exact for r in useful):
         best = min(useful, key=lambda r: r.latency_s)
         mem = [r for r in results if not r.feasible and r.exact and r.gates[-1].gate == "G2"]
