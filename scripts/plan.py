@@ -45,7 +45,7 @@ def _framework_args(p) -> None:
     g.add_argument("--heads", type=int, default=None, help="override the model's query heads")
     g.add_argument("--kv-heads", type=int, default=None, help="override the model's K/V heads")
     g.add_argument("--layers", type=int, default=None, help="override the model's transformer blocks")
-    g.add_argument("--tokens", type=int, default=None, help="override the image/video tokens of one sample")
+    g.add_argument("--tokens", type=int, default=None, help="override the image/video tokens of one sample (taken as one frame)")
     g.add_argument("--offload-text-encoder", action="store_true",
                    help="text encoder off the device during denoising (not counted in G2 memory)")
     g.add_argument("--vae-tiling", action="store_true", help="tiled VAE decode (smaller G2 decode peak)")
