@@ -16,7 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
 from ditpar.errors import InputError  # noqa: E402
-from ditpar.plan import presets  # noqa: E402
+from ditpar.plan import frameworks, presets  # noqa: E402
 from ditpar.plan.cost import Tunables, conclusion, make_shape, rank_plans  # noqa: E402
 
 
@@ -25,6 +25,7 @@ def main() -> None:
     ap.add_argument("--devices", type=int, default=0, help="devices per request (default: all of one node)")
     args = ap.parse_args()
     times, failed = [], []
+    fws = frameworks.all_frameworks()   # as plan.py does by default
     for mname in presets.list_models():
         model = presets.load_model(mname)
         for hname in presets.list_hardware():
@@ -32,7 +33,7 @@ def main() -> None:
             t0 = time.perf_counter()
             try:
                 shape = make_shape(model)
-                res = rank_plans(model, hw, shape, args.devices or hw.devices_per_node, Tunables())
+                res = rank_plans(model, hw, shape, args.devices or hw.devices_per_node, Tunables(), frameworks=fws)
                 conclusion(res, model, hw, shape)
             except InputError as exc:
                 failed.append((mname, hname, str(exc)[:80]))

@@ -2,12 +2,14 @@
 """Rank every legal parallel plan for a DiT on a machine, with the seven gates and a conclusion.
 
   plan.py --model M --hardware H --devices N [--resolution WxH] [--frames T] [--steps K] [--no-cfg]
+          [--framework NAME ...] [--allow-approximate] [--model-file my.toml] [--heads --kv-heads --layers --tokens]
   plan.py score --candidates IN.csv --out OUT.csv     (adds predicted_latency_s, score_note, predicted_low_s, predicted_high_s)
   plan.py evaluate --tables DIR                       (ranking agreement with published tables)
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -29,6 +31,24 @@ def _tunable_args(p) -> None:
     g.add_argument("--masking-chunks", type=int, default=None, help="chunked Ulysses masking chunks (default 1 = off)")
     g.add_argument("--layout", default=None, help="rank order innermost first, default "
                    "tp,ulysses,ring,kv_allgather,pipefusion,cfg,dp")
+
+
+def _framework_args(p) -> None:
+    g = p.add_argument_group("frameworks and custom models (issue 13)")
+    g.add_argument("--framework", action="append", default=None, metavar="NAME",
+                   help="rank only plans this framework runs (repeatable; a profile name from "
+                        "templates/frameworks or a .toml file; default: every profile)")
+    g.add_argument("--allow-approximate", action="store_true",
+                   help="let approximate plans (PipeFusion: stale activations) rank first")
+    g.add_argument("--model-file", default=None, metavar="TOML",
+                   help="in-house model description (templates/models/custom-example.toml); replaces --model")
+    g.add_argument("--heads", type=int, default=None, help="override the model's query heads")
+    g.add_argument("--kv-heads", type=int, default=None, help="override the model's K/V heads")
+    g.add_argument("--layers", type=int, default=None, help="override the model's transformer blocks")
+    g.add_argument("--tokens", type=int, default=None, help="override the image/video tokens of one sample (taken as one frame)")
+    g.add_argument("--offload-text-encoder", action="store_true",
+                   help="text encoder off the device during denoising (not counted in G2 memory)")
+    g.add_argument("--vae-tiling", action="store_true", help="tiled VAE decode (smaller G2 decode peak)")
 
 
 def _tunables(args):
@@ -53,7 +73,8 @@ def _tunables(args):
 
 def plan_parser():
     p = cli.make_parser(PROG, __doc__.strip().splitlines()[0], EXAMPLE)
-    p.add_argument("--model", required=True, help="model preset name or alias (templates/models)")
+    p.add_argument("--model", default=None, help="model preset name or alias (templates/models); "
+                   "or --model-file")
     p.add_argument("--hardware", required=True, help="hardware preset name or alias (templates/hardware)")
     p.add_argument("--interconnect", default=None, help="NVLink | PCIe | HCCS, ', 2 nodes' for two nodes")
     p.add_argument("--devices", type=int, required=True, help="devices for one request")
@@ -68,6 +89,7 @@ def plan_parser():
     p.add_argument("--no-dp", action="store_true", help="leave out plans with data parallel > 1")
     p.add_argument("--top", type=int, default=10, help="rows of the ranked table (default 10; --json has all)")
     p.add_argument("--all", action="store_true", help="also list infeasible plans with their veto")
+    _framework_args(p)
     _tunable_args(p)
     _calibration_args(p)
     cli.add_output_args(p, csv=True, plot=True)
@@ -127,17 +149,23 @@ def main() -> None:
 
 
 def run_plan(args) -> int:
-    from ditpar.plan import presets, report
+    from ditpar.plan import custom_model, frameworks, presets, report
     from ditpar.plan.cost import calibrate, conclusion, make_shape, parse_resolution, rank_plans
 
-    model = presets.resolve_model(args.model)
+    if (args.model is None) == (args.model_file is None):
+        raise InputError("give exactly one of --model NAME and --model-file FILE.toml")
+    model = custom_model.load(args.model_file) if args.model_file else presets.resolve_model(args.model)
+    model = custom_model.override(model, heads=args.heads, kv_heads=args.kv_heads, layers=args.layers)
+    fws = frameworks.resolve_frameworks(args.framework)
     hw = presets.resolve_hardware(args.hardware, args.interconnect, args.devices)
     width = height = None
     if args.resolution:
         width, height, frames = parse_resolution(args.resolution)
         args.frames = args.frames or frames
     shape = make_shape(model, width, height, args.frames, args.steps, cfg=False if args.no_cfg else None)
+    shape = custom_model.with_tokens(shape, args.tokens)
     tun = _tunables(args)
+    tun = dataclasses.replace(tun, offload_text_encoder=args.offload_text_encoder, vae_tiling=args.vae_tiling)
     from ditpar.plan import calibrated
 
     box = calibrated.calibrate_box(args, model, hw, shape, tun)
@@ -147,13 +175,14 @@ def run_plan(args) -> int:
     if args.top < 1:
         raise InputError("--top: expected >= 1")
     results = rank_plans(model, hw, shape, args.devices, tun, with_dp=not args.no_dp,
-                         patches=args.patches, warmup=args.warmup)
+                         patches=args.patches, warmup=args.warmup, frameworks=fws,
+                         allow_approximate=args.allow_approximate)
     text = conclusion(results, model, hw, shape)
     from ditpar.fewstep.matrix import write_matrix
 
     extra = calibrated.after_ranking(args, box, results, model, hw, shape, tun, write_matrix)
     text = text + " " + extra["short_list_text"] if extra["short_list_text"] else text
-    payload = report.payload(results, model, hw, shape, tun, text)
+    payload = report.payload(results, model, hw, shape, tun, text, fws, args.allow_approximate)
     calibrated.extend_payload(payload, results, extra, box)
     if args.csv:
         cli.write_csv(args.csv, report.frame(results))

@@ -84,8 +84,14 @@ def test_g7_threshold_flips_the_order():
 def test_rank_plans_orders_feasible_first_and_names_devices_error():
     m, hw = tiny_model(), box()
     res = rank_plans(m, hw, shape(m), 8, Tunables())
-    lat = [r.latency_s for r in res if r.feasible]
-    assert lat == sorted(lat) and res[0].feasible
+    exact = [r.latency_s for r in res if r.feasible and r.exact]
+    approx = [r for r in res if r.feasible and not r.exact]
+    assert exact == sorted(exact) and res[0].feasible and res[0].exact
+    # approximate (PipeFusion) plans come after every exact one unless allowed
+    assert approx and min(r.rank for r in approx) > max(r.rank for r in res if r.feasible and r.exact)
+    free = rank_plans(m, hw, shape(m), 8, Tunables(), allow_approximate=True)
+    lat = [r.latency_s for r in free if r.feasible]
+    assert lat == sorted(lat)
     assert all(r.gates[0].gate == "G1" for r in res)
     assert {g.gate for g in res[0].gates} == {"G1", "G2", "G3", "G4", "G5", "G6", "G7"}
     with pytest.raises(InputError, match="has 8 devices"):

@@ -52,7 +52,8 @@ def test_ref_latency_scales_compute():
     (["--model", "FLUX.1-dev", "--hardware", "NoSuchBox", "--devices", "8"], "H100"),
     (["--model", "FLUX.1-dev", "--hardware", "H100", "--devices", "0"], "devices"),
     (["--model", "FLUX.1-dev", "--hardware", "H100", "--devices", "13"], "8-device nodes"),
-    (["--model", "FLUX.1-dev", "--hardware", "Atlas 800I A2", "--devices", "7"], "no plan can use 7 devices"),
+    (["--model", "FLUX.1-dev", "--hardware", "H100", "--devices", "8", "--framework", "MindIE-SD"],
+     "MindIE-SD: no nvidia support"),
     (["--model", "FLUX.1-dev", "--hardware", "H100", "--devices", "8", "--layout", "tp,ring"], "--layout"),
 ])
 def test_bad_input_exits_2_with_one_line(args, needle):

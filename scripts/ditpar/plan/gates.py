@@ -42,20 +42,36 @@ def _heads_ok(n: int, d: int) -> bool:
     return d <= n and n % d == 0
 
 
-def availability(model, hw, shape: Shape, plan: Plan) -> Gate:
-    """G1: divisibility of heads, KV heads, sequence and layers; framework support."""
+def padding_for(model, shape: Shape, plan: Plan) -> int:
+    """Tokens a padding framework appends so the sequence (per frame for spatial attention) divides sp."""
+    if plan.sp <= 1:
+        return 0
+    spatial = any(parse_kind(k)[1] == "spatial" for k in model.blocks)
+    if spatial:
+        tpf = shape.tokens_per_frame
+        return shape.frames_tok * (-(-tpf // plan.sp) * plan.sp - tpf)
+    return -(-shape.tokens // plan.sp) * plan.sp - shape.tokens
+
+
+def availability(model, hw, shape: Shape, plan: Plan, frameworks=None) -> Gate:
+    """G1: what no framework can change (layers, patches, CFG, devices), then, with framework profiles,
+    which named framework runs the plan (divisibility of heads, KV heads and sequence is theirs to
+    handle: pad, uneven split, replicate or reject); without profiles, plain divisibility."""
     why = []
     head_split = plan.ulysses * plan.tp
-    if not _heads_ok(model.heads, head_split):
-        why.append(f"heads {model.heads} not divisible by ulysses x tp = {head_split}")
-    if model.kv_heads < head_split and head_split % model.kv_heads:
-        why.append(f"kv_heads {model.kv_heads} neither divides nor is a multiple of ulysses x tp = {head_split}")
     seq = shape.tokens
-    if plan.sp > 1 and seq % plan.sp:
-        why.append(f"sequence {seq} tokens not divisible by ulysses x ring x kv_allgather = {plan.sp}")
     spatial = any(parse_kind(k)[1] == "spatial" for k in model.blocks)
-    if spatial and plan.sp > 1 and shape.tokens_per_frame % plan.sp:
-        why.append(f"tokens per frame {shape.tokens_per_frame} not divisible by sp = {plan.sp}")
+    if frameworks is None:
+        if not _heads_ok(model.heads, head_split):
+            why.append(f"heads {model.heads} not divisible by ulysses x tp = {head_split}")
+        if model.kv_heads < head_split and head_split % model.kv_heads:
+            why.append(f"kv_heads {model.kv_heads} neither divides nor is a multiple of ulysses x tp = {head_split}")
+        if plan.sp > 1 and seq % plan.sp:
+            why.append(f"sequence {seq} tokens not divisible by ulysses x ring x kv_allgather = {plan.sp}")
+        if spatial and plan.sp > 1 and shape.tokens_per_frame % plan.sp:
+            why.append(f"tokens per frame {shape.tokens_per_frame} not divisible by sp = {plan.sp}")
+    elif head_split > model.heads:
+        why.append(f"ulysses x tp = {head_split} > {model.heads} heads")
     layers = sum(int(v) for v in model.blocks.values())
     if plan.pipefusion > layers:
         why.append(f"pipefusion {plan.pipefusion} > {layers} layers")
@@ -63,7 +79,7 @@ def availability(model, hw, shape: Shape, plan: Plan) -> Gate:
         rows = shape.tokens_per_frame  # PipeFusion cuts patches along the token sequence
         if rows // max(plan.num_patches, 1) < 1:
             why.append(f"{plan.num_patches} patches > {rows} tokens")
-        if str(getattr(hw, "vendor", "")).lower() in ("ascend", "huawei"):
+        if frameworks is None and str(getattr(hw, "vendor", "")).lower() in ("ascend", "huawei"):
             why.append("PipeFusion is not available on Ascend NPUs (xDiT parallel_state.py: "
                        "'pipefusion is not ready for npu yet'; MindIE-SD has none)")
     if plan.cfg > 1 and not shape.cfg:
@@ -75,9 +91,22 @@ def availability(model, hw, shape: Shape, plan: Plan) -> Gate:
     if why:
         return Gate("G1", "form availability", "veto", "; ".join(why))
     notes = []
-    if plan.kv_allgather > 1:
+    if frameworks is not None:
+        from ditpar.plan.frameworks import runs
+
+        lacks = {fw.name: runs(fw, model, hw, shape, plan) for fw in frameworks}
+        ok = [n for n, w in lacks.items() if w is None]
+        if not ok:
+            vendor = str(getattr(hw, "vendor", "")).lower()
+            other = [n for n, w in lacks.items() if w == f"no {vendor} support"]
+            parts = [f"{n}: {w}" for n, w in lacks.items() if n not in other]
+            if other:
+                parts.append(f"{', '.join(other)}: no {vendor} support")
+            return Gate("G1", "form availability", "veto", "no named framework runs it: " + " | ".join(parts))
+        notes.append(f"runs on {', '.join(ok)}")
+    elif plan.kv_allgather > 1:
         notes.append("AllGather-KV exists in LightX2V (seq_p_attn_type kv_all_gather) and SGLang, not xDiT")
-    if plan.tp > 1:
+    if plan.tp > 1 and frameworks is None:
         notes.append("TP: MindIE-SD, SGLang, vLLM-Omni and a few xDiT models; not with PipeFusion")
     if plan.dp > 1:
         notes.append(f"dp={plan.dp} serves other requests; one request gains nothing")
@@ -85,23 +114,43 @@ def availability(model, hw, shape: Shape, plan: Plan) -> Gate:
 
 
 def memory_fit(model, hw, shape: Shape, plan: Plan, bd: Breakdown) -> Gate:
-    """G2: weights + activations + KV buffers within device memory; name the lossless unlock."""
+    """G2: peak memory per rank within the device; when it does not fit, name the lossless steps, in
+    order, that make it fit: text-encoder offload, VAE tiling, layer-wise weight sharding. Weight
+    sharding is applied by the ranking (warn) when it alone suffices; the flags are the user's to set."""
+    from ditpar.plan.cost.memory import vae_decode_GB
+
     cap = hw.memory_GB * MEMORY_HEADROOM
-    parts = ", ".join(f"{k.removesuffix('_GB')} {v:.1f}" for k, v in bd.memory_parts_GB.items())
+    p = bd.memory_parts_GB
+    parts = ", ".join(f"{k.removesuffix('_GB')} {v:.1f}" for k, v in p.items())
     experts = int(getattr(model, "experts", 1) or 1)
     if bd.memory_GB <= cap:
         return Gate("G2", "memory fit", "pass", f"{bd.memory_GB:.1f} GB per rank ({parts}) <= {cap:.0f} GB")
-    weights = bd.memory_parts_GB.get("weights_GB", 0.0)
-    sharded = weights / max(1, plan.devices // (plan.tp * plan.pipefusion))
-    rest = bd.memory_GB - weights
-    unlock = (f"lossless unlock: layer-wise weight sharding over the {plan.devices} ranks (all-gather each "
-              f"layer's weights before use) needs {sharded + rest:.1f} GB")
-    if sharded + rest <= cap:
-        return Gate("G2", "memory fit", "warn", f"{bd.memory_GB:.1f} GB > {cap:.0f} GB ({parts}); {unlock}; "
-                    f"re-run G3 with the weight all-gathers")
+    weights = p.get("weights_GB", 0.0)
+    te, buffers, vae = p.get("text_encoder_GB", 0.0), p.get("comm_buffers_GB", 0.0), p.get("vae_decode_GB", 0.0)
+    phase = p.get("activations_GB", 0.0) + p.get("kv_buffers_GB", 0.0)
+    ranks = max(1, plan.devices // (plan.tp * plan.pipefusion))
+    tiled = vae_decode_GB(model, shape, True) if vae else 0.0
+    names = {"te": "--offload-text-encoder (it runs once before denoising)",
+             "vae": "--vae-tiling (tiled decode; same result up to tile-seam blending)",
+             "shard": f"layer-wise weight sharding over the {plan.devices} ranks (all-gather each layer's "
+                      f"weights before use)"}
+    usable = [k for k, ok in (("te", te > 0), ("vae", tiled < vae and vae > phase), ("shard", ranks > 1)) if ok]
+
+    def peak(steps) -> float:
+        w = weights / ranks if "shard" in steps else weights
+        return w + (0.0 if "te" in steps else te) + buffers + max(phase, tiled if "vae" in steps else vae)
+    subsets = [tuple(k for i, k in enumerate(usable) if mask >> i & 1) for mask in range(1, 1 << len(usable))]
+    fitting = sorted((sub for sub in subsets if peak(sub) <= cap), key=lambda sub: (len(sub), "shard" in sub))
     extra = f" (x{experts} experts resident)" if experts > 1 else ""
-    return Gate("G2", "memory fit", "veto", f"{bd.memory_GB:.1f} GB > {cap:.0f} GB{extra} ({parts}); "
-                f"even {unlock.split(': ', 1)[1]}")
+    head = f"{bd.memory_GB:.1f} GB > {cap:.0f} GB{extra} ({parts})"
+    if not fitting:
+        return Gate("G2", "memory fit", "veto", f"{head}; even {' + '.join(names[k] for k in usable)} needs "
+                    f"{peak(tuple(usable)):.1f} GB" if usable else head)
+    best = fitting[0]
+    unlock = f"lossless unlock: {' + '.join(names[k] for k in best)} needs {peak(best):.1f} GB"
+    if best == ("shard",):   # applied by the ranking, its all-gather charged
+        return Gate("G2", "memory fit", "warn", f"{head}; {unlock}; re-run G3 with the weight all-gathers")
+    return Gate("G2", "memory fit", "veto", f"{head}; {unlock}")
 
 
 def comm_lower_bound(model, hw, shape: Shape, plan: Plan, bd: Breakdown, tun: Tunables) -> Gate:

@@ -81,6 +81,8 @@ class ModelPreset:
     vae_frame_chunk: int = 0
     notes: str = ""
     path: str = ""
+    family: str = ""                  # model family for framework profiles ('' = from the name)
+    text_encoder_params_b: float = 0.0  # text encoder(s) resident on each rank unless offloaded (0 = unknown)
 
     @property
     def n_layers(self) -> int:
@@ -362,6 +364,9 @@ def parse_model(data: Mapping[str, Any], path: Path) -> ModelPreset:
         long_skips=_pos(data, "long_skips", path, allow_zero=True, default=0),
         vae_frame_chunk=_pos(data, "vae_frame_chunk", path, allow_zero=True, default=0),
         notes=data.get("notes", ""), path=str(path),
+        family=str(data.get("family", "")),
+        text_encoder_params_b=float(_pos(data, "text_encoder_params_b", path, (int, float), default=0.0,
+                                         allow_zero=True)),
     )
     if kind == "image" and preset.vae_stride[0] != 1:
         raise InputError(f"{path}: key 'vae_stride' must start with 1 for an image model")
@@ -489,6 +494,8 @@ def _build(folder: Path, parse) -> _Registry:
     reg = _Registry()
     origin: dict[str, Path] = {}
     for path in sorted(folder.glob("*.toml")):
+        if path.stem.startswith("custom-"):   # minimal in-house model files (plan.py --model-file), not presets
+            continue
         preset = parse(_read_toml(path), path)
         if preset.name in reg.presets:
             raise InputError(f"{path}: name '{preset.name}' already used by {origin[preset.name]}")

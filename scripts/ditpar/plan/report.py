@@ -14,6 +14,9 @@ def plan_record(r) -> dict:
     finite = math.isfinite(bd.latency_s)
     rec = {"rank": r.rank, "name": r.plan.name, **r.plan.as_dict(),
            "predicted_latency_s": bd.latency_s if finite else None, "feasible": r.feasible,
+           "framework": r.framework, "exact": r.exact, "exact_reason": r.exact_reason,
+           "speedup_vs_1": r.speedup_vs_1 if finite and math.isfinite(r.speedup_vs_1) else None,
+           "pad_tokens": r.pad_tokens,
            "gates": [g.as_dict() for g in r.gates]}
     if finite:
         rec.update({
@@ -26,8 +29,10 @@ def plan_record(r) -> dict:
     return rec
 
 
-def payload(results, model, hw, shape, tun, conclusion: str) -> dict:
+def payload(results, model, hw, shape, tun, conclusion: str, frameworks=None,
+            allow_approximate: bool = False) -> dict:
     return {
+        "frameworks": [fw.as_dict() for fw in frameworks or []], "allow_approximate": allow_approximate,
         "model": model.name, "hardware": hw.name, "devices": results[0].plan.devices if results else 0,
         "shape": {"width": shape.width, "height": shape.height, "frames": shape.frames, "steps": shape.steps,
                   "cfg": shape.cfg, "tokens": shape.tokens, "text_joint_tokens": shape.text_joint,
@@ -66,7 +71,8 @@ def render(results, model, hw, shape, tun, conclusion: str, top: int, show_all: 
     lines = [f"{model.name} on {hw.name}, {feas[0].plan.devices if feas else '?'} devices: {shape.describe()}",
              f"{len(results)} plans, {len(feas)} feasible; latency = predicted end-to-end DiT seconds "
              f"(text encoder and VAE not included)", ""]
-    head = (f"{'#':>3} {'plan':<18}{'latency_s':>10}{'step_s':>9}{'compute_s':>10}"
+    head = (f"{'#':>3} {'plan':<18}{'latency_s':>10}{'speedup':>8}{'exact':>6} {'framework':<14}"
+            f"{'step_s':>9}{'compute_s':>10}"
             f"{'x_intra_s':>10}{'x_inter_s':>10}{'x_node_s':>9}{'hidden_s':>9}{'host_s':>8}{'pipe_s':>8}"
             f"{'mem_GB':>8}  gates G1..G7")
     lines.append(head)
@@ -79,14 +85,19 @@ def render(results, model, hw, shape, tun, conclusion: str, top: int, show_all: 
             lines.append(f"{r.rank:>3} {r.plan.name:<18}{'-':>10}  infeasible: {r.gates[-1].gate} "
                          f"{r.gates[-1].reason}")
             continue
-        lines.append(f"{r.rank:>3} {r.plan.name:<18}{_f(bd.latency_s):>10}{_f(bd.step_s):>9}"
+        lines.append(f"{r.rank:>3} {r.plan.name:<18}{_f(bd.latency_s):>10}{_f(r.speedup_vs_1):>8}"
+                     f"{'yes' if r.exact else 'NO':>6} {(r.framework or '-')[:13]:<14}{_f(bd.step_s):>9}"
                      f"{_f(bd.compute_s):>10}{_f(x['intra_domain']):>10}{_f(x['inter_domain']):>10}"
                      f"{_f(x['inter_node']):>9}{_f(bd.hidden_s):>9}{_f(bd.host_bound_s):>8}"
                      f"{_f(bd.pipeline_s):>8}{bd.memory_GB:>8.1f}  {g}")
-    lines += ["", "x_* = exposed communication by link class; hidden = overlapped communication; host = time the "
+    lines += ["", "speedup = single-device latency / plan latency; exact = same output as one device up to "
+              "reduction order (NO: stale activations, ranked after exact plans unless --allow-approximate); "
+              "framework = first named framework that runs it",
+              "x_* = exposed communication by link class; hidden = overlapped communication; host = time the "
               "device waits for eager op dispatch; pipe = PipeFusion warm-up and fill", ""]
     for r in feas[:2]:
-        lines.append(f"gates of #{r.rank} {r.plan.name}:")
+        lines.append(f"gates of #{r.rank} {r.plan.name}" + (f" (on {r.framework})" if r.framework else "")
+                     + f": {r.exact_reason}" + (f"; sequence padded by {r.pad_tokens} tokens" if r.pad_tokens else ""))
         for gt in r.gates:
             lines.append(f"  {gt.gate} {gt.name:<26} {gt.verdict:<5} {gt.reason}")
         lines.append("")

@@ -18,6 +18,11 @@ class PlanResult:
     gates: list
     feasible: bool
     rank: int = 0
+    framework: str = ""          # the first named framework that runs the plan ('' without profiles)
+    exact: bool = True           # same output as one device up to reduction order
+    exact_reason: str = ""
+    pad_tokens: int = 0          # tokens the framework pads the sequence with (costed)
+    speedup_vs_1: float = float("nan")
 
     @property
     def latency_s(self) -> float:
@@ -37,34 +42,74 @@ def calibrate(model, hw, shape: Shape, ref_latency_s: float, tun: Tunables) -> T
 
 
 def rank_plans(model, hw, shape: Shape, devices: int, tun: Tunables, *, with_dp: bool = True,
-               patches: int = 0, warmup: int = 1) -> list[PlanResult]:
-    """Predict and gate every plan; feasible plans first, fastest first."""
+               patches: int = 0, warmup: int = 1, frameworks=None,
+               allow_approximate: bool = False, detail: bool = True) -> list[PlanResult]:
+    """Predict and gate every plan; feasible plans first, exact before approximate (unless
+    allow_approximate), fastest first. With `frameworks` (profiles), G1 keeps only plans one of them
+    runs, an indivisible sequence is padded as that framework pads, and weight sharding unlocks G2
+    only where that framework has it."""
     from ditpar.plan import gates
+    from ditpar.plan.frameworks import exactness, runs
 
     total = hw.devices_per_node * hw.nodes
     if devices > total:
         raise InputError(f"--devices {devices}: {hw.name} has {total} devices "
                          f"(use a multi-node preset, e.g. '{hw.name}, 2 nodes')")
+    single_s = predict(model, hw, shape, Plan(), tun).latency_s
     results = []
     for plan in enumerate_plans(devices, shape.cfg, patches=patches, warmup=warmup, with_dp=with_dp):
-        g1 = gates.availability(model, hw, shape, plan)
+        exact, why_exact = exactness(plan)
+        g1 = gates.availability(model, hw, shape, plan, frameworks)
         if g1.verdict == "veto":
-            results.append(PlanResult(plan, Breakdown(plan=plan, latency_s=float("inf")), [g1], False))
+            results.append(PlanResult(plan, Breakdown(plan=plan, latency_s=float("inf")), [g1], False,
+                                      exact=exact, exact_reason=why_exact))
             continue
-        bd = predict(model, hw, shape, plan, tun)
-        g2 = gates.memory_fit(model, hw, shape, plan, bd)
+        runners = [fw for fw in frameworks if runs(fw, model, hw, shape, plan) is None] if frameworks else []
+        pad = gates.padding_for(model, shape, plan) if frameworks else 0
+        pshape = dataclasses.replace(shape, pad_tokens=pad) if pad else shape
+        bd = predict(model, hw, pshape, plan, tun)
+        if pad:
+            how = "uneven split" if runners[0].sequence_indivisible == "uneven" else "padding"
+            bd.notes.append(f"sequence not divisible by sp = {plan.sp}: {runners[0].name} {how}, costed as "
+                            f"{pad} padded tokens (the largest shard sets the pace)")
+        g2 = gates.memory_fit(model, hw, pshape, plan, bd)
+        feasible = g2.verdict != "veto"
         if g2.verdict == "warn":
-            add_weight_gather(hw, shape, plan, bd)
-        results.append(PlanResult(plan, bd, [g1, g2], g2.verdict != "veto"))
+            sharders = [fw for fw in runners if fw.weight_sharding]
+            if frameworks and not sharders:
+                g2 = gates.Gate("G2", "memory fit", "veto", g2.reason.split("; re-run")[0]
+                                + f"; but none of {', '.join(fw.name for fw in runners)} shards weights")
+                feasible = False
+            else:
+                runners = sharders or runners
+                add_weight_gather(hw, pshape, plan, bd)
+        res = PlanResult(plan, bd, [g1, g2], feasible, framework=runners[0].name if runners else "",
+                         exact=exact, exact_reason=why_exact, pad_tokens=pad)
+        res.speedup_vs_1 = single_s / bd.latency_s if bd.latency_s > 0 else float("nan")
+        results.append(res)
     useful = [r for r in results if r.feasible and (devices == 1 or r.plan.dp < devices)]
     if not useful:
         reasons = sorted({r.gates[-1].reason.split(";")[0] for r in results if not r.feasible})[:3]
+        unlock = sorted((r for r in results if not r.feasible and r.gates[-1].gate == "G2"
+                         and "lossless unlock" in r.gates[-1].reason), key=lambda r: r.breakdown.memory_GB)
+        hint = (f"; {unlock[0].plan.name} fits with the " + unlock[0].gates[-1].reason.split("; lossless ", 1)[1]
+                if unlock else "")
         raise InputError(f"no plan can use {devices} devices for one request of {model.name} on {hw.name} "
-                         f"(G1/G2 vetoes, e.g.): " + " | ".join(reasons))
-    results.sort(key=lambda r: (not r.feasible, r.latency_s, r.plan.dp))
+                         f"(G1/G2 vetoes, e.g.): " + " | ".join(reasons) + hint)
+    if not allow_approximate and not any(r.exact for r in useful):
+        best = min(useful, key=lambda r: r.latency_s)
+        mem = [r for r in results if not r.feasible and r.exact and r.gates[-1].gate == "G2"]
+        exact_vetoes = ([f"{m.plan.name}: {m.gates[-1].reason}" for m in sorted(mem, key=lambda r: r.breakdown.memory_GB)[:1]]
+                        or sorted({r.gates[-1].reason.split(";")[0] for r in results if not r.feasible and r.exact})[:2])
+        raise InputError(f"no exact plan can use {devices} devices for {model.name} on {hw.name}; only approximate "
+                         f"plans fit (best {best.plan.name}: stale activations change the output): add "
+                         f"--allow-approximate to rank them (exact plans fail: " + " | ".join(exact_vetoes) + ")")
+    results.sort(key=lambda r: (not r.feasible, not (r.exact or allow_approximate), r.latency_s, r.plan.dp))
     for i, r in enumerate(results, 1):
         r.rank = i
     feas = [r for r in results if r.feasible]
+    if not detail:   # G1/G2 and the order only (the guard test over every preset pair)
+        return results
     for r in feas:
         r.gates.append(gates.comm_lower_bound(model, hw, shape, r.plan, r.breakdown, tun))
         r.gates.append(gates.plumbing(model, hw, shape, r.plan, tun))
@@ -107,11 +152,13 @@ def add_weight_gather(hw, shape: Shape, plan: Plan, bd: Breakdown) -> None:
 
 
 def runner_up(feas: list[PlanResult]) -> PlanResult | None:
-    """The best plan that differs from the leader in more than its data-parallel degree."""
+    """The best plan that differs from the leader in more than its data-parallel degree (an exact
+    leader is compared with exact plans only: an approximate one is not its alternative)."""
     if not feas:
         return None
     lead = dataclasses.replace(feas[0].plan, dp=1)
-    return next((r for r in feas[1:] if dataclasses.replace(r.plan, dp=1) != lead), None)
+    return next((r for r in feas[1:] if dataclasses.replace(r.plan, dp=1) != lead
+                 and (r.exact or not feas[0].exact)), None)
 
 
 def conclusion(results: list[PlanResult], model, hw, shape: Shape) -> str:
@@ -122,7 +169,12 @@ def conclusion(results: list[PlanResult], model, hw, shape: Shape) -> str:
     a = feas[0]
     b = runner_up(feas)
     if b is None:
-        return f"Only {a.plan.name} is feasible: predicted {a.latency_s:.3g} s."
+        faster = [r for r in feas if r.latency_s < a.latency_s and not r.exact]
+        return (f"Only {a.plan.name} is feasible" + (" among exact plans" if a.exact and len(feas) > 1 else "")
+                + (f" (on {a.framework})" if a.framework else "") + f": predicted {a.latency_s:.3g} s, "
+                f"{a.speedup_vs_1:.2f}x one device."
+                + (f" A faster approximate plan exists ({faster[0].plan.name}, {faster[0].latency_s:.3g} s, "
+                   f"stale activations): --allow-approximate ranks it." if faster else ""))
     lead = b.latency_s / a.latency_s - 1
     g7 = next((g for g in a.gates if g.gate == "G7"), None)
     flips = ""
@@ -133,8 +185,15 @@ def conclusion(results: list[PlanResult], model, hw, shape: Shape) -> str:
     dom = max(ab.exposed_by_link_s, key=ab.exposed_by_link_s.get)
     share = ab.exposed_comm_s / ab.latency_s if ab.latency_s else 0.0
     gqa = "GQA" if model.kv_heads < model.heads else "no GQA"
+    runs_on = f" on {a.framework}" if a.framework else ""
+    kind = "exact" if a.exact else "approximate (stale activations)"
+    faster = [r for r in feas if r.latency_s < a.latency_s and not r.exact]
+    approx = (f" A faster approximate plan exists ({faster[0].plan.name}, {faster[0].latency_s:.3g} s, "
+              f"stale activations): it changes the output; --allow-approximate ranks it." if faster else "")
+    pad = f" The sequence is padded by {a.pad_tokens} tokens." if a.pad_tokens else ""
     return (f"On {hw.name} with {a.plan.devices} devices, {model.name} at {shape.describe()} ({gqa}): "
-            f"{a.plan.name} is predicted fastest ({a.latency_s:.3g} s), {lead:.1%} ahead of {b.plan.name}; "
+            f"{a.plan.name}{runs_on} ({kind}) is predicted fastest ({a.latency_s:.3g} s, "
+            f"{a.speedup_vs_1:.2f}x one device), {lead:.1%} ahead of {b.plan.name}; "
             f"its exposed communication is {share:.0%} of the latency, mostly {dom}. "
             f"Conditions: {flips}. "
-            f"This is a prediction: confirm with the G6 A/B pair before committing.")
+            f"This is a prediction: confirm with the G6 A/B pair before committing.{pad}{approx}")

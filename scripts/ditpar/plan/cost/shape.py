@@ -21,11 +21,12 @@ class Shape:
     tokens_per_frame: int  # token grid h x w
     text_joint: int        # text tokens concatenated into self-attention (MMDiT)
     text_cross: int        # text tokens that image tokens cross-attend to
+    pad_tokens: int = 0    # tokens a framework appends so the sequence divides the SP degree (costed)
 
     @property
     def tokens(self) -> int:
-        """Image/video tokens of one sample."""
-        return self.frames_tok * self.tokens_per_frame
+        """Image/video tokens of one sample (padding included)."""
+        return self.frames_tok * self.tokens_per_frame + self.pad_tokens
 
     @property
     def batch(self) -> int:
@@ -36,6 +37,7 @@ class Shape:
         size = f"{self.width}x{self.height}" + (f"x{self.frames}f" if self.frames > 1 else "")
         return (f"{size}, {self.steps} steps, cfg={'on' if self.cfg else 'off'}: "
                 f"{self.tokens} tokens ({self.frames_tok}x{self.tokens_per_frame})"
+                + (f" incl. {self.pad_tokens} padding" if self.pad_tokens else "")
                 + (f" + {self.text_joint} joint text" if self.text_joint else "")
                 + (f", {self.text_cross} cross-attn text" if self.text_cross else ""))
 

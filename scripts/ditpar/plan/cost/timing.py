@@ -30,6 +30,8 @@ class Tunables:
     overlap_efficiency: float = 0.0  # share of ring K/V passing that really hides under the attention block:
                                      # 1 = ideal (theory), 0 = none (what the published xDiT/yunchang runs show)
     compute_scale: float = 1.0    # >1 slows compute: set by --ref-latency calibration
+    offload_text_encoder: bool = False  # text encoder off the device during denoising (memory only)
+    vae_tiling: bool = False            # tiled VAE decode (memory only)
 
 
 def comm_time_s(hw, c: Collective) -> float:
@@ -207,7 +209,8 @@ def predict(model, hw, shape: Shape, plan: Plan, tun: Tunables = Tunables()) -> 
         bd.notes.append(f"PipeFusion: {warm} synchronous warm-up step(s), {m} patches, stale KV")
     if plan.dp > 1:
         bd.notes.append(f"dp={plan.dp}: replicas serve other requests; one request's latency does not improve")
-    mem, parts = memory_per_rank(model, shape, plan)
+    mem, parts = memory_per_rank(model, shape, plan, hw, offload_text_encoder=tun.offload_text_encoder,
+                                 vae_tiling=tun.vae_tiling)
     bd.memory_GB, bd.memory_parts_GB = mem, parts
     return bd
 

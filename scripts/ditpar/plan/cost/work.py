@@ -3,6 +3,7 @@ collective, split by link class. Formulas follow ../shared/facts/parallelism-mod
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -31,6 +32,17 @@ OPS_KV_GATHER = 12
 OPS_ALLREDUCE = 2
 OPS_STALE_KV = 3
 OPS_P2P = 6
+
+
+def heads_per_rank(heads: int, split: int) -> int:
+    """Whole heads per rank when `heads` are split `split` ways: heads/split when it divides, else the
+    heads replicated to lcm(heads, split) first (GQA K/V replication; never a fractional head)."""
+    return math.lcm(int(heads), int(split)) // int(split)
+
+
+def kv_heads_after_split(kv_heads: int, tp: int, ulysses: int) -> int:
+    """K/V heads one rank holds for attention after TP then Ulysses split the K/V heads."""
+    return heads_per_rank(heads_per_rank(kv_heads, tp), ulysses)
 
 
 def parse_kind(kind: str) -> tuple[str, str]:
@@ -226,8 +238,12 @@ def block_work(model, hw, shape: Shape, plan: Plan, groups: dict[str, list[list[
     dq, dkv, d = model.heads * model.head_dim, model.kv_heads * model.head_dim, model.hidden
     u, r, g, tp, sp = plan.ulysses, plan.ring, plan.kv_allgather, plan.tp, plan.sp
     hd = model.head_dim
-    dq_l, _dkv_l = dq / tp, max(model.kv_heads / tp, 1) * hd          # per TP rank
-    kv_u = max(model.kv_heads / tp, u) * hd                          # K/V width entering Ulysses (replicated if kv < U)
+    dq_l = dq / tp                                                   # per TP rank
+    h_l = model.heads / tp
+    head_pad = math.ceil(h_l / u) * u / h_l if h_l >= 1 else 1.0     # heads padded to a multiple of U (cache-dit)
+    dq_l *= head_pad
+    kv_rank_heads = kv_heads_after_split(model.kv_heads, tp, u)      # whole K/V heads per rank after Ulysses
+    kv_u = kv_rank_heads * u * hd                                    # K/V width entering Ulysses (replicated if needed)
     out = []
     for kind, count in model.blocks.items():
         base, span = parse_kind(kind)
@@ -240,10 +256,11 @@ def block_work(model, hw, shape: Shape, plan: Plan, groups: dict[str, list[list[
             kv_tokens = n_attn
         share = batch / (sp * tp)
         lin = n_attn * linear_flops_per_token(model, base) * share
+        attn_share = share * head_pad                            # the rank with the most (padded) heads
         if getattr(model, "attention", "softmax") == "linear":   # SANA: phi(K)^T V then Q (.), linear in S
-            attn = 4.0 * n_attn * model.head_dim * dq * share
+            attn = 4.0 * n_attn * model.head_dim * dq * attn_share
         else:
-            attn = 4.0 * n_attn * kv_tokens * dq * share
+            attn = 4.0 * n_attn * kv_tokens * dq * attn_share
         cross = 0.0
         if base == "cross":
             ctx = shape.text_cross + int(getattr(model, "image_cross_tokens", 0) or 0)
@@ -259,7 +276,7 @@ def block_work(model, hw, shape: Shape, plan: Plan, groups: dict[str, list[list[
             comms.append(Collective("ulysses all-to-all Q,K,V,O", "ulysses", "alltoall", 4.0,
                                     alltoall_split(hw, grp, tensor / 4.0), alpha_steps=u - 1, overlap="masking",
                                     group_size=u, flows=alltoall_flows(hw, grp)))
-        kv_rank = max(model.kv_heads / (tp * u), 1) * hd         # K/V width per rank after Ulysses
+        kv_rank = kv_rank_heads * hd                             # K/V width per rank after Ulysses
         if r > 1 and seq_comm:
             hop = (n_attn / (r * g)) * 2 * kv_rank * b * batch     # local K and V block passed per hop
             key, flows = slowest_ring(hw, groups["ring"])

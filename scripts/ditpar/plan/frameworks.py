@@ -1,0 +1,272 @@
+"""Framework capability profiles (templates/frameworks/*.toml): which plans a real framework runs.
+
+Each profile names the parallel forms it offers per model family, how it treats a sequence or a head
+count that does not divide (pad, uneven split, reject), GQA K/V replication and the forms it cannot
+combine. `runs(fw, ...)` answers one plan for one framework with the reason when it cannot.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from ditpar.errors import InputError
+from ditpar.plan.cost.plans import Plan
+from ditpar.plan.presets import _read_toml, normalize, templates_dir
+
+FORMS = ("ulysses", "ring", "kv_allgather", "tp", "pipefusion", "cfg", "dp")
+PADDING = ("pad", "uneven", "reject")
+APPROXIMATE = {"pipefusion": "PipeFusion reuses one-step-stale activations of the other patches "
+                             "(arXiv 2405.14430): the output differs from one device"}
+# model family of each preset, matched on the normalised name's prefix; in-house models are 'custom'
+FAMILIES = (("flux", "flux"), ("sd3", "sd3"), ("stablediffusion3", "sd3"), ("pixart", "pixart"),
+            ("hunyuandit", "hunyuandit"), ("hunyuanvideo", "hunyuanvideo"), ("cogvideox", "cogvideox"),
+            ("consisid", "consisid"), ("latte", "latte"), ("mochi", "mochi"), ("qwenimage", "qwen-image"),
+            ("sana", "sana"), ("stepvideo", "step-video"), ("wan", "wan"), ("ltx", "ltx"))
+
+
+@dataclass(frozen=True)
+class Framework:
+    """One framework's capabilities; `forms[form]` lists model families ('*' = any model)."""
+
+    name: str
+    aliases: tuple[str, ...]
+    version: str
+    vendors: tuple[str, ...]
+    backends: tuple[str, ...]
+    sequence_indivisible: str
+    heads_indivisible: str
+    gqa_kv_replication: bool
+    weight_sharding: bool
+    vae_parallel: bool
+    text_encoder_parallel: bool
+    forms: dict[str, tuple[str, ...]]
+    form_vendors: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    incompatible: tuple[tuple[str, str], ...] = ()
+    sequence_pad_families: tuple[str, ...] = ()   # families padded even when sequence_indivisible = reject
+    padding_single_form: bool = False             # pad/uneven only when one SP form is used (diffusers *_anything)
+    vendor_families: dict[str, tuple[str, ...]] = field(default_factory=dict)  # families tested per vendor
+    unverified: tuple[str, ...] = ()
+    sources: dict[str, str] = field(default_factory=dict)
+    path: str = ""
+
+    def offers(self, form: str, family: str, vendor: str) -> bool:
+        fams = self.forms.get(form, ())
+        if "*" not in fams and family not in fams:
+            return False
+        if vendor in self.vendor_families and "*" not in self.vendor_families[vendor] \
+                and family not in self.vendor_families[vendor]:
+            return False
+        return vendor in self.form_vendors.get(form, self.vendors)
+
+    def pads_sequence(self, family: str, plan: Plan) -> bool:
+        """Whether this framework pads (or splits unevenly) a sequence that does not divide sp."""
+        if self.padding_single_form and sum(plan.degree(f) > 1 for f in ("ulysses", "ring", "kv_allgather")) > 1:
+            return False
+        return self.sequence_indivisible != "reject" or family in self.sequence_pad_families
+
+    def pads_heads(self, plan: Plan) -> bool:
+        """Whether heads that do not divide Ulysses x TP are padded."""
+        if self.padding_single_form and sum(plan.degree(f) > 1 for f in ("ulysses", "ring", "kv_allgather")) > 1:
+            return False
+        return self.heads_indivisible == "pad"
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "version": self.version, "vendors": list(self.vendors),
+                "backends": list(self.backends), "sequence_indivisible": self.sequence_indivisible,
+                "heads_indivisible": self.heads_indivisible, "gqa_kv_replication": self.gqa_kv_replication,
+                "weight_sharding": self.weight_sharding, "forms": {k: list(v) for k, v in self.forms.items()},
+                "unverified": list(self.unverified), "path": self.path}
+
+
+def _strs(data: dict, key: str, path: Path, default=None) -> tuple[str, ...]:
+    if key not in data and default is not None:
+        return tuple(default)
+    v = data.get(key)
+    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+        raise InputError(f"{path}: key '{key}' must be a list of strings, got {v!r}")
+    return tuple(v)
+
+
+def _bool(data: dict, key: str, path: Path) -> bool:
+    v = data.get(key)
+    if not isinstance(v, bool):
+        raise InputError(f"{path}: key '{key}' must be true or false, got {v!r}")
+    return v
+
+
+def _choice(data: dict, key: str, path: Path, allowed: tuple[str, ...]) -> str:
+    v = data.get(key)
+    if v not in allowed:
+        raise InputError(f"{path}: key '{key}' must be one of {', '.join(allowed)}, got {v!r}")
+    return v
+
+
+def parse_framework(data: dict, path: Path) -> Framework:
+    """Build and check one profile; every bad key is an InputError naming the file and key."""
+    for key in ("name", "version"):
+        if not isinstance(data.get(key), str) or not data[key].strip():
+            raise InputError(f"{path}: key '{key}' must be a non-empty string")
+    forms_raw = data.get("forms")
+    if not isinstance(forms_raw, dict):
+        raise InputError(f"{path}: missing table [forms] (form = [model families])")
+    unknown = sorted(set(forms_raw) - set(FORMS))
+    if unknown:
+        raise InputError(f"{path}: forms.{unknown[0]} is not a form; expected {', '.join(FORMS)}")
+    forms = {f: _strs(forms_raw, f, path, default=()) for f in FORMS}
+    fv_raw = data.get("form_vendors", {})
+    form_vendors = {f: _strs(fv_raw, f, path) for f in fv_raw}
+    vf_raw = data.get("vendor_families", {})
+    if not isinstance(vf_raw, dict):
+        raise InputError(f"{path}: [vendor_families] must be a table of vendor = [families]")
+    vendor_families = {v: _strs(vf_raw, v, path) for v in vf_raw}
+    single = data.get("padding_single_form", False)
+    if not isinstance(single, bool):
+        raise InputError(f"{path}: key 'padding_single_form' must be true or false, got {single!r}")
+    pairs = data.get("incompatible", [])
+    if not isinstance(pairs, list) or not all(isinstance(p, list) and len(p) == 2 and set(p) <= set(FORMS)
+                                              for p in pairs):
+        raise InputError(f"{path}: key 'incompatible' must be a list of [form, form] pairs of {', '.join(FORMS)}")
+    sources = data.get("sources")
+    if not isinstance(sources, dict) or "forms" not in sources:
+        raise InputError(f"{path}: [sources] must give at least 'forms' (every fact carries its source)")
+    return Framework(
+        name=data["name"], aliases=_strs(data, "aliases", path, default=()), version=data["version"],
+        vendors=_strs(data, "vendors", path), backends=_strs(data, "backends", path),
+        sequence_indivisible=_choice(data, "sequence_indivisible", path, PADDING),
+        heads_indivisible=_choice(data, "heads_indivisible", path, ("pad", "reject")),
+        gqa_kv_replication=_bool(data, "gqa_kv_replication", path),
+        weight_sharding=_bool(data, "weight_sharding", path), vae_parallel=_bool(data, "vae_parallel", path),
+        text_encoder_parallel=_bool(data, "text_encoder_parallel", path), forms=forms,
+        form_vendors=form_vendors, incompatible=tuple(tuple(p) for p in pairs),
+        sequence_pad_families=_strs(data, "sequence_pad_families", path, default=()),
+        padding_single_form=single, vendor_families=vendor_families,
+        unverified=_strs(data, "unverified", path, default=()), sources=dict(sources), path=str(path))
+
+
+@lru_cache(maxsize=4)
+def _registry(folder: str) -> dict[str, Framework]:
+    root = Path(folder)
+    if not root.is_dir():
+        raise InputError(f"{root}: framework profile folder not found")
+    out: dict[str, Framework] = {}
+    for path in sorted(root.glob("*.toml")):
+        if path.stem.startswith("custom-"):   # templates for your own stack (--framework FILE.toml)
+            continue
+        fw = parse_framework(_read_toml(path), path)
+        out[fw.name] = fw
+    if not out:
+        raise InputError(f"{root}: no framework profiles (*.toml)")
+    return out
+
+
+def all_frameworks() -> list[Framework]:
+    """Every profile under templates/frameworks, by file name order."""
+    return list(_registry(str(templates_dir() / "frameworks")).values())
+
+
+def resolve_frameworks(names: list[str] | None) -> list[Framework]:
+    """Profiles for names or aliases (None or empty: all); an unknown name lists the known ones."""
+    every = all_frameworks()
+    if not names:
+        return every
+    index = {}
+    for fw in every:
+        for a in (fw.name, Path(fw.path).stem, *fw.aliases):
+            index[normalize(a)] = fw
+    out = []
+    for n in names:
+        if n.endswith(".toml"):   # a profile of your own stack (same schema)
+            fw = parse_framework(_read_toml(Path(n)), Path(n))
+            if fw not in out:
+                out.append(fw)
+            continue
+        fw = index.get(normalize(n))
+        if fw is None:
+            raise InputError(f"--framework {n!r}: unknown; known: {', '.join(f.name for f in every)}")
+        if fw not in out:
+            out.append(fw)
+    return out
+
+
+def model_family(model) -> str:
+    """Family of a model preset ('flux', 'wan', ...), or the preset's own `family`, else 'custom'."""
+    own = str(getattr(model, "family", "") or "")
+    if own:
+        return own
+    key = normalize(model.name)
+    return next((fam for prefix, fam in FAMILIES if key.startswith(prefix)), "custom")
+
+
+def exactness(plan: Plan) -> tuple[bool, str]:
+    """(exact, reason): exact = same result as one device up to the order of floating-point reductions."""
+    stale = [APPROXIMATE[f] for f in APPROXIMATE if plan.degree(f) > 1]
+    if stale:
+        return False, "approximate: " + "; ".join(stale)
+    return True, "exact: every form recomputes the full attention of the current step (reduction order only)"
+
+
+def padded_tokens(tokens: int, sp: int) -> int:
+    """Tokens after padding a sequence to a multiple of the sequence-parallel degree."""
+    return math.ceil(tokens / sp) * sp
+
+
+def kv_heads_per_rank(kv_heads: int, ulysses: int) -> int:
+    """K/V heads each Ulysses rank holds: kv/U when U divides it, else K/V heads replicated to
+    lcm(kv, U) and split (each rank keeps whole heads: never a fractional head)."""
+    return math.lcm(kv_heads, ulysses) // ulysses
+
+
+def runs(fw: Framework, model, hw, shape, plan: Plan) -> str | None:
+    """None when the framework runs the plan on this model and machine, else what it lacks."""
+    family = model_family(model)
+    vendor = str(getattr(hw, "vendor", "")).lower()
+    if vendor not in fw.vendors:
+        return f"no {vendor} support"
+    lacks = [f for f in FORMS if plan.degree(f) > 1 and not fw.offers(f, family, vendor)]
+    if lacks:
+        where = f" on {vendor}" if any(fw.offers(f, family, v) for f in lacks for v in fw.vendors) else ""
+        if vendor in fw.vendor_families and family not in fw.vendor_families[vendor] \
+                and "*" not in fw.vendor_families[vendor]:
+            return f"{family} not supported on {vendor}"
+        return f"no {'/'.join(lacks)} for {family}{where}"
+    used = {f for f in FORMS if plan.degree(f) > 1}
+    for a, b in fw.incompatible:
+        if a in used and b in used:
+            return f"{a} does not combine with {b}"
+    if plan.tp > 1 and model.heads % plan.tp:
+        return f"heads {model.heads} not divisible by tp {plan.tp} (TP shards whole heads)"
+    local = model.heads // plan.tp
+    if plan.ulysses > 1 and local % plan.ulysses and not fw.pads_heads(plan):
+        return f"heads {model.heads} not divisible by ulysses x tp = {plan.ulysses * plan.tp} (no head padding)"
+    kv_local = model.kv_heads / plan.tp if model.kv_heads >= plan.tp else 1
+    if plan.ulysses > 1 and model.kv_heads < model.heads and kv_local % plan.ulysses \
+            and not fw.gqa_kv_replication:
+        return f"kv_heads {model.kv_heads} not divisible by ulysses {plan.ulysses} (no K/V head replication)"
+    from ditpar.plan.gates import padding_for
+
+    if padding_for(model, shape, plan) and not fw.pads_sequence(family, plan):
+        return f"sequence {shape.tokens} tokens not divisible by sp {plan.sp} (no padding)"
+    return None
+
+
+def matrix_markdown() -> str:
+    """The framework matrix of references/parallel-selection.md §10.1, generated from the profiles."""
+    rows = ["| framework | vendors | ulysses | ring | kv_allgather | tp | pipefusion | cfg | indivisible sequence "
+            "| indivisible heads | GQA K/V replication | weight sharding | unverified |",
+            "|---" * 13 + "|"]
+    for fw in all_frameworks():
+        cells = []
+        for form in ("ulysses", "ring", "kv_allgather", "tp", "pipefusion", "cfg"):
+            fams = fw.forms.get(form, ())
+            text = "any" if "*" in fams else (", ".join(fams) or "-")
+            if form in fw.form_vendors:
+                text += f" ({'/'.join(fw.form_vendors[form])} only)"
+            cells.append(text)
+        rows.append(f"| {fw.name} | {'/'.join(fw.vendors)} | " + " | ".join(cells)
+                    + f" | {fw.sequence_indivisible} | {fw.heads_indivisible} | "
+                    f"{'yes' if fw.gqa_kv_replication else 'no'} | {'yes' if fw.weight_sharding else 'no'} | "
+                    f"{len(fw.unverified)} |")
+    return "\n".join(rows)
