@@ -85,8 +85,16 @@ def after_ranking(args, box: Box, results, model, hw, shape, tun, write_matrix=N
     short = shortlist.annotate(results, measured)
     feas = [r for r in results if r.feasible]
     a = feas[0] if feas else None
-    b = short[1] if len(short) > 1 else runner_up(feas)
-    sens = shortlist.sensitivity(model, hw, shape, tun, a, b) if a is not None and b is not None else None
+    # the deciding input: against the nearest short-list member whose order some input can flip
+    challengers = short[1:] if len(short) > 1 else [runner_up(feas)]
+    sens = None
+    for b in challengers:
+        if a is None or b is None:
+            break
+        sens = shortlist.sensitivity(model, hw, shape, tun, a, b)
+        if sens is not None:
+            break
+    b = challengers[0] if challengers else None
     out = {"short_list": short, "sensitivity": sens, "short_list_text": shortlist.describe(short, sens, hw),
            "compare": [], "matrix": None}
     if args.compare:
