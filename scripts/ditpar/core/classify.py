@@ -105,6 +105,11 @@ def _ascend_family(name: str, type_: str) -> tuple[str | None, str]:
     return None, label or "(empty name)"
 
 
+def is_nccl_kernel(name: str) -> bool:
+    """True for an NCCL/RCCL device kernel name (the kernels a collective annotation can describe)."""
+    return bool(_NCCL_KERNEL.search(name))
+
+
 def kineto_one(name: str, cat: str, collective: str) -> tuple[str, str, str | None]:
     """(kind, family, unplaced-label or None) for one distinct Kineto GPU activity."""
     if cat in ("gpu_memcpy", "gpu_memset"):
