@@ -44,7 +44,12 @@ def records(frame, columns):
     return [] if frame is None else frame[columns].to_dict("records")
 
 
-def payload(report: CollectiveReport, unclassified) -> dict:
+def skipped_ranks(skipped) -> list[dict]:
+    """JSON rows of the ranks left out: rank, reason, path."""
+    return [{"rank": s["rank"], "reason": s["reason"], "path": s["path"]} for s in skipped]
+
+
+def payload(report: CollectiveReport, unclassified, skipped=()) -> dict:
     layers = None if report.layers is None else report.layers.to_dict("records")
     return {
         "collectives": records(report.table, JSON_COLS),
@@ -56,6 +61,7 @@ def payload(report: CollectiveReport, unclassified) -> dict:
         "streams": report.streams.to_dict("records"),
         "calls_per_layer": layers,
         "unclassified": dict(unclassified),
+        "skipped_ranks": skipped_ranks(skipped),
     }
 
 
@@ -89,12 +95,13 @@ def main() -> None:
         from ditpar.readers import load_profiles
 
         ps = load_profiles(args.paths)
+        cli.warn_skipped(PROG, ps.skipped, needs_all=len(ps.ranks) + len(ps.skipped) > 1)
         families = [f.strip() for f in args.family.split(",") if f.strip()] if args.family else None
         report = analyse(ps, ranks=args.rank, families=families, layers=args.layers, steps=args.steps)
         if args.csv:
             cli.write_csv(args.csv, report.table[JSON_COLS])
         if args.json:
-            cli.print_json(TOOL, payload(report, ps.unclassified))
+            cli.print_json(TOOL, payload(report, ps.unclassified, ps.skipped))
         else:
             print_text(report, ps.unclassified)
         return 0 if all(c["status"] != "FAIL" for c in report.checks) else 1

@@ -360,10 +360,20 @@ def analyse(ps: ProfileSet, ranks: list[int] | None = None, families: list[str] 
             step_frame = step_frame[step_frame["rank"].isin(ranks)]
         layer_table, scope = calls_per_layer(events, step_frame, layers, steps)
         checks.append(check_layers(layer_table, scope))
+    if ps.skipped:
+        checks.append(check_all_ranks(ps))
     slow, by = slowest_rank(ps, rtab)
     return CollectiveReport(table=table, ranks=rtab, streams=stream_table(events),
                             overlap=overlap_matrix(events), skew=family_skew(table),
                             layers=layer_table, checks=checks, slowest_rank=slow, slowest_by=by)
+
+
+def check_all_ranks(ps: ProfileSet) -> dict[str, str]:
+    """FAIL when ranks were left out: slowest rank and per-family skew compare all ranks."""
+    named = ", ".join("rank ?" if s["rank"] is None else f"rank {s['rank']}" for s in ps.skipped)
+    return check_row("all_ranks_present", FAIL,
+                     f"{len(ps.skipped)} rank(s) skipped as incomplete ({named}); the cross-rank figures "
+                     f"(slowest rank, family skew) cover ranks {ps.ranks} only")
 
 
 def no_collectives_error(events: pd.DataFrame) -> InputError:

@@ -68,6 +68,8 @@ class ProfileSet:
     unclassified: Counter = field(default_factory=Counter)
     sources: dict[int, list[Path]] = field(default_factory=dict)
     fmt: str = ""  # "ascend" or "kineto"
+    #: ranks left out because their files are incomplete: {"rank": int | None, "path": str, "reason": str}
+    skipped: list[dict] = field(default_factory=list)
 
     @property
     def ranks(self) -> list[int]:

@@ -19,7 +19,7 @@ import pandas as pd
 
 from ditpar.core.events import make_events, validate_events
 from ditpar.core.profile import COMM_OP_COLUMNS, STEP_COLUMNS, GroupInfo, ProfileSet
-from ditpar.errors import InputError
+from ditpar.errors import IncompleteRankError, InputError
 from ditpar.readers import ascend, kineto
 
 __all__ = ["load_profiles", "discover"]
@@ -96,8 +96,32 @@ def load_profiles(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[st
         examples = {fmt: str(next(loc for f, loc in unique if f == fmt)) for fmt in formats}
         raise InputError(f"mixed profile formats {examples}; give Ascend folders or Kineto traces, not both")
     fmt = formats[0]
-    reads = [ascend.read_rank(loc) if fmt == "ascend" else kineto.read_trace(loc) for _, loc in unique]
-    return _combine(fmt, reads, [loc for _, loc in unique])
+    reads, kept, skipped = [], [], []
+    for _, loc in unique:
+        try:
+            reads.append(ascend.read_rank(loc) if fmt == "ascend" else kineto.read_trace(loc))
+            kept.append(loc)
+        except IncompleteRankError as exc:
+            if len(unique) == 1:
+                raise
+            skipped.append({"rank": _rank_hint(fmt, loc), "path": str(loc), "reason": str(exc)})
+    if not reads:
+        raise InputError(f"every rank is incomplete ({len(skipped)} of {len(unique)}); first: {skipped[0]['reason']}")
+    ps = _combine(fmt, reads, kept)
+    ps.skipped = skipped
+    return ps
+
+
+def _rank_hint(fmt: str, loc: Path) -> int | None:
+    """The rank of a profile that could not be read, where its metadata or name tells it."""
+    if fmt != "ascend":
+        return None
+    out_dir = ascend.find_output_dir(loc)
+    rank_dir = out_dir.parent if out_dir.name == ascend.OUTPUT_DIR else out_dir
+    try:
+        return ascend.rank_of(rank_dir)[0]
+    except InputError:
+        return None
 
 
 def _combine(fmt: str, reads: list, locations: list[Path]) -> ProfileSet:

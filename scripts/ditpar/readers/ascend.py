@@ -25,7 +25,7 @@ import pandas as pd
 from ditpar.core import classify
 from ditpar.core.events import make_events
 from ditpar.core.profile import COMM_OP_COLUMNS, STEP_COLUMNS, STEP_TRACE_COLUMNS, GroupInfo
-from ditpar.errors import InputError
+from ditpar.errors import IncompleteRankError, InputError
 from ditpar.readers.common import as_int, byte_counts, check_times, factorize, hashable, text_of
 from ditpar.readers.jsonstream import iter_trace, load_json
 from ditpar.timeparse import parse_us_column, us_to_ns
@@ -98,9 +98,9 @@ def read_rank(folder: Path) -> AscendRank:
     if not kernel_path.is_file():
         have = sorted(p.name for p in out_dir.iterdir()) if out_dir.is_dir() else []
         hint = " (export_type db is not supported: export text)" if any(h.endswith(".db") for h in have) else ""
-        raise InputError(f"{out_dir}: no {KERNEL_FILE}{hint}; found {have or 'nothing'}")
+        raise IncompleteRankError(f"{out_dir}: no {KERNEL_FILE}{hint}; found {have or 'nothing'}")
     sources = [kernel_path]
-    rank, rank_from = _rank_of(rank_dir)
+    rank, rank_from = rank_of(rank_dir)
     kernels = _read_kernel_details(kernel_path)
     trace = _read_trace_view(out_dir / "trace_view.json")
     if trace is not None:
@@ -126,7 +126,7 @@ def read_rank(folder: Path) -> AscendRank:
     return AscendRank(rank, rank_from, events, steps, step_trace, comm_ops, groups, unplaced, sources)
 
 
-def _rank_of(rank_dir: Path) -> tuple[int | None, str]:
+def rank_of(rank_dir: Path) -> tuple[int | None, str]:
     """Rank from profiler_info_<rank>.json (rank_id, else the file name), else the folder name."""
     infos = sorted(rank_dir.glob("profiler_info*.json"))
     for info in infos:
