@@ -19,7 +19,7 @@ MAIN = ["rank", "family", "group", "group_role", "count", "sum_us", "union_us", 
         "exposed_us", "mean_us", "median_us", "p90_us", "bytes", "bandwidth_GBps", "transit_us", "wait_us", "idle_us"]
 JSON_COLS = ["rank", "family", "group", "group_name", "group_role", "count", "sum_us", "union_us",
              "union_over_sum", "exposed_us", "mean_us", "median_us", "p90_us", "bytes", "bandwidth_GBps",
-             "transit_us", "wait_us", "idle_us", "wait_share"]
+             "transit_us", "wait_us", "idle_us", "wait_share", "split_ops", "bytes_from"]
 RANK_COLS = ["rank", "comm_union_us", "comm_exposed_us", "overlap_pct", "compute_union_us", "span_us"]
 
 
@@ -62,6 +62,7 @@ def payload(report: CollectiveReport, unclassified, skipped=()) -> dict:
         "calls_per_layer": layers,
         "unclassified": dict(unclassified),
         "skipped_ranks": skipped_ranks(skipped),
+        "links": [] if report.links is None else report.links.to_dict("records"),
     }
 
 
@@ -82,6 +83,13 @@ def print_text(report: CollectiveReport, unclassified) -> None:
     if report.layers is not None:
         out("Calls per layer = count / (layers x steps)\n")
         out(cli.format_table(report.layers, digits=3) + "\n\n")
+    transit = sorted({b for b in report.table.get("bytes_from", []) if b == "transit"})
+    if transit:
+        out("bytes: what each op moved over its links (communication.json Transit Size; trace_view.json absent), "
+            "not the message size\n\n")
+    if report.links is not None and not report.links.empty:
+        out("Links (communication_matrix.json totals; bandwidth = bytes / transit time)\n")
+        out(cli.format_table(report.links.drop(columns=["group_hash"]), digits=3) + "\n\n")
     if unclassified:
         top = ", ".join(f"{k} x{v}" for k, v in list(unclassified.most_common(5)))
         out(f"Unclassified event names (not counted as collectives): {top}\n\n")

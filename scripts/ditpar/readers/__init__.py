@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from ditpar.core.events import make_events, validate_events
-from ditpar.core.profile import COMM_OP_COLUMNS, STEP_COLUMNS, GroupInfo, ProfileSet
+from ditpar.core.profile import COMM_OP_COLUMNS, LINK_COLUMNS, STEP_COLUMNS, GroupInfo, ProfileSet
 from ditpar.errors import IncompleteRankError, InputError
 from ditpar.readers import ascend, kineto
 
@@ -126,7 +126,8 @@ def _rank_hint(fmt: str, loc: Path) -> int | None:
 
 def _combine(fmt: str, reads: list, locations: list[Path]) -> ProfileSet:
     ranks = _assign_ranks(reads, locations)
-    events, steps, traces, comm_ops = [], [], [], []
+    events, steps, traces, comm_ops, links = [], [], [], [], []
+    bytes_from: dict[int, str] = {}
     groups: dict[str, GroupInfo] = {}
     conflicted: set[str] = set()
     unplaced: Counter = Counter()
@@ -146,6 +147,12 @@ def _combine(fmt: str, reads: list, locations: list[Path]) -> ProfileSet:
             c = rd.comm_ops.copy()
             c["rank"] = rank
             comm_ops.append(c)
+        if getattr(rd, "links", None) is not None:
+            lk = rd.links.copy()
+            lk["rank"] = rank
+            links.append(lk)
+        if getattr(rd, "bytes_from", ""):
+            bytes_from[rank] = rd.bytes_from
         for key, info in rd.groups.items():
             _merge_group(groups, key, info, conflicted)
         unplaced.update(rd.unclassified)
@@ -165,6 +172,8 @@ def _combine(fmt: str, reads: list, locations: list[Path]) -> ProfileSet:
         unclassified=unplaced,
         sources=sources,
         fmt=fmt,
+        links=(pd.concat(links, ignore_index=True)[list(LINK_COLUMNS)] if links else None),
+        bytes_from=bytes_from,
     )
 
 

@@ -24,7 +24,15 @@ import pandas as pd
 
 from ditpar.core import classify
 from ditpar.core.events import make_events
-from ditpar.core.profile import COMM_OP_COLUMNS, STEP_COLUMNS, STEP_TRACE_COLUMNS, GroupInfo
+from ditpar.core.profile import (
+    BYTES_MESSAGE,
+    BYTES_TRANSIT,
+    COMM_OP_COLUMNS,
+    LINK_COLUMNS,
+    STEP_COLUMNS,
+    STEP_TRACE_COLUMNS,
+    GroupInfo,
+)
 from ditpar.errors import IncompleteRankError, InputError
 from ditpar.readers.common import as_int, byte_counts, check_times, factorize, hashable, text_of
 from ditpar.readers.jsonstream import iter_trace, load_json
@@ -72,6 +80,8 @@ class AscendRank:
     groups: dict[str, GroupInfo] = field(default_factory=dict)
     unclassified: dict[str, int] = field(default_factory=dict)
     sources: list[Path] = field(default_factory=list)
+    links: pd.DataFrame | None = None
+    bytes_from: str = ""
 
 
 def double_hash(name: str) -> int:
@@ -120,10 +130,31 @@ def read_rank(folder: Path) -> AscendRank:
     if meta_path.is_file():
         meta_groups = _parallel_groups(meta_path)
         sources.append(meta_path)
+    links = None
+    matrix_path = out_dir / "communication_matrix.json"
+    if matrix_path.is_file():
+        links = read_matrix(matrix_path)
+        sources.append(matrix_path)
     events, unplaced = _events(kernels, trace, kernel_path)
+    bytes_from = BYTES_MESSAGE if trace is not None and len(trace.comm) else ""
+    if not bytes_from and comm_ops is not None and comm_ops["bytes"].notna().any():
+        # without trace_view.json the only sizes are what each op moved over the links
+        events = _transit_bytes(events, comm_ops)
+        bytes_from = BYTES_TRANSIT
     steps = _steps(events, trace)
     groups = _groups(events, comm_hashes, meta_groups, trace)
-    return AscendRank(rank, rank_from, events, steps, step_trace, comm_ops, groups, unplaced, sources)
+    return AscendRank(rank, rank_from, events, steps, step_trace, comm_ops, groups, unplaced, sources,
+                      links, bytes_from if events["bytes"].notna().any() else "")
+
+
+def _transit_bytes(events: pd.DataFrame, comm_ops: pd.DataFrame) -> pd.DataFrame:
+    """communication.json transit bytes onto the comm events of the same op name (unique names only)."""
+    sizes = comm_ops.drop_duplicates("name", keep=False).set_index("name")["bytes"]
+    is_comm = (events["kind"] == "comm").to_numpy()
+    found = events.loc[is_comm, "name"].map(sizes)
+    events = events.copy()
+    events.loc[is_comm, "bytes"] = pd.array(found.to_numpy(), dtype="Int64")
+    return events
 
 
 def rank_of(rank_dir: Path) -> tuple[int | None, str]:
@@ -549,3 +580,47 @@ def _groups(events: pd.DataFrame, hashes: dict[str, str], meta: dict[str, dict],
         if short and short not in out:
             out[short] = GroupInfo(group=short)
     return out
+
+
+_LINK_KEY = re.compile(r"^(?P<op>[A-Za-z0-9_]+)-total(?:@(?P<hash>.*))?$")
+
+
+def read_matrix(path: Path) -> pd.DataFrame:
+    """communication_matrix.json: the per-link totals (``<op>-total@<hash>``) of each step, in us and bytes."""
+    data = load_json(path, "torch_npu communication_matrix.json")
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected an object keyed by step, got {type(data).__name__}")
+    rows = []
+    for step_key, kinds in data.items():
+        m = re.fullmatch(r"step(\d*)", str(step_key))
+        if not m or not isinstance(kinds, dict):
+            raise InputError(f"{path}: key {step_key!r}: expected 'step<N>' holding p2p/collective links")
+        step = int(m.group(1)) if m.group(1) else None
+        for kind_key, ops in kinds.items():
+            if not isinstance(ops, dict):
+                raise InputError(f"{path}: {step_key}.{kind_key}: expected an object of ops")
+            for op_key, links in ops.items():
+                km = _LINK_KEY.match(str(op_key))
+                if not km:
+                    continue  # top/middle/bottom slices repeat what the total holds
+                if not isinstance(links, dict):
+                    raise InputError(f"{path}: {step_key}.{kind_key}.{op_key}: expected an object of links")
+                for link, info in links.items():
+                    where = f"{path}: {op_key} link {link!r}"
+                    if not isinstance(info, dict):
+                        raise InputError(f"{where}: expected an object")
+                    size_mb = _number(info.get("Transit Size(MB)"), f"{where}: Transit Size(MB)")
+                    time_us = _ms_to_us(info.get("Transit Time(ms)"), f"{where}: Transit Time(ms)")
+                    bw = info.get("Bandwidth(GB/s)")
+                    bw = _number(bw, f"{where}: Bandwidth(GB/s)") if bw is not None else float("nan")
+                    for value, label in ((size_mb, "Transit Size(MB)"), (time_us, "Transit Time(ms)"), (bw, "Bandwidth(GB/s)")):
+                        if not (math.isnan(value) or (math.isfinite(value) and 0 <= value < 2**62 / 1e6)):
+                            raise InputError(f"{where}: {label} {value!r} is not a valid non-negative number")
+                    rows.append({"step": step, "op": km.group("op"), "group_hash": km.group("hash") or "",
+                                 "link": str(link), "transport": str(info.get("Transport Type", "")),
+                                 "bytes": int(round(size_mb * 1e6)), "transit_us": time_us,
+                                 "profiler_bandwidth_GBps": bw})
+    frame = pd.DataFrame(rows, columns=[c for c in LINK_COLUMNS if c != "rank"])
+    frame.insert(0, "rank", 0)
+    frame["step"] = pd.array(frame["step"], dtype="Int64")
+    return frame[list(LINK_COLUMNS)]

@@ -18,7 +18,7 @@ import pandas as pd
 
 from ditpar.core import classify
 from ditpar.core.events import make_events
-from ditpar.core.profile import STEP_COLUMNS, GroupInfo
+from ditpar.core.profile import BYTES_MESSAGE, STEP_COLUMNS, GroupInfo
 from ditpar.errors import InputError
 from ditpar.readers.common import as_int, byte_counts, check_times, factorize, hashable, text_of
 from ditpar.readers.jsonstream import iter_trace
@@ -48,6 +48,7 @@ class KinetoRank:
     groups: dict[str, GroupInfo] = field(default_factory=dict)
     unclassified: dict[str, int] = field(default_factory=dict)
     sources: list[Path] = field(default_factory=list)
+    bytes_from: str = BYTES_MESSAGE
 
 
 def read_trace(path: Path) -> KinetoRank:
