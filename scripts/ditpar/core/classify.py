@@ -143,6 +143,23 @@ def classify_ascend(names: pd.Series, types: pd.Series, cores: pd.Series) -> Cla
     return _expand(codes, [(k, f, g) for k, f, g, _ in decided], [d[3] for d in decided])
 
 
+def classify_ascend_coded(names: tuple[np.ndarray, list[str]], types: tuple[np.ndarray, list[str]],
+                          cores: tuple[np.ndarray, list[str]]) -> Classified:
+    """classify_ascend on columns given as (codes, distinct texts): one decision per distinct triple."""
+    n = len(names[0])
+    if n == 0:
+        return _expand(np.zeros(0, dtype=np.int64), [], [])
+    combined = np.zeros(n, dtype=np.int64)
+    rows: list[tuple[str, ...]] = [()]
+    for codes, texts in (names, types, cores):
+        width = max(len(texts), 1)
+        keys, combined = np.unique(combined * width + codes, return_inverse=True)
+        rows = [(*rows[k // width], texts[k % width]) for k in keys.tolist()]
+        combined = combined.ravel().astype(np.int64)
+    decided = [ascend_one(nm, t, c) for nm, t, c in rows]
+    return _expand(combined, [(k, f, g) for k, f, g, _ in decided], [d[3] for d in decided])
+
+
 def classify_kineto(names: pd.Series, cats: pd.Series, collectives: pd.Series,
                     groups: pd.Series) -> Classified:
     """Classify Kineto GPU activities (name, cat, args['Collective name'], args['Process Group Name'])."""

@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from ditpar.core.events import make_events, validate_events
@@ -157,9 +158,13 @@ def _combine(fmt: str, reads: list, locations: list[Path]) -> ProfileSet:
             _merge_group(groups, key, info, conflicted)
         unplaced.update(rd.unclassified)
         sources[rank] = list(rd.sources)
-    all_events = make_events(pd.concat(events, ignore_index=True)) if events else make_events({
-        "rank": [], "start_ns": [], "dur_ns": []})
-    all_events = all_events.sort_values(["rank", "start_ns"], kind="stable").reset_index(drop=True)
+    if len(events) == 1:
+        all_events = events[0]  # already an event table (make_events in the reader)
+    elif events:
+        all_events = make_events(pd.concat(events, ignore_index=True))
+    else:
+        all_events = make_events({"rank": [], "start_ns": [], "dur_ns": []})
+    all_events = _sorted_by_rank_and_start(all_events)
     validate_events(all_events)
     step_frame = (pd.concat(steps, ignore_index=True) if steps else pd.DataFrame(columns=list(STEP_COLUMNS)))
     step_frame = step_frame.astype({"rank": "int64", "step": "Int64", "start_ns": "int64", "end_ns": "int64"})
@@ -175,6 +180,16 @@ def _combine(fmt: str, reads: list, locations: list[Path]) -> ProfileSet:
         links=(pd.concat(links, ignore_index=True)[list(LINK_COLUMNS)] if links else None),
         bytes_from=bytes_from,
     )
+
+
+def _sorted_by_rank_and_start(events: pd.DataFrame) -> pd.DataFrame:
+    """Stable order by (rank, start_ns); a table already in that order is not copied."""
+    rank = events["rank"].to_numpy(np.int64)
+    start = events["start_ns"].to_numpy(np.int64)
+    if len(events) < 2 or bool(np.all((np.diff(rank) > 0) | ((np.diff(rank) == 0) & (np.diff(start) >= 0)))):
+        return events.reset_index(drop=True)
+    order = np.lexsort((start, rank))  # lexsort is stable
+    return events.take(order).reset_index(drop=True)
 
 
 def _assign_ranks(reads: list, locations: list[Path]) -> list[int]:
