@@ -73,8 +73,14 @@ def _is_trace_name(name: str) -> bool:
     return not low.startswith(_NOT_TRACES) and low != "trace_view.json"
 
 
-def load_profiles(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str]) -> ProfileSet:
-    """Read every rank under ``paths`` into one ProfileSet (events of all ranks, side tables)."""
+def load_profiles(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str],
+                  workers: int | None = None) -> ProfileSet:
+    """Read every rank under ``paths`` into one ProfileSet (events of all ranks, side tables).
+
+    Ranks are read in parallel processes (one per rank, at most one per usable core) when the
+    profiles are large enough to pay for starting them; ``workers`` fixes the number (1 = serial).
+    The result is the same either way: ranks are merged in the order they were found.
+    """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     paths = [Path(p) for p in paths]
@@ -98,19 +104,75 @@ def load_profiles(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[st
         raise InputError(f"mixed profile formats {examples}; give Ascend folders or Kineto traces, not both")
     fmt = formats[0]
     reads, kept, skipped = [], [], []
-    for _, loc in unique:
-        try:
-            reads.append(ascend.read_rank(loc) if fmt == "ascend" else kineto.read_trace(loc))
-            kept.append(loc)
-        except IncompleteRankError as exc:
+    for loc, outcome in zip([loc for _, loc in unique], _read_each(fmt, [loc for _, loc in unique], workers),
+                            strict=True):
+        if isinstance(outcome, IncompleteRankError):
             if len(unique) == 1:
-                raise
-            skipped.append({"rank": _rank_hint(fmt, loc), "path": str(loc), "reason": str(exc)})
+                raise outcome
+            skipped.append({"rank": _rank_hint(fmt, loc), "path": str(loc), "reason": str(outcome)})
+        else:
+            reads.append(outcome)
+            kept.append(loc)
     if not reads:
         raise InputError(f"every rank is incomplete ({len(skipped)} of {len(unique)}); first: {skipped[0]['reason']}")
     ps = _combine(fmt, reads, kept)
     ps.skipped = skipped
     return ps
+
+
+#: below this many bytes of profile files, starting worker processes costs more than it saves
+PARALLEL_MIN_BYTES = 64 << 20
+
+
+def _read_one(fmt: str, loc: Path) -> object:
+    """One rank's read; an incomplete rank comes back as its error (the caller decides)."""
+    try:
+        return ascend.read_rank(loc) if fmt == "ascend" else kineto.read_trace(loc)
+    except IncompleteRankError as exc:
+        return exc
+
+
+def _read_each(fmt: str, locs: list[Path], workers: int | None) -> list[object]:
+    """Read every location, serially or in worker processes; results in the order of ``locs``."""
+    if workers is None:
+        workers = _usable_cores() if _profile_bytes(fmt, locs) >= PARALLEL_MIN_BYTES else 1
+    workers = max(1, min(int(workers), len(locs)))
+    if workers == 1:
+        return [_read_one(fmt, loc) for loc in locs]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    # spawn: a fresh interpreter per worker, safe whatever threads this process already runs
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_worker_start) as pool:
+        return list(pool.map(_read_one, [fmt] * len(locs), locs))
+
+
+def _worker_start() -> None:
+    """Each worker uses one core; the processes are the parallelism."""
+    import pyarrow
+
+    pyarrow.set_cpu_count(1)
+    pyarrow.set_io_thread_count(1)
+
+
+def _usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _profile_bytes(fmt: str, locs: list[Path]) -> int:
+    """Size of the files that dominate reading time (kernel_details.csv, or the trace itself)."""
+    total = 0
+    for loc in locs:
+        path = ascend.find_output_dir(loc) / ascend.KERNEL_FILE if fmt == "ascend" else loc
+        try:
+            total += path.stat().st_size
+        except OSError:
+            pass
+    return total
 
 
 def _rank_hint(fmt: str, loc: Path) -> int | None:
