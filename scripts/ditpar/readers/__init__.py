@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ditpar.core.events import make_events, validate_events
+from ditpar.core.events import concat_events, make_events, validate_events
 from ditpar.core.profile import COMM_OP_COLUMNS, LINK_COLUMNS, STEP_COLUMNS, GroupInfo, ProfileSet
 from ditpar.errors import IncompleteRankError, InputError
 from ditpar.readers import ascend, kineto
@@ -220,10 +220,8 @@ def _combine(fmt: str, reads: list, locations: list[Path]) -> ProfileSet:
             _merge_group(groups, key, info, conflicted)
         unplaced.update(rd.unclassified)
         sources[rank] = list(rd.sources)
-    if len(events) == 1:
-        all_events = events[0]  # already an event table (make_events in the reader)
-    elif events:
-        all_events = make_events(pd.concat(events, ignore_index=True))
+    if events:
+        all_events = concat_events(events)  # each is already an event table (make_events in the reader)
     else:
         all_events = make_events({"rank": [], "start_ns": [], "dur_ns": []})
     all_events = _sorted_by_rank_and_start(all_events)

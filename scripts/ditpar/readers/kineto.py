@@ -113,7 +113,7 @@ def read_trace(path: Path) -> KinetoRank:
                 m = _STEP_NAME.match(name)
                 if m and (cat is None or cat in ("user_annotation", "cpu_op")):
                     steps.append((int(m.group("step")), ev.get("ts"), ev.get("dur", 0)))
-            elif cat in ("cpu_op", "user_annotation"):
+            elif (name == "record_param_comms" or name[:5] == "nccl:") and cat in ("cpu_op", "user_annotation"):
                 note = _comm_note(path, i, name, ev)
                 if note is not None:
                     notes.append(note)
