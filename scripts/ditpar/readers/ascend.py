@@ -193,7 +193,7 @@ def _read_kernel_details(path: Path) -> dict[str, object]:
     try:
         table = pacsv.read_csv(
             path,
-            read_options=pacsv.ReadOptions(column_names=slots, skip_rows=1, block_size=1 << 24),
+            read_options=pacsv.ReadOptions(column_names=slots, skip_rows=1),  # 1 MB blocks: less memory
             parse_options=pacsv.ParseOptions(newlines_in_values=False),
             convert_options=pacsv.ConvertOptions(
                 include_columns=list(want), column_types={k: pa.string() for k in want},
