@@ -102,9 +102,10 @@ def read_trace(path: Path) -> KinetoRank:
                                     str(args.get("Process Group Ranks", "")))
         elif cat in launch_cats:
             args = ev.get("args")
-            if isinstance(args, dict) and as_int(args.get("correlation")) is not None:
-                launches.append((args["correlation"], ev.get("ts"), hashable(ev.get("pid")),
-                                 hashable(ev.get("tid")), as_int(args.get("External id"))))
+            if type(args) is dict:
+                corr = args.get("correlation")
+                if type(corr) is int:  # an int, not a bool (as_int, inlined: one per launch)
+                    launches.append((corr, ev.get("ts"), ev.get("pid"), ev.get("tid"), args.get("External id")))
         else:
             name = ev.get("name")
             if not isinstance(name, str):
@@ -181,21 +182,25 @@ def _annotate(path: Path, cols: dict[str, list], launches: list, notes: list[_No
     the ids do not link (e.g. sampled traces) the innermost annotation on the launching thread whose
     span holds the launch is taken. The kernel's own args, when present, always win.
     """
+    if not notes:
+        return
+    nccl = {name: classify.is_nccl_kernel(name) for name in set(cols["name"])}  # distinct names only
     todo = [k for k, (name, coll) in enumerate(zip(cols["name"], cols["coll"], strict=True))
-            if not coll and classify.is_nccl_kernel(name)]
-    if not todo or not notes:
+            if not coll and nccl[name]]
+    if not todo:
         return
     by_ext = {n.external: n for n in notes if n.external is not None}
-    launch_of = {c: (ts, pid, tid, ext) for c, ts, pid, tid, ext in launches}
+    launch_of = {c: (ts, pid, tid, ext) for c, ts, pid, tid, ext in launches}  # raw JSON values
     spans = _note_spans(path, notes)
     for k in todo:
         launch = launch_of.get(cols["corr"][k])
         if launch is None:
             continue
         ts, pid, tid, ext = launch
+        ext = as_int(ext)
         note = by_ext.get(ext) if ext is not None else None
         if note is None:
-            note = _enclosing(spans.get((pid, tid)), ts, path)
+            note = _enclosing(spans.get((hashable(pid), hashable(tid))), ts, path)
         if note is None:
             continue
         cols["coll"][k] = note.collective
@@ -256,7 +261,7 @@ def _events(path: Path, cols: dict[str, list], base: int) -> tuple[pd.DataFrame,
     check_times(start, dur, where)
     start = start + np.int64(base)
     codes, uniques = factorize(cols["name"])
-    names = pd.Series(np.array([text_of(u) for u in uniques] or [""], dtype=object)[codes])
+    names = pd.Series(np.array([text_of(u) for u in uniques] or [""], dtype=object)[codes], dtype=object)
     cats = pd.Series(cols["cat"], dtype=object)
     decided = classify.classify_kineto(names, cats, pd.Series(cols["coll"], dtype=object),
                                        pd.Series(cols["pg"], dtype=object))
@@ -264,15 +269,18 @@ def _events(path: Path, cols: dict[str, list], base: int) -> tuple[pd.DataFrame,
     codes, uniques = factorize(pd.Series(cols["stream"], dtype=object))
     stream = np.array([text_of(u) for u in uniques] or [""], dtype=object)[codes]
     nbytes = _message_bytes(cols, decided.kind == "comm")
+    def obj(values: np.ndarray) -> pd.Series:  # plain object columns (no string-dtype inference)
+        return pd.Series(values, dtype=object, copy=False)
+
     table = pd.DataFrame({
         "rank": np.zeros(n, dtype=np.int64),
         "device": device,
-        "stream": stream,
-        "kind": decided.kind,
-        "core": np.full(n, "gpu", dtype=object),
-        "name": names.to_numpy(dtype=object),
-        "family": decided.family,
-        "group": decided.group,
+        "stream": obj(stream),
+        "kind": obj(decided.kind),
+        "core": obj(np.full(n, "gpu", dtype=object)),
+        "name": obj(names.to_numpy(dtype=object)),
+        "family": obj(decided.family),
+        "group": obj(decided.group),
         "start_ns": start,
         "dur_ns": dur,
         "step": pd.Series(pd.NA, index=range(n), dtype="Int64"),
