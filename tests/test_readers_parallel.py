@@ -47,3 +47,17 @@ def test_parallel_keeps_rank_order_and_skips_incomplete(tmp_path):
     assert serial.ranks == [0, 1, 2] and [s["rank"] for s in serial.skipped] == [5]
     assert_same(serial, parallel)
     assert parallel.events["rank"].is_monotonic_increasing
+
+
+def test_kineto_parallel_equals_serial(tmp_path):
+    import gzip
+    import json
+
+    for rank, name in enumerate(["hta-nccl_data.json.gz", "hta-timeline-sampled_rank-0.json.gz"]):
+        doc = json.loads(gzip.decompress(need_shared("fixtures", "kineto", name).read_bytes()))
+        doc["distributedInfo"]["rank"] = rank
+        (tmp_path / f"trace{1 - rank}.json").write_text(json.dumps(doc))  # found in reverse rank order
+    serial = load_profiles([tmp_path], workers=1)
+    parallel = load_profiles([tmp_path], workers=2)
+    assert serial.ranks == [0, 1]
+    assert_same(serial, parallel)
