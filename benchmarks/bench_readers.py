@@ -129,9 +129,10 @@ def make_ranks(single: Path, dst: Path, ranks: int) -> None:
 WRAPPER = r"""
 import atexit, os, resource, runpy, sys
 def _peak():
-    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    os.write(2, f"@@peak_kb {own} {kids}\n".encode())
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+    os.write(2, f"@@peak_kb {own.ru_maxrss} {kids.ru_maxrss} {cpu}\n".encode())
 atexit.register(_peak)
 kind, target, *rest = sys.argv[1:]
 sys.argv = [target, *rest]
@@ -175,24 +176,25 @@ print(ta.get_comm_comp_overlap(visualize=False).to_dict("records"))
 """
 
 
-def run_once(kind: str, target: str, args: list[str], work: Path) -> tuple[float, float]:
-    """Wall seconds and peak MB (the process or its largest worker) of one whole process."""
+def run_once(kind: str, target: str, args: list[str], work: Path) -> tuple[float, float, float]:
+    """Wall seconds, peak MB (the process or its largest worker) and CPU seconds of one whole process."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "scripts"), "MPLBACKEND": "Agg"}
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", WRAPPER, kind, target, *args], stdout=subprocess.DEVNULL,
                           stderr=subprocess.PIPE, text=True, env=env, cwd=work)
     wall = time.perf_counter() - t0
-    m = re.search(r"@@peak_kb (\d+) (\d+)", proc.stderr)
+    m = re.search(r"@@peak_kb (\d+) (\d+) ([0-9.]+)", proc.stderr)
     allowed = (0, 1) if kind == "script" else (0,)  # a script exits 1 when one of its checks fails
     if proc.returncode not in allowed or not m:
         raise SystemExit(f"benchmark job failed ({kind} {target} {' '.join(args)}): exit {proc.returncode}\n"
                          f"{proc.stderr[-2000:]}")
-    return wall, max(int(m.group(1)), int(m.group(2))) / 1024
+    return wall, max(int(m.group(1)), int(m.group(2))) / 1024, float(m.group(3))
 
 
 def best_of(repeat: int, kind: str, target: str, args: list[str], work: Path) -> dict:
+    """Best wall time and best CPU time (user + system, workers included) of ``repeat`` runs."""
     runs = [run_once(kind, target, args, work) for _ in range(repeat)]
-    return {"s": min(w for w, _ in runs), "peak_MB": max(p for _, p in runs)}
+    return {"s": min(r[0] for r in runs), "peak_MB": max(r[1] for r in runs), "cpu_s": min(r[2] for r in runs)}
 
 
 def snippet(work: Path, name: str, code: str) -> str:
@@ -225,16 +227,16 @@ def main() -> None:
                             [str(kd), "|".join(ASCEND_COLUMNS)], work)
             rows.append(("ascend: pyarrow columns read (floor)", floor, "", None, "times as strings"))
             sb = best_of(args.repeat, "script", str(scripts / "step_breakdown.py"), [str(one), "--json"], work)
-            rows.append(("ascend: step_breakdown.py", sb, f"{sb['s'] / floor['s']:.2f}x floor", 3.0, "<= 3x, < 700 MB"))
+            rows.append(("ascend: step_breakdown.py", sb, _ratio(sb, floor, "floor"), 3.0, "<= 3x, < 700 MB"))
             co = best_of(args.repeat, "script", str(scripts / "collectives.py"), [str(one), "--json"], work)
-            rows.append(("ascend: collectives.py", co, f"{co['s'] / floor['s']:.2f}x floor", 4.0, "<= 4x, < 700 MB"))
+            rows.append(("ascend: collectives.py", co, _ratio(co, floor, "floor"), 4.0, "<= 4x, < 700 MB"))
             if args.ranks > 1:
                 many = work / f"ascend{args.ranks}"
                 if not many.is_dir():
                     make_ranks(one, many, args.ranks)
                 mr = best_of(args.repeat, "script", str(scripts / "step_breakdown.py"), [str(many), "--json"], work)
                 rows.append((f"ascend: {args.ranks} ranks step_breakdown.py", mr,
-                             f"{mr['s'] / sb['s']:.2f}x one rank", 5.0, f"<= 5x on {_cores()} cores"))
+                             f"{mr['s'] / sb['s']:.2f}x one rank (wall)", 5.0, f"<= 5x on {_cores()} cores"))
         else:
             print("# Ascend fixture absent; Ascend part skipped", file=sys.stderr)
         if kineto_src is not None:
@@ -249,20 +251,26 @@ def main() -> None:
             fj = best_of(args.repeat, "code", snippet(work, "floor_json", FLOOR_JSON), [str(trace)], work)
             rows.append(("kineto: json full parse (floor)", fj, "", None, "floats as floats"))
             kc = best_of(args.repeat, "script", str(scripts / "collectives.py"), [str(trace), "--json"], work)
-            rows.append(("kineto: collectives.py", kc, f"{kc['s'] / fj['s']:.2f}x json", None, "< 400 MB"))
+            rows.append(("kineto: collectives.py", kc, _ratio(kc, fj, "json"), None, "< 400 MB"))
             if not args.no_hta and importlib.util.find_spec("hta"):
                 ht = best_of(args.repeat, "code", snippet(work, "hta", HTA), [str(kdir)], work)
-                rows.append(("kineto: HTA load + overlap", ht, f"{ht['s'] / kc['s']:.2f}x ours", 10.0,
+                rows.append(("kineto: HTA load + overlap", ht, _ratio(ht, kc, "ours"), 10.0,
                              "ours >= 10x faster"))
             else:
                 print("# HTA not installed (or --no-hta): HTA comparison skipped", file=sys.stderr)
         else:
             print("# Kineto fixture absent (../shared/fixtures/kineto); Kineto part skipped", file=sys.stderr)
     print(f"best of {args.repeat} whole processes, {args.rows} rows/events per rank, {_cores()} usable cores")
-    print(f"{'job':<40} {'s':>8} {'peak_MB':>8}  {'ratio':<18} target")
+    print(f"{'job':<40} {'wall_s':>7} {'cpu_s':>7} {'peak_MB':>8}  {'ratio (wall / cpu)':<28} target")
     for job, res, ratio, _, note in rows:
-        print(f"{job:<40} {res['s']:>8.2f} {res['peak_MB']:>8.0f}  {ratio:<18} {note}")
-    print("ratios are measured in this run; on a shared machine absolute times vary, ratios less so")
+        print(f"{job:<40} {res['s']:>7.2f} {res['cpu_s']:>7.2f} {res['peak_MB']:>8.0f}  {ratio:<28} {note}")
+    print(f"load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())}; ratios are measured in "
+          "this run. On a shared machine wall times vary with the load; CPU times (user + system, workers "
+          "included) vary less")
+
+
+def _ratio(a: dict, b: dict, what: str) -> str:
+    return f"{a['s'] / b['s']:.2f}x / {a['cpu_s'] / b['cpu_s']:.2f}x {what}"
 
 
 def _cores() -> int:
