@@ -55,9 +55,10 @@ def make_events(data: dict[str, object] | pd.DataFrame) -> pd.DataFrame:
             values = pd.Series([""] * n, dtype="object")
         else:
             values = pd.Series([pd.NA] * n, dtype=dtype)
-        out[col] = pd.Series(values).reset_index(drop=True).astype(dtype)
-    events = pd.DataFrame(out)
-    return events
+        series = pd.Series(values).reset_index(drop=True)
+        # a column already of its type is kept as it is (no copy of a million-row column)
+        out[col] = series if str(series.dtype) == dtype else series.astype(dtype)
+    return pd.DataFrame(out, copy=False)
 
 
 def concat_events(tables: list[pd.DataFrame]) -> pd.DataFrame:

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ditpar.core.events import concat_events, make_events, validate_events
+from ditpar.core.events import COLUMNS, concat_events, make_events, validate_events
 from ditpar.core.profile import COMM_OP_COLUMNS, LINK_COLUMNS, STEP_COLUMNS, GroupInfo, ProfileSet
 from ditpar.errors import IncompleteRankError, InputError
 from ditpar.readers import ascend, kineto
@@ -145,7 +145,37 @@ def _read_each(fmt: str, locs: list[Path], workers: int | None) -> list[object]:
     # spawn: a fresh interpreter per worker, safe whatever threads this process already runs
     with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
                              initializer=_worker_start) as pool:
-        return list(pool.map(_read_one, [fmt] * len(locs), locs))
+        return [_unpack(r) for r in pool.map(_read_packed, [fmt] * len(locs), locs)]
+
+
+def _read_packed(fmt: str, loc: Path) -> object:
+    """_read_one in a worker: text columns travel as codes and distinct values (small, fast to unpickle)."""
+    result = _read_one(fmt, loc)
+    if isinstance(result, IncompleteRankError):
+        return result
+    ev = result.events
+    packed = {}
+    for col in ev.columns:
+        if ev[col].dtype == object:
+            codes, uniques = pd.factorize(ev[col], use_na_sentinel=False)
+            packed[col] = (codes.astype(np.int32), np.asarray(uniques, dtype=object))
+    result.events = ev.drop(columns=list(packed))
+    result.packed = packed
+    return result
+
+
+def _unpack(result: object) -> object:
+    """Rebuild the event table of a worker's result, columns in their original order."""
+    packed = getattr(result, "packed", None)
+    if packed is None:
+        return result
+    ev = result.events
+    for col, (codes, uniques) in packed.items():
+        ev[col] = pd.Series(uniques[codes] if len(uniques) else np.array([], dtype=object), dtype=object,
+                            copy=False)
+    result.events = ev[list(COLUMNS)]
+    del result.packed
+    return result
 
 
 def _worker_start() -> None:

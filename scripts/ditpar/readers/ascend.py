@@ -135,7 +135,7 @@ def read_rank(folder: Path) -> AscendRank:
     if matrix_path.is_file():
         links = read_matrix(matrix_path)
         sources.append(matrix_path)
-    events, unplaced = _events(kernels, trace, kernel_path)
+    events, unplaced = _events(kernels, trace, kernel_path)  # empties ``kernels`` as it goes
     bytes_from = BYTES_MESSAGE if trace is not None and len(trace.comm) else ""
     if not bytes_from and comm_ops is not None and comm_ops["bytes"].notna().any():
         # without trace_view.json the only sizes are what each op moved over the links
@@ -202,6 +202,12 @@ def _read_kernel_details(path: Path) -> dict[str, object]:
     except (pa.ArrowInvalid, OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: cannot parse as CSV ({_first_line(exc)})") from None
     return {want[k]: table.column(k).combine_chunks() for k in want} | {"__rows__": table.num_rows}
+
+
+def _release_arrow_memory() -> None:
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
 
 
 def _coded(array: object) -> tuple[np.ndarray, list[str]]:
@@ -288,7 +294,8 @@ def _events(kernels: dict[str, object], trace: _TraceView | None, path: Path) ->
         stream[is_comm] = np.array([f"comm:{g}" for g in g_uniques], dtype=object)[g_codes]
     c_codes, c_texts = cores
     core = np.array(["" if t == "N/A" else t for t in c_texts] or [""], dtype=object)[c_codes]
-    del kernels
+    kernels.clear()  # the CSV columns are no longer needed: free them before the table is built
+    _release_arrow_memory()
 
     def obj(values: np.ndarray) -> pd.Series:  # plain object columns (no string-dtype inference)
         return pd.Series(values, dtype=object, copy=False)
