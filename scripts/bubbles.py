@@ -114,6 +114,7 @@ def main() -> None:
         from ditpar.readers import load_profiles
 
         ps = load_profiles(args.paths)
+        cli.warn_skipped(PROG, ps.skipped)
         families = [f.strip() for f in args.family.split(",") if f.strip()] if args.family else None
         report = analyse(ps, ranks=args.rank, families=families, tolerance_us=args.tolerance_us,
                          consumer=args.consumer, stream=args.stream)
@@ -125,7 +126,8 @@ def main() -> None:
         if args.csv:
             cli.write_csv(args.csv, gap_frame(report))
         if args.json:
-            cli.print_json(TOOL, payload(report))
+            cli.print_json(TOOL, {**payload(report), "skipped_ranks": [
+                {"rank": s["rank"], "reason": s["reason"], "path": s["path"]} for s in ps.skipped]})
         else:
             print_text(report)
         return 0

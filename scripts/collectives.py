@@ -19,7 +19,7 @@ MAIN = ["rank", "family", "group", "group_role", "count", "sum_us", "union_us", 
         "exposed_us", "mean_us", "median_us", "p90_us", "bytes", "bandwidth_GBps", "transit_us", "wait_us", "idle_us"]
 JSON_COLS = ["rank", "family", "group", "group_name", "group_role", "count", "sum_us", "union_us",
              "union_over_sum", "exposed_us", "mean_us", "median_us", "p90_us", "bytes", "bandwidth_GBps",
-             "transit_us", "wait_us", "idle_us", "wait_share"]
+             "transit_us", "wait_us", "idle_us", "wait_share", "split_ops", "bytes_from"]
 RANK_COLS = ["rank", "comm_union_us", "comm_exposed_us", "overlap_pct", "compute_union_us", "span_us"]
 
 
@@ -44,7 +44,12 @@ def records(frame, columns):
     return [] if frame is None else frame[columns].to_dict("records")
 
 
-def payload(report: CollectiveReport, unclassified) -> dict:
+def skipped_ranks(skipped) -> list[dict]:
+    """JSON rows of the ranks left out: rank, reason, path."""
+    return [{"rank": s["rank"], "reason": s["reason"], "path": s["path"]} for s in skipped]
+
+
+def payload(report: CollectiveReport, unclassified, skipped=()) -> dict:
     layers = None if report.layers is None else report.layers.to_dict("records")
     return {
         "collectives": records(report.table, JSON_COLS),
@@ -57,6 +62,8 @@ def payload(report: CollectiveReport, unclassified) -> dict:
         "calls_per_layer": layers,
         "not_dit_inference": report.not_dit,
         "unclassified": dict(unclassified),
+        "skipped_ranks": skipped_ranks(skipped),
+        "links": [] if report.links is None else report.links.to_dict("records"),
     }
 
 
@@ -81,6 +88,13 @@ def print_text(report: CollectiveReport, unclassified) -> None:
                 "(text encoder, VAE, CFG, Ulysses) do not apply and are left out\n")
         cols = [c for c in report.layers.columns if c != "likely_extra" or not report.not_dit]
         out(cli.format_table(report.layers, cols, digits=3) + "\n\n")
+    transit = sorted({b for b in report.table.get("bytes_from", []) if b == "transit"})
+    if transit:
+        out("bytes: what each op moved over its links (communication.json Transit Size; trace_view.json absent), "
+            "not the message size\n\n")
+    if report.links is not None and not report.links.empty:
+        out("Links (communication_matrix.json totals; bandwidth = bytes / transit time)\n")
+        out(cli.format_table(report.links.drop(columns=["group_hash"]), digits=3) + "\n\n")
     if unclassified:
         top = ", ".join(f"{k} x{v}" for k, v in list(unclassified.most_common(5)))
         out(f"Unclassified event names (not counted as collectives): {top}\n\n")
@@ -94,12 +108,13 @@ def main() -> None:
         from ditpar.readers import load_profiles
 
         ps = load_profiles(args.paths)
+        cli.warn_skipped(PROG, ps.skipped, needs_all=len(ps.ranks) + len(ps.skipped) > 1)
         families = [f.strip() for f in args.family.split(",") if f.strip()] if args.family else None
         report = analyse(ps, ranks=args.rank, families=families, layers=args.layers, steps=args.steps)
         if args.csv:
             cli.write_csv(args.csv, report.table[JSON_COLS])
         if args.json:
-            cli.print_json(TOOL, payload(report, ps.unclassified))
+            cli.print_json(TOOL, payload(report, ps.unclassified, ps.skipped))
         else:
             print_text(report, ps.unclassified)
         return 0 if all(c["status"] != "FAIL" for c in report.checks) else 1

@@ -58,7 +58,15 @@ def load_side(label: str, path: str) -> Side:
         return side_from_step_trace_csv(label, path, rank, rank_from)
     from ditpar.readers import load_profiles
 
-    return side_from_profile(label, load_profiles([path]))
+    ps = load_profiles([path])
+    # the slowest rank of a side is a cross-rank answer: a skipped rank makes it partial (exit 1)
+    cli.warn_skipped(PROG, ps.skipped, needs_all=True)
+    SKIPPED.extend({"side": label, "rank": s["rank"], "reason": s["reason"], "path": s["path"]} for s in ps.skipped)
+    return side_from_profile(label, ps)
+
+
+#: ranks left out of either side (incomplete files), reported in JSON and turned into exit 1
+SKIPPED: list[dict] = []
 
 
 def delta_payload(rep: DeltaReport) -> dict:
@@ -132,10 +140,10 @@ def main() -> None:
 
             cli.write_csv(args.csv, pd.DataFrame(rep.columns)[["name", "a_us", "b_us", "delta_us"]])
         if args.json:
-            cli.print_json(TOOL, delta_payload(rep))
+            cli.print_json(TOOL, {**delta_payload(rep), "skipped_ranks": SKIPPED})
         else:
             print_delta(rep)
-        return 0 if rep.closed else 1
+        return 0 if rep.closed and not SKIPPED else 1
 
     cli.run(PROG, body)
 

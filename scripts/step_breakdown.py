@@ -48,6 +48,7 @@ def body() -> int:
     from ditpar.readers import load_profiles
 
     profiles = load_profiles(args.paths)
+    cli.warn_skipped(PROG, profiles.skipped)
     result = step_breakdown(profiles)
     rows = [{k: v for k, v in r.items() if not k.startswith("window_")} for r in result.rows]
     if result.compared == 0:
@@ -76,6 +77,8 @@ def body() -> int:
             "stage_tolerance_us": STAGE_TOLERANCE_US,
             "mismatches": result.mismatches + result.unmatched_reference,
             "unclassified": dict(profiles.unclassified),
+            "skipped_ranks": [{"rank": s["rank"], "reason": s["reason"], "path": s["path"]}
+                              for s in profiles.skipped],
             "rows": rows,
         })
     else:

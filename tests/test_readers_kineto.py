@@ -35,14 +35,104 @@ def test_nccl_data_fixture():
     assert ps.step_trace is None and ps.comm_ops is None
 
 
-def test_sampled_rank_fixture_sendrecv_without_args_is_reported():
+def test_sampled_rank_fixture_sendrecv_classified_by_host_annotations():
+    """The 10 SendRecv kernels carry no args; the nccl:* annotation holding each launch names them.
+
+    By hand from the JSON: kernel correlation -> cudaLaunchKernel (same correlation) -> the
+    nccl:<op> user_annotation on the launching thread whose span holds the launch (the launches'
+    External ids equal their correlations here, so they link to no annotation).
+    """
     ps = load_profiles([need_shared("fixtures", "kineto", "hta-timeline-sampled_rank-0.json.gz")])
-    comm = ps.events[ps.events["kind"] == "comm"]
-    assert len(comm) == 10 and set(comm["family"]) == {"other_comm"}
-    assert sum(ps.unclassified.values()) == 10
+    comm = ps.events[ps.events["kind"] == "comm"].sort_values("start_ns")
+    assert len(comm) == 10 and ps.unclassified == {}
+    by_start_us = dict(zip((comm["start_ns"] // 1000).tolist(), comm["family"].tolist(), strict=True))
+    assert by_start_us == {
+        1682725898094377: "alltoall", 1682725898125052: "alltoall", 1682725898295662: "allreduce",
+        1682725898348496: "allreduce", 1682725898585321: "allgather", 1682725898741096: "alltoall",
+        1682725898854684: "alltoall", 1682725899131066: "allreduce", 1682725899146327: "allreduce",
+        1682725899185890: "allgather"}
     # integer microsecond stamps stay exact
     assert comm.iloc[0]["start_ns"] == 1682725898094377000
     assert ps.steps["step"].tolist() == [551, 552]
+
+
+def test_sampled_rank_fixture_family_alltoall_is_accepted():
+    from conftest import run_script
+
+    path = need_shared("fixtures", "kineto", "hta-timeline-sampled_rank-0.json.gz")
+    doc = json.loads(run_script("collectives.py", str(path), "--family", "alltoall", "--json", check=0).stdout)
+    rows = doc["collectives"]
+    assert [(r["family"], r["count"]) for r in rows] == [("alltoall", 4)]
+    # 30669 + 62783 + 67827 + 21124 us of the four all-to-all kernels
+    assert rows[0]["sum_us"] == pytest.approx(182403.0)
+
+
+def launch(corr, ts, ext=None, tid=9):
+    args = {"correlation": corr, **({"External id": ext} if ext is not None else {})}
+    return {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 9, "tid": tid, "ts": ts,
+            "dur": 1, "args": args}
+
+
+def host(name, ts, dur, ext=None, cat="cpu_op", tid=9, **args):
+    a = {**({"External id": ext} if ext is not None else {}), **args}
+    return {"ph": "X", "cat": cat, "name": name, "pid": 9, "tid": tid, "ts": ts, "dur": dur, "args": a}
+
+
+def test_record_param_comms_linked_by_external_id(tmp_path):
+    """Hand-made: each SendRecv kernel's family, group and bytes come from its launch's annotation."""
+    doc = {"traceEvents": [
+        # all_to_all: launch External id 77 -> record_param_comms 77 (Collective name, PG, sizes)
+        host("record_param_comms", 10, 20, ext=77, **{
+            "Collective name": "all_to_all", "Process Group Name": "3", "Process Group Description": "ulysses",
+            "Process Group Ranks": "[0, 1, 2, 3]", "In msg nelems": 1024, "Out msg nelems": 1024,
+            "dtype": "BFloat16"}),
+        launch(1, 12, ext=77),
+        kernel("ncclDevKernel_SendRecv(x)", 40, 5, stream=20, corr=1),
+        # send: linked by External id although another annotation (nccl:all_reduce) also encloses it
+        host("nccl:all_reduce", 50, 30, cat="user_annotation"),
+        host("record_param_comms", 55, 10, ext=88, **{"Collective name": "send"}),
+        launch(2, 60, ext=88),
+        kernel("ncclDevKernel_SendRecv(x)", 90, 5, stream=20, corr=2),
+        # no External id link: the innermost enclosing annotation on the launching thread wins
+        host("nccl:all_gather", 100, 50, cat="user_annotation"),
+        host("nccl:all_to_all", 110, 10, cat="user_annotation"),
+        launch(3, 115, ext=999),
+        kernel("ncclDevKernel_SendRecv(x)", 160, 5, stream=20, corr=3),
+        # an annotation on another thread does not hold the launch: unclassified, kernel name fallback
+        host("nccl:all_to_all", 200, 50, cat="user_annotation", tid=5),
+        launch(4, 210),
+        kernel("ncclDevKernel_SendRecv(x)", 260, 5, stream=20, corr=4),
+        # the kernel's own Collective name wins over the annotation
+        host("nccl:all_to_all", 300, 50, cat="user_annotation"),
+        launch(5, 310),
+        kernel("ncclDevKernel_AllReduce_Sum_f32(x)", 360, 5, stream=20, corr=5, **{"Collective name": "allreduce"}),
+        # a compute kernel launched inside a comm annotation stays compute
+        host("nccl:all_to_all", 400, 50, cat="user_annotation"),
+        launch(6, 410),
+        kernel("gemm", 460, 5, stream=7, corr=6),
+    ], "distributedInfo": {"rank": 0, "world_size": 4}}
+    ps = load_profiles([write(tmp_path / "t.json", doc)])
+    ev = ps.events.sort_values("start_ns")
+    assert ev["family"].tolist() == ["alltoall", "send", "alltoall", "other_comm", "allreduce", ""]
+    assert ev["kind"].tolist() == ["comm"] * 5 + ["compute"]
+    assert ev["group"].tolist() == ["3", "", "", "", "", ""]
+    assert ev["bytes"].iloc[0] == 2048 and ps.groups["3"].role == "ulysses"
+    assert ps.unclassified == {"ncclDevKernel_SendRecv without Collective name (all-to-all or send/recv?)": 1}
+
+
+@pytest.mark.parametrize("where", ["kernel name", "kernel Collective name", "annotation Collective name"])
+@pytest.mark.parametrize("bad", [["a"], {"x": 1}, 3])
+def test_non_string_names_are_input_errors(tmp_path, where, bad):
+    """A kernel name or a Collective name that is not a string is a one-line input error."""
+    if where == "kernel name":
+        events = [kernel(bad, 1, 1)]
+    elif where == "kernel Collective name":
+        events = [kernel("ncclDevKernel_SendRecv(x)", 2, 1, **{"Collective name": bad})]
+    else:
+        events = [host("record_param_comms", 1, 5, ext=1, **{"Collective name": bad}),
+                  launch(1, 2, ext=1), kernel("ncclDevKernel_SendRecv(x)", 9, 1, corr=1)]
+    with pytest.raises(InputError, match="expected a string"):
+        load_profiles([write(tmp_path / "t.json", {"traceEvents": events})])
 
 
 def write(path, doc, gz=False):

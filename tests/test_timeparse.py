@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from decimal import ROUND_HALF_UP, Decimal
 
 import numpy as np
@@ -63,3 +64,52 @@ def test_matches_decimal(whole, frac, ndigits, pad, negative):
 def test_vectorised_equals_elementwise(values):
     texts = [f"{v:.3f}" for v in values]
     assert us_to_ns(texts).tolist() == [decimal_ns(t) for t in texts]
+
+
+# ------------------------------------------------------- the Arrow path gives the same answers
+SHAPES = [" 53.741", "0", "-1.5", "+.5", "7.", "6.54", "79089.52021875", "5", "1.0005", "-1.0005", "0009.1",
+          "9223372036854773.807", "\t12\r", "1736408883704643.212\t", "8999999999999999.999",
+          "9000000000000000.000", "123.4567"]
+
+
+def test_arrow_shapes_equal_the_object_parser():
+    import pyarrow as pa
+    from ditpar.timeparse import us_to_ns_arrow
+
+    assert us_to_ns_arrow(pa.array(SHAPES)).tolist() == us_to_ns(SHAPES).tolist()
+    chunked = pa.chunked_array([SHAPES[:5], SHAPES[5:]])
+    assert us_to_ns_arrow(chunked).tolist() == us_to_ns(SHAPES).tolist()
+    assert us_to_ns_arrow(pa.array([], pa.string())).size == 0
+
+
+@pytest.mark.parametrize("bad", ["N/A", "", "   ", "1.2.3", "abc", "1 2", "-", ".", "2e-3", "1-", "1+2", "é",
+                                 "9999999999999999.1", "12345678901234567", "x" * 100, None])
+def test_arrow_bad_cells_same_message(bad):
+    import pyarrow as pa
+    from ditpar.timeparse import us_to_ns_arrow
+
+    args = {"where": "f.csv: column 'x'", "first_row": 2, "row_label": "line"}
+    with pytest.raises(InputError) as want:
+        us_to_ns(["1.0", "2.5", bad], **args)
+    with pytest.raises(InputError) as got:
+        us_to_ns_arrow(pa.array(["1.0", "2.5", bad], pa.string()), **args)
+    assert str(got.value) == str(want.value)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(st.lists(st.tuples(st.integers(0, 9_300_000_000_000_000), st.integers(0, 999_999), st.integers(0, 6),
+                          st.sampled_from(["", "\t", " ", "  \t"]), st.sampled_from(["", "-", "+"])),
+                min_size=1, max_size=20))
+def test_arrow_matches_decimal(cells):
+    import pyarrow as pa
+    from ditpar.timeparse import us_to_ns_arrow
+
+    texts = [f"{sign}{whole}" + (f".{f'{frac:06d}'[:nd]}" if nd else "") + pad
+             for whole, frac, nd, pad, sign in cells]
+    try:
+        want = us_to_ns(texts).tolist()
+    except InputError as exc:  # out of the int64 range: the same error from both
+        with pytest.raises(InputError, match=re.escape(str(exc))):
+            us_to_ns_arrow(pa.array(texts))
+        return
+    assert us_to_ns_arrow(pa.array(texts)).tolist() == want == [decimal_ns(t) for t in texts]

@@ -74,6 +74,17 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def warn_skipped(prog: str, skipped: Sequence[Mapping[str, Any]], needs_all: bool = False) -> None:
+    """One stderr line per rank left out of the analysis, and what that means for the answer."""
+    for item in skipped:
+        rank = "rank ?" if item.get("rank") is None else f"rank {item['rank']}"
+        sys.stderr.write(f"{prog}: skipped {rank} ({one_line(str(item.get('reason', '')))})\n")
+    if skipped:
+        what = ("this question needs every rank: exit 1" if needs_all
+                else "figures below cover the other ranks only")
+        sys.stderr.write(f"{prog}: {len(skipped)} rank(s) skipped; {what}\n")
+
+
 def json_document(tool: str, payload: Mapping[str, Any]) -> dict[str, Any]:
     """Wrap a payload as a versioned JSON document of one tool."""
     return {"schema": f"{SCHEMA_PREFIX}/{tool}/v1", **payload}

@@ -15,6 +15,12 @@ class InputError(DitParError):
     exit_code = 2
 
 
+class IncompleteRankError(InputError):
+    """One rank's profile lacks a file every analysis needs; the other ranks can still be read."""
+
+    exit_code = 2
+
+
 class NoEvidenceError(DitParError):
     """A check compared nothing, so it can neither pass nor fail: exit 2, never a silent pass."""
 

@@ -53,6 +53,82 @@ def us_to_ns(
     return ns
 
 
+def us_to_ns_arrow(array: object, where: str = "value", first_row: int = 0, row_label: str = "row") -> np.ndarray:
+    """:func:`us_to_ns` for an Arrow string array, without a Python string per cell.
+
+    Cells written the way profilers write them (digits, optionally a point and up to three
+    decimals, around them only the whitespace :func:`us_to_ns` ignores) are read by Arrow's own
+    kernels: the digits without the point as one integer, times 10**(3 - decimals), exact. Every
+    other cell goes through the byte-matrix parser of :func:`us_to_ns`, so both agree on values
+    and errors.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    array = array.cast(pa.large_string())  # 64-bit offsets: one layout for every size
+    n = len(array)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    text = pc.ascii_trim(pc.fill_null(array, ""), characters=" \t\n\r\x00")  # nulls: careful path
+    # at most 16 whole digits below 9e15 us and at most 3 decimals: the digits without the point
+    # fit int64, and scaling by 10**(3 - decimals) gives exact ns
+    hit_arr = pc.match_substring_regex(text, r"^(?:[0-9]{1,15}|[1-8][0-9]{15})(?:\.[0-9]{0,3})?$")
+    hit = hit_arr.to_numpy(zero_copy_only=False)
+    ns = np.zeros(n, dtype=np.int64)
+    if hit.any():
+        digits = pc.cast(pc.if_else(hit_arr, pc.replace_substring(text, ".", ""), "0"), pa.int64())
+        point = pc.find_substring(text, ".").to_numpy(zero_copy_only=False).astype(np.int64)
+        length = pc.utf8_length(text).to_numpy(zero_copy_only=False).astype(np.int64)
+        decimals = np.where(point >= 0, length - point - 1, 0)
+        scale = np.array([1000, 100, 10, 1], dtype=np.int64)[np.clip(decimals, 0, 3)]
+        value = digits.to_numpy(zero_copy_only=False) * scale
+        ns[hit] = value[hit]
+    rest = np.flatnonzero(~hit)
+    if rest.size:
+        values, ok = _arrow_matrix(array.take(pa.array(rest)))
+        ns[rest] = values
+        if not ok.all():
+            _fail(where, row_label, first_row, int(rest[np.flatnonzero(~ok)[0]]), _CellsOf(array))
+    return ns
+
+
+def _arrow_matrix(array: object) -> tuple[np.ndarray, np.ndarray]:
+    """(ns, ok) of a large_string Arrow array by the byte-matrix parser; nulls and long cells are not ok."""
+    n = len(array)
+    _, off_buf, data_buf = array.buffers()
+    offsets = np.frombuffer(off_buf, dtype=np.int64, count=n + 1, offset=array.offset * 8)
+    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, dtype=np.uint8)
+    lengths = np.diff(offsets)
+    valid = array.is_valid().to_numpy(zero_copy_only=False) & (lengths <= _MAX_WIDTH)
+    lengths = np.where(valid, lengths, 0)
+    width = max(int(lengths.max()), 1)
+    if data.size == 0:
+        data = np.zeros(1, dtype=np.uint8)
+    cols = np.arange(width, dtype=np.int64)
+    ns = np.zeros(n, dtype=np.int64)
+    ok = np.zeros(n, dtype=bool)
+    last = data.size - 1
+    for lo in range(0, n, _CHUNK):
+        hi = min(n, lo + _CHUNK)
+        idx = offsets[lo:hi, None] + cols
+        inside = cols < lengths[lo:hi, None]
+        matrix = np.where(inside, data[np.minimum(idx, last)], np.uint8(0)).astype(np.uint8)
+        ns[lo:hi], ok[lo:hi] = _parse_matrix(matrix.view(f"S{width}").ravel())
+    return ns, ok & valid
+
+
+class _CellsOf:
+    """Index an Arrow array like the object array :func:`_fail` expects (one cell at a time)."""
+
+    def __init__(self, array: object):
+        self.array = array
+
+    def __getitem__(self, i: int) -> object:
+        return self.array[i].as_py()
+
+
 def parse_us_column(frame: pd.DataFrame, column: str, where: str) -> np.ndarray:
     """Parse one column of a CSV table; errors name the file, the line and the column."""
     return us_to_ns(frame[column], where=f"{where}: column {column!r}", first_row=2, row_label="line")

@@ -124,6 +124,7 @@ class CollectiveReport:
     slowest_by: str = ""
     #: set when the profile is not DiT inference (training kernels found): the DiT hints are left out
     not_dit: str | None = None
+    links: pd.DataFrame | None = None
 
 
 def collective_table(events: pd.DataFrame, groups: dict[str, GroupInfo] | None = None,
@@ -161,31 +162,66 @@ def collective_table(events: pd.DataFrame, groups: dict[str, GroupInfo] | None =
                 "bandwidth_GBps": nbytes / sized_ns if nbytes is not None and sized_ns else float("nan"),
             })
     table = pd.DataFrame(rows, columns=[*TABLE_COLUMNS, "sum_ns", "union_ns", "exposed_ns", "sized_count"])
-    return _add_wait_split(table, comm_ops)
+    return _add_wait_split(table, comm_ops, events)
 
 
-def _add_wait_split(table: pd.DataFrame, comm_ops: pd.DataFrame | None) -> pd.DataFrame:
-    """Join transit and wait time per (rank, family, group) where the profile splits them."""
+def _add_wait_split(table: pd.DataFrame, comm_ops: pd.DataFrame | None,
+                    events: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Join transit and wait time per (rank, family, group) where the profile splits them.
+
+    Each communication.json op is placed by the comm event of the same rank and op name (so it
+    lands where its time is counted); an op without such an event keeps its own classification.
+    ``split_ops`` counts the ops summed, so a missing split (0 ops) is not read as zero time.
+    """
     table["transit_us"] = float("nan")
     table["wait_us"] = float("nan")
     table["wait_share"] = float("nan")
     table["idle_us"] = float("nan")
+    table["split_ops"] = 0
     if comm_ops is None or comm_ops.empty or table.empty:
         return table
     ops = comm_ops.copy()
     ops["group"] = ops["group"].astype(str)
-    agg = ops.groupby(["rank", "family", "group"], sort=False)[["transit_us", "wait_us", "idle_us"]].sum(min_count=1)
-    key = list(zip(table["rank"], table["family"], table["group"].astype(str), strict=True))
-    found = [k in agg.index for k in key]
-    for i, (k, ok) in enumerate(zip(key, found, strict=True)):
-        if ok:
-            transit, wait = agg.loc[k, "transit_us"], agg.loc[k, "wait_us"]
-            table.loc[i, "transit_us"] = transit
-            table.loc[i, "wait_us"] = wait
-            table.loc[i, "idle_us"] = agg.loc[k, "idle_us"]
-            total = transit + wait
-            table.loc[i, "wait_share"] = wait / total if total else float("nan")
+    if events is not None and "name" in ops:
+        comm = events.loc[events["kind"] == "comm", ["rank", "name", "family", "group"]]
+        placed = comm.drop_duplicates(["rank", "name"]).rename(columns={"family": "_f", "group": "_g"})
+        ops = ops.merge(placed, on=["rank", "name"], how="left")
+        hit = ops["_f"].notna()
+        ops.loc[hit, "family"] = ops.loc[hit, "_f"]
+        ops.loc[hit, "group"] = ops.loc[hit, "_g"].astype(str)
+    keys = ["rank", "family", "group"]
+    agg = ops.groupby(keys, sort=False).agg(
+        transit_us=("transit_us", lambda v: v.sum(min_count=1)), wait_us=("wait_us", lambda v: v.sum(min_count=1)),
+        idle_us=("idle_us", lambda v: v.sum(min_count=1)), split_ops=("transit_us", "size")).reset_index()
+    left = table[keys].assign(group=table["group"].astype(str), rank=table["rank"].astype("int64"))
+    agg["rank"] = agg["rank"].astype("int64")
+    joined = left.merge(agg, on=keys, how="left")
+    for col in ("transit_us", "wait_us", "idle_us"):
+        table[col] = joined[col].to_numpy(float)
+    table["split_ops"] = joined["split_ops"].fillna(0).astype("int64").to_numpy()
+    total = table["transit_us"] + table["wait_us"]
+    table["wait_share"] = np.where(total > 0, table["wait_us"] / total.where(total > 0, 1.0), np.nan)
     return table
+
+
+def link_table(ps: ProfileSet, ranks: list[int] | None = None) -> pd.DataFrame:
+    """Per rank, op type and link: bytes, transit time and bandwidth (communication_matrix.json totals).
+
+    ``bandwidth_GBps`` is bytes / transit time computed here; ``profiler_bandwidth_GBps`` is the
+    profiler's own figure, kept beside it for comparison.
+    """
+    cols = ["rank", "step", "op", "link", "transport", "bytes", "transit_us", "bandwidth_GBps",
+            "profiler_bandwidth_GBps", "group_hash"]
+    links = ps.links
+    if links is None or links.empty:
+        return pd.DataFrame(columns=cols)
+    if ranks:
+        links = links[links["rank"].isin(ranks)]
+    out = links.copy()
+    t = out["transit_us"].to_numpy(float)
+    # bytes per us / 1e3 is GB/s
+    out["bandwidth_GBps"] = np.where(t > 0, out["bytes"].to_numpy(float) / np.where(t > 0, t, 1.0) / 1e3, np.nan)
+    return out[cols].reset_index(drop=True)
 
 
 def rank_table(events: pd.DataFrame) -> pd.DataFrame:
@@ -379,6 +415,9 @@ def analyse(ps: ProfileSet, ranks: list[int] | None = None, families: list[str] 
     if comm_ops is not None and ranks:
         comm_ops = comm_ops[comm_ops["rank"].isin(ranks)]
     table = collective_table(events, ps.groups, comm_ops)
+    # what "bytes" means on each rank: the message (count x dtype) or what the op moved (transit)
+    table["bytes_from"] = [ps.bytes_from.get(int(r), "") if b is not None and b == b else ""
+                           for r, b in zip(table["rank"], table["bytes"], strict=True)]
     rtab = rank_table(events)
     checks = [check_accounting(table, rtab), check_comm_streams(events)]
     layer_table = None
@@ -389,11 +428,21 @@ def analyse(ps: ProfileSet, ranks: list[int] | None = None, families: list[str] 
             step_frame = step_frame[step_frame["rank"].isin(ranks)]
         layer_table, scope = calls_per_layer(events, step_frame, layers, steps, dit_hints=not_dit is None)
         checks.append(check_layers(layer_table, scope))
+    if ps.skipped:
+        checks.append(check_all_ranks(ps))
     slow, by = slowest_rank(ps, rtab)
     return CollectiveReport(table=table, ranks=rtab, streams=stream_table(events),
                             overlap=overlap_matrix(events), skew=family_skew(table),
                             layers=layer_table, checks=checks, slowest_rank=slow, slowest_by=by,
-                            not_dit=not_dit)
+                            not_dit=not_dit, links=link_table(ps, ranks))
+
+
+def check_all_ranks(ps: ProfileSet) -> dict[str, str]:
+    """FAIL when ranks were left out: slowest rank and per-family skew compare all ranks."""
+    named = ", ".join("rank ?" if s["rank"] is None else f"rank {s['rank']}" for s in ps.skipped)
+    return check_row("all_ranks_present", FAIL,
+                     f"{len(ps.skipped)} rank(s) skipped as incomplete ({named}); the cross-rank figures "
+                     f"(slowest rank, family skew) cover ranks {ps.ranks} only")
 
 
 def no_collectives_error(events: pd.DataFrame) -> InputError:

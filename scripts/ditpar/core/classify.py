@@ -105,6 +105,11 @@ def _ascend_family(name: str, type_: str) -> tuple[str | None, str]:
     return None, label or "(empty name)"
 
 
+def is_nccl_kernel(name: str) -> bool:
+    """True for an NCCL/RCCL device kernel name (the kernels a collective annotation can describe)."""
+    return bool(_NCCL_KERNEL.search(name))
+
+
 def kineto_one(name: str, cat: str, collective: str) -> tuple[str, str, str | None]:
     """(kind, family, unplaced-label or None) for one distinct Kineto GPU activity."""
     if cat in ("gpu_memcpy", "gpu_memset"):
@@ -136,6 +141,23 @@ def classify_ascend(names: pd.Series, types: pd.Series, cores: pd.Series) -> Cla
     codes, uniques = _factorize(names, types, cores)
     decided = [ascend_one(n, t, c) for n, t, c in uniques]
     return _expand(codes, [(k, f, g) for k, f, g, _ in decided], [d[3] for d in decided])
+
+
+def classify_ascend_coded(names: tuple[np.ndarray, list[str]], types: tuple[np.ndarray, list[str]],
+                          cores: tuple[np.ndarray, list[str]]) -> Classified:
+    """classify_ascend on columns given as (codes, distinct texts): one decision per distinct triple."""
+    n = len(names[0])
+    if n == 0:
+        return _expand(np.zeros(0, dtype=np.int64), [], [])
+    combined = np.zeros(n, dtype=np.int64)
+    rows: list[tuple[str, ...]] = [()]
+    for codes, texts in (names, types, cores):
+        width = max(len(texts), 1)
+        keys, combined = np.unique(combined * width + codes, return_inverse=True)
+        rows = [(*rows[k // width], texts[k % width]) for k in keys.tolist()]
+        combined = combined.ravel().astype(np.int64)
+    decided = [ascend_one(nm, t, c) for nm, t, c in rows]
+    return _expand(combined, [(k, f, g) for k, f, g, _ in decided], [d[3] for d in decided])
 
 
 def classify_kineto(names: pd.Series, cats: pd.Series, collectives: pd.Series,

@@ -55,9 +55,24 @@ def make_events(data: dict[str, object] | pd.DataFrame) -> pd.DataFrame:
             values = pd.Series([""] * n, dtype="object")
         else:
             values = pd.Series([pd.NA] * n, dtype=dtype)
-        out[col] = pd.Series(values).reset_index(drop=True).astype(dtype)
-    events = pd.DataFrame(out)
-    return events
+        series = pd.Series(values).reset_index(drop=True)
+        # a column already of its type is kept as it is (no copy of a million-row column)
+        out[col] = series if str(series.dtype) == dtype else series.astype(dtype)
+    return pd.DataFrame(out, copy=False)
+
+
+def concat_events(tables: list[pd.DataFrame]) -> pd.DataFrame:
+    """Stack event tables (each already made by make_events) column by column, without re-conversion."""
+    if len(tables) == 1:
+        return tables[0]
+    out: dict[str, object] = {}
+    for col, dtype in COLUMNS.items():
+        parts = [t[col].array for t in tables]
+        if dtype == "object" or dtype == "int64":
+            out[col] = pd.Series(np.concatenate([np.asarray(p) for p in parts]), dtype=dtype, copy=False)
+        else:
+            out[col] = pd.Series(type(parts[0])._concat_same_type(parts), copy=False)
+    return pd.DataFrame(out, copy=False)
 
 
 def validate_events(events: pd.DataFrame) -> None:
@@ -68,7 +83,7 @@ def validate_events(events: pd.DataFrame) -> None:
     for col in ("start_ns", "dur_ns"):
         if events[col].dtype != np.int64:
             raise InputError(f"event table: {col} must be int64 ns, not {events[col].dtype}")
-    bad = sorted(set(events["kind"]) - set(KINDS))
+    bad = sorted({str(k) for k in pd.unique(events["kind"].to_numpy(dtype=object))} - set(KINDS))
     if bad:
         raise InputError(f"event table: unknown kind(s) {bad}; expected one of {list(KINDS)}")
 

@@ -45,6 +45,24 @@ COMM_OP_COLUMNS = (
 )
 
 
+#: columns of ProfileSet.links: per-link totals where the profile has them (Ascend communication_matrix.json)
+LINK_COLUMNS = (
+    "rank",
+    "step",
+    "op",
+    "group_hash",
+    "link",
+    "transport",
+    "bytes",
+    "transit_us",
+    "profiler_bandwidth_GBps",
+)
+
+#: what the bytes of comm events mean, per rank: the message (count x dtype) or what the rank moved
+BYTES_MESSAGE = "message"
+BYTES_TRANSIT = "transit"
+
+
 @dataclass
 class GroupInfo:
     """A communicator: its id as the event table writes it, and what metadata says about it."""
@@ -68,6 +86,11 @@ class ProfileSet:
     unclassified: Counter = field(default_factory=Counter)
     sources: dict[int, list[Path]] = field(default_factory=dict)
     fmt: str = ""  # "ascend" or "kineto"
+    links: pd.DataFrame | None = None
+    #: rank -> BYTES_MESSAGE or BYTES_TRANSIT (ranks without sized comm events are absent)
+    bytes_from: dict[int, str] = field(default_factory=dict)
+    #: ranks left out because their files are incomplete: {"rank": int | None, "path": str, "reason": str}
+    skipped: list[dict] = field(default_factory=list)
 
     @property
     def ranks(self) -> list[int]:

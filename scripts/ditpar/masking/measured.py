@@ -235,13 +235,18 @@ def main(args, tool: str) -> int:
 
     on = load_profiles(args.paths)
     off = load_profiles(args.off) if args.off else None
+    # "worst rank" compares ranks: a skipped rank makes it partial (exit 1)
+    skipped = [{"arm": arm, "rank": s["rank"], "reason": s["reason"], "path": s["path"]}
+               for arm, ps in (("on", on), ("off", off)) if ps is not None for s in ps.skipped]
+    cli.warn_skipped("mask_bound.py profile", skipped, needs_all=True)
+    code = 1 if skipped else 0
     res = analyse(on, args.family, args.consumer, args.layers, args.chunks, off, args.group,
                   args.drain_us, args.reverse_share)
     if args.csv:
         cli.write_csv(args.csv, pd.DataFrame(res["rows"]))
     if args.json:
-        cli.print_json(tool, {"command": "profile", **res})
-        return 0
+        cli.print_json(tool, {"command": "profile", **res, "skipped_ranks": skipped})
+        return code
     print(f"family {res['family']!r}" + (f" on communicator {res['group']!r}" if res["group"] else "")
           + f", consumer {res['consumer']!r}, {res['chunks']} chunks; us per layer = rank total / "
           f"(step windows x {res['layers']:g} layers); mode {res['mode']}")
@@ -251,5 +256,5 @@ def main(args, tool: str) -> int:
         print(f"warning: rank {w['rank']} masks {w['achieved_fraction']:.3g}x its ceiling -- compute other than "
               "--consumer hides the family (F too small), C mixes other communicators (--group), or the "
               "drain is understated", file=sys.stderr)
-    return 0
+    return code
 

@@ -15,11 +15,12 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
-from ditpar.core.events import make_events, validate_events
-from ditpar.core.profile import COMM_OP_COLUMNS, STEP_COLUMNS, GroupInfo, ProfileSet
-from ditpar.errors import InputError
+from ditpar.core.events import COLUMNS, concat_events, make_events, validate_events
+from ditpar.core.profile import COMM_OP_COLUMNS, LINK_COLUMNS, STEP_COLUMNS, GroupInfo, ProfileSet
+from ditpar.errors import IncompleteRankError, InputError
 from ditpar.readers import ascend, kineto
 
 __all__ = ["load_profiles", "discover"]
@@ -72,8 +73,14 @@ def _is_trace_name(name: str) -> bool:
     return not low.startswith(_NOT_TRACES) and low != "trace_view.json"
 
 
-def load_profiles(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str]) -> ProfileSet:
-    """Read every rank under ``paths`` into one ProfileSet (events of all ranks, side tables)."""
+def load_profiles(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str],
+                  workers: int | None = None) -> ProfileSet:
+    """Read every rank under ``paths`` into one ProfileSet (events of all ranks, side tables).
+
+    Ranks are read in parallel processes (one per rank, at most one per usable core) when the
+    profiles are large enough to pay for starting them; ``workers`` fixes the number (1 = serial).
+    The result is the same either way: ranks are merged in the order they were found.
+    """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     paths = [Path(p) for p in paths]
@@ -96,13 +103,124 @@ def load_profiles(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[st
         examples = {fmt: str(next(loc for f, loc in unique if f == fmt)) for fmt in formats}
         raise InputError(f"mixed profile formats {examples}; give Ascend folders or Kineto traces, not both")
     fmt = formats[0]
-    reads = [ascend.read_rank(loc) if fmt == "ascend" else kineto.read_trace(loc) for _, loc in unique]
-    return _combine(fmt, reads, [loc for _, loc in unique])
+    reads, kept, skipped = [], [], []
+    for loc, outcome in zip([loc for _, loc in unique], _read_each(fmt, [loc for _, loc in unique], workers),
+                            strict=True):
+        if isinstance(outcome, IncompleteRankError):
+            if len(unique) == 1:
+                raise outcome
+            skipped.append({"rank": _rank_hint(fmt, loc), "path": str(loc), "reason": str(outcome)})
+        else:
+            reads.append(outcome)
+            kept.append(loc)
+    if not reads:
+        raise InputError(f"every rank is incomplete ({len(skipped)} of {len(unique)}); first: {skipped[0]['reason']}")
+    ps = _combine(fmt, reads, kept)
+    ps.skipped = skipped
+    return ps
+
+
+#: below this many bytes of profile files, starting worker processes costs more than it saves
+PARALLEL_MIN_BYTES = 64 << 20
+
+
+def _read_one(fmt: str, loc: Path) -> object:
+    """One rank's read; an incomplete rank comes back as its error (the caller decides)."""
+    try:
+        return ascend.read_rank(loc) if fmt == "ascend" else kineto.read_trace(loc)
+    except IncompleteRankError as exc:
+        return exc
+
+
+def _read_each(fmt: str, locs: list[Path], workers: int | None) -> list[object]:
+    """Read every location, serially or in worker processes; results in the order of ``locs``."""
+    if workers is None:
+        workers = _usable_cores() if _profile_bytes(fmt, locs) >= PARALLEL_MIN_BYTES else 1
+    workers = max(1, min(int(workers), len(locs)))
+    if workers == 1:
+        return [_read_one(fmt, loc) for loc in locs]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    # spawn: a fresh interpreter per worker, safe whatever threads this process already runs
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_worker_start) as pool:
+        return [_unpack(r) for r in pool.map(_read_packed, [fmt] * len(locs), locs)]
+
+
+def _read_packed(fmt: str, loc: Path) -> object:
+    """_read_one in a worker: text columns travel as codes and distinct values (small, fast to unpickle)."""
+    result = _read_one(fmt, loc)
+    if isinstance(result, IncompleteRankError):
+        return result
+    ev = result.events
+    packed = {}
+    for col in ev.columns:
+        if ev[col].dtype == object:
+            codes, uniques = pd.factorize(ev[col], use_na_sentinel=False)
+            packed[col] = (codes.astype(np.int32), np.asarray(uniques, dtype=object))
+    result.events = ev.drop(columns=list(packed))
+    result.packed = packed
+    return result
+
+
+def _unpack(result: object) -> object:
+    """Rebuild the event table of a worker's result, columns in their original order."""
+    packed = getattr(result, "packed", None)
+    if packed is None:
+        return result
+    ev = result.events
+    for col, (codes, uniques) in packed.items():
+        ev[col] = pd.Series(uniques[codes] if len(uniques) else np.array([], dtype=object), dtype=object,
+                            copy=False)
+    result.events = ev[list(COLUMNS)]
+    del result.packed
+    return result
+
+
+def _worker_start() -> None:
+    """Each worker uses one core; the processes are the parallelism."""
+    import pyarrow
+
+    pyarrow.set_cpu_count(1)
+    pyarrow.set_io_thread_count(1)
+
+
+def _usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _profile_bytes(fmt: str, locs: list[Path]) -> int:
+    """Size of the files that dominate reading time (kernel_details.csv, or the trace itself)."""
+    total = 0
+    for loc in locs:
+        path = ascend.find_output_dir(loc) / ascend.KERNEL_FILE if fmt == "ascend" else loc
+        try:
+            total += path.stat().st_size
+        except OSError:
+            pass
+    return total
+
+
+def _rank_hint(fmt: str, loc: Path) -> int | None:
+    """The rank of a profile that could not be read, where its metadata or name tells it."""
+    if fmt != "ascend":
+        return None
+    out_dir = ascend.find_output_dir(loc)
+    rank_dir = out_dir.parent if out_dir.name == ascend.OUTPUT_DIR else out_dir
+    try:
+        return ascend.rank_of(rank_dir)[0]
+    except InputError:
+        return None
 
 
 def _combine(fmt: str, reads: list, locations: list[Path]) -> ProfileSet:
     ranks = _assign_ranks(reads, locations)
-    events, steps, traces, comm_ops = [], [], [], []
+    events, steps, traces, comm_ops, links = [], [], [], [], []
+    bytes_from: dict[int, str] = {}
     groups: dict[str, GroupInfo] = {}
     conflicted: set[str] = set()
     unplaced: Counter = Counter()
@@ -122,13 +240,21 @@ def _combine(fmt: str, reads: list, locations: list[Path]) -> ProfileSet:
             c = rd.comm_ops.copy()
             c["rank"] = rank
             comm_ops.append(c)
+        if getattr(rd, "links", None) is not None:
+            lk = rd.links.copy()
+            lk["rank"] = rank
+            links.append(lk)
+        if getattr(rd, "bytes_from", ""):
+            bytes_from[rank] = rd.bytes_from
         for key, info in rd.groups.items():
             _merge_group(groups, key, info, conflicted)
         unplaced.update(rd.unclassified)
         sources[rank] = list(rd.sources)
-    all_events = make_events(pd.concat(events, ignore_index=True)) if events else make_events({
-        "rank": [], "start_ns": [], "dur_ns": []})
-    all_events = all_events.sort_values(["rank", "start_ns"], kind="stable").reset_index(drop=True)
+    if events:
+        all_events = concat_events(events)  # each is already an event table (make_events in the reader)
+    else:
+        all_events = make_events({"rank": [], "start_ns": [], "dur_ns": []})
+    all_events = _sorted_by_rank_and_start(all_events)
     validate_events(all_events)
     step_frame = (pd.concat(steps, ignore_index=True) if steps else pd.DataFrame(columns=list(STEP_COLUMNS)))
     step_frame = step_frame.astype({"rank": "int64", "step": "Int64", "start_ns": "int64", "end_ns": "int64"})
@@ -141,7 +267,19 @@ def _combine(fmt: str, reads: list, locations: list[Path]) -> ProfileSet:
         unclassified=unplaced,
         sources=sources,
         fmt=fmt,
+        links=(pd.concat(links, ignore_index=True)[list(LINK_COLUMNS)] if links else None),
+        bytes_from=bytes_from,
     )
+
+
+def _sorted_by_rank_and_start(events: pd.DataFrame) -> pd.DataFrame:
+    """Stable order by (rank, start_ns); a table already in that order is not copied."""
+    rank = events["rank"].to_numpy(np.int64)
+    start = events["start_ns"].to_numpy(np.int64)
+    if len(events) < 2 or bool(np.all((np.diff(rank) > 0) | ((np.diff(rank) == 0) & (np.diff(start) >= 0)))):
+        return events.reset_index(drop=True)
+    order = np.lexsort((start, rank))  # lexsort is stable
+    return events.take(order).reset_index(drop=True)
 
 
 def _assign_ranks(reads: list, locations: list[Path]) -> list[int]:

@@ -24,11 +24,19 @@ import pandas as pd
 
 from ditpar.core import classify
 from ditpar.core.events import make_events
-from ditpar.core.profile import COMM_OP_COLUMNS, STEP_COLUMNS, STEP_TRACE_COLUMNS, GroupInfo
-from ditpar.errors import InputError
+from ditpar.core.profile import (
+    BYTES_MESSAGE,
+    BYTES_TRANSIT,
+    COMM_OP_COLUMNS,
+    LINK_COLUMNS,
+    STEP_COLUMNS,
+    STEP_TRACE_COLUMNS,
+    GroupInfo,
+)
+from ditpar.errors import IncompleteRankError, InputError
 from ditpar.readers.common import as_int, byte_counts, check_times, factorize, hashable, text_of
 from ditpar.readers.jsonstream import iter_trace, load_json
-from ditpar.timeparse import parse_us_column, us_to_ns
+from ditpar.timeparse import us_to_ns, us_to_ns_arrow
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 KERNEL_FILE = "kernel_details.csv"
@@ -72,6 +80,8 @@ class AscendRank:
     groups: dict[str, GroupInfo] = field(default_factory=dict)
     unclassified: dict[str, int] = field(default_factory=dict)
     sources: list[Path] = field(default_factory=list)
+    links: pd.DataFrame | None = None
+    bytes_from: str = ""
 
 
 def double_hash(name: str) -> int:
@@ -98,9 +108,9 @@ def read_rank(folder: Path) -> AscendRank:
     if not kernel_path.is_file():
         have = sorted(p.name for p in out_dir.iterdir()) if out_dir.is_dir() else []
         hint = " (export_type db is not supported: export text)" if any(h.endswith(".db") for h in have) else ""
-        raise InputError(f"{out_dir}: no {KERNEL_FILE}{hint}; found {have or 'nothing'}")
+        raise IncompleteRankError(f"{out_dir}: no {KERNEL_FILE}{hint}; found {have or 'nothing'}")
     sources = [kernel_path]
-    rank, rank_from = _rank_of(rank_dir)
+    rank, rank_from = rank_of(rank_dir)
     kernels = _read_kernel_details(kernel_path)
     trace = _read_trace_view(out_dir / "trace_view.json")
     if trace is not None:
@@ -120,19 +130,40 @@ def read_rank(folder: Path) -> AscendRank:
     if meta_path.is_file():
         meta_groups = _parallel_groups(meta_path)
         sources.append(meta_path)
-    events, unplaced = _events(kernels, trace, kernel_path)
+    links = None
+    matrix_path = out_dir / "communication_matrix.json"
+    if matrix_path.is_file():
+        links = read_matrix(matrix_path)
+        sources.append(matrix_path)
+    events, unplaced = _events(kernels, trace, kernel_path)  # empties ``kernels`` as it goes
+    bytes_from = BYTES_MESSAGE if trace is not None and len(trace.comm) else ""
+    if not bytes_from and comm_ops is not None and comm_ops["bytes"].notna().any():
+        # without trace_view.json the only sizes are what each op moved over the links
+        events = _transit_bytes(events, comm_ops)
+        bytes_from = BYTES_TRANSIT
     steps = _steps(events, trace)
     groups = _groups(events, comm_hashes, meta_groups, trace)
-    return AscendRank(rank, rank_from, events, steps, step_trace, comm_ops, groups, unplaced, sources)
+    return AscendRank(rank, rank_from, events, steps, step_trace, comm_ops, groups, unplaced, sources,
+                      links, bytes_from if events["bytes"].notna().any() else "")
 
 
 def rank_of_file(path: Path) -> tuple[int | None, str]:
     """Rank of the ``*_ascend_pt`` folder that holds a profiler file (e.g. a bare step_trace_time.csv)."""
     parent = Path(path).resolve().parent
-    return _rank_of(parent.parent if parent.name == OUTPUT_DIR else parent)
+    return rank_of(parent.parent if parent.name == OUTPUT_DIR else parent)
 
 
-def _rank_of(rank_dir: Path) -> tuple[int | None, str]:
+def _transit_bytes(events: pd.DataFrame, comm_ops: pd.DataFrame) -> pd.DataFrame:
+    """communication.json transit bytes onto the comm events of the same op name (unique names only)."""
+    sizes = comm_ops.drop_duplicates("name", keep=False).set_index("name")["bytes"]
+    is_comm = (events["kind"] == "comm").to_numpy()
+    found = events.loc[is_comm, "name"].map(sizes)
+    events = events.copy()
+    events.loc[is_comm, "bytes"] = pd.array(found.to_numpy(), dtype="Int64")
+    return events
+
+
+def rank_of(rank_dir: Path) -> tuple[int | None, str]:
     """Rank from profiler_info_<rank>.json (rank_id, else the file name), else the folder name."""
     infos = sorted(rank_dir.glob("profiler_info*.json"))
     for info in infos:
@@ -149,18 +180,68 @@ def _rank_of(rank_dir: Path) -> tuple[int | None, str]:
     return None, "unknown"
 
 
-def _read_kernel_details(path: Path) -> pd.DataFrame:
+def _read_kernel_details(path: Path) -> dict[str, object]:
+    """The needed columns of kernel_details.csv as Arrow string arrays (nothing else is parsed)."""
+    import pyarrow as pa
+    from pyarrow import csv as pacsv
+
     header = _csv_header(path)
     missing = [c for c in REQUIRED_KERNEL_COLUMNS if c not in header]
     if missing:
         raise InputError(f"{path}: missing column(s) {missing}; have {header}")
     use = [c for c in (*REQUIRED_KERNEL_COLUMNS, *OPTIONAL_KERNEL_COLUMNS) if c in header]
+    twice = [c for c in use if header.count(c) > 1]
+    if twice:
+        raise InputError(f"{path}: column(s) {twice} appear more than once in the header; expected each once")
+    # our own column names: the header text (BOM, spaces) never decides what is found
+    slots = [f"c{i}" for i in range(len(header))]
+    want = {f"c{header.index(c)}": c for c in use}
     try:
-        frame = pd.read_csv(path, usecols=use, dtype=object, keep_default_na=False, na_filter=False,
-                            engine="c", encoding="utf-8")
-    except (ValueError, UnicodeDecodeError, pd.errors.ParserError, OSError) as exc:
+        table = pacsv.read_csv(
+            path,
+            read_options=pacsv.ReadOptions(column_names=slots, skip_rows=1),  # 1 MB blocks: less memory
+            parse_options=pacsv.ParseOptions(newlines_in_values=False),
+            convert_options=pacsv.ConvertOptions(
+                include_columns=list(want), column_types={k: pa.string() for k in want},
+                strings_can_be_null=False, quoted_strings_can_be_null=False, null_values=[]),
+        )
+    except (pa.ArrowInvalid, OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: cannot parse as CSV ({_first_line(exc)})") from None
-    return frame
+    return {want[k]: table.column(k).combine_chunks() for k in want} | {"__rows__": table.num_rows}
+
+
+def _release_arrow_memory() -> None:
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
+
+
+def _coded(array: object) -> tuple[np.ndarray, list[str]]:
+    """Codes and distinct stripped texts of an Arrow string array (one Python string per distinct value)."""
+    import pyarrow.compute as pc
+
+    encoded = pc.dictionary_encode(array)
+    codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    texts = [t.strip() for t in encoded.dictionary.to_pylist()]
+    return codes, texts
+
+
+def _int_from_codes(codes: np.ndarray, texts: list[str], where: str, allow_empty: bool = True) -> pd.Series:
+    """Integer column from codes and distinct texts; empty and N/A cells become NA when allowed."""
+    parsed: list[object] = []
+    for text in texts:
+        if text in _EMPTY and allow_empty:
+            parsed.append(pd.NA)
+        elif re.fullmatch(r"-?\d{1,18}", text):
+            parsed.append(int(text))
+        else:
+            parsed.append(None)  # bad
+    bad = [i for i, v in enumerate(parsed) if v is None]
+    if bad:
+        row = int(np.flatnonzero(np.isin(codes, bad))[0])
+        raise InputError(f"{where}: line {row + 2}: expected an integer, got {texts[codes[row]]!r}")
+    table = pd.array(parsed or [pd.NA], dtype="Int64")
+    return pd.Series(table[codes] if len(codes) else pd.array([], dtype="Int64"))
 
 
 def _csv_header(path: Path) -> list[str]:
@@ -185,68 +266,55 @@ _EMPTY = frozenset({"", "N/A", "NA", "None"})
 def _int_column(values: pd.Series, where: str, allow_empty: bool) -> pd.Series:
     """Parse an integer column (distinct values only); empty and N/A cells become NA when allowed."""
     codes, uniques = factorize(values)
-    parsed: list[object] = []
-    for u in uniques:
-        text = text_of(u)
-        if text in _EMPTY and allow_empty:
-            parsed.append(pd.NA)
-        elif re.fullmatch(r"-?\d{1,18}", text):
-            parsed.append(int(text))
-        else:
-            parsed.append(None)  # bad
-    bad = [i for i, v in enumerate(parsed) if v is None]
-    if bad:
-        row = int(np.flatnonzero(np.isin(codes, bad))[0])
-        raise InputError(f"{where}: line {row + 2}: expected an integer, got {text_of(uniques[codes[row]])!r}")
-    table = pd.array(parsed or [pd.NA], dtype="Int64")
-    return pd.Series(table[codes] if len(codes) else pd.array([], dtype="Int64"))
+    return _int_from_codes(np.asarray(codes, dtype=np.int64), [text_of(u) for u in uniques], where, allow_empty)
 
 
-def _text_column(values: pd.Series, mapping: dict[str, str] | None = None) -> np.ndarray:
-    """Stripped text of every cell (distinct values only), with optional replacements."""
-    codes, uniques = factorize(values)
-    texts = [text_of(u) for u in uniques]
-    if mapping:
-        texts = [mapping.get(t, t) for t in texts]
-    return np.array(texts or [""], dtype=object)[codes]
-
-
-def _events(kernels: pd.DataFrame, trace: _TraceView | None, path: Path) -> tuple[pd.DataFrame, dict]:
-    n = len(kernels)
-    where = str(path)
-    start = parse_us_column(kernels, "Start Time(us)", where)
-    dur = parse_us_column(kernels, "Duration(us)", where)
+def _events(kernels: dict[str, object], trace: _TraceView | None, path: Path) -> tuple[pd.DataFrame, dict]:
+    n = int(kernels["__rows__"])
+    where = f"{path}: column"
+    start = us_to_ns_arrow(kernels["Start Time(us)"], where=f"{where} 'Start Time(us)'", first_row=2,
+                           row_label="line")
+    dur = us_to_ns_arrow(kernels["Duration(us)"], where=f"{where} 'Duration(us)'", first_row=2, row_label="line")
     if (dur < 0).any():
         i = int(np.flatnonzero(dur < 0)[0])
-        raise InputError(f"{path}: line {i + 2}: negative Duration(us) {kernels['Duration(us)'].iat[i]!r}")
+        raise InputError(f"{path}: line {i + 2}: negative Duration(us) {kernels['Duration(us)'][i].as_py()!r}")
     check_times(start, dur, f"{path}: row")
-    names = pd.Series(_text_column(kernels["Name"]))
-    types = pd.Series(_text_column(kernels["Type"])) if "Type" in kernels else pd.Series([""] * n)
-    cores = pd.Series(_text_column(kernels["Accelerator Core"]))
-    decided = classify.classify_ascend(names, types, cores)
-    step = (_int_column(kernels["Step Id"], f"{path}: column 'Step Id'", True)
+    names = _coded(kernels["Name"])
+    types = _coded(kernels["Type"]) if "Type" in kernels else (np.zeros(n, dtype=np.int64), [""])
+    cores = _coded(kernels["Accelerator Core"])
+    decided = classify.classify_ascend_coded(names, types, cores)
+    step = (_int_from_codes(*_coded(kernels["Step Id"]), f"{path}: column 'Step Id'")
             if "Step Id" in kernels else pd.Series(pd.NA, index=range(n), dtype="Int64"))
-    device = (_int_column(kernels["Device_id"], f"{path}: column 'Device_id'", True)
+    device = (_int_from_codes(*_coded(kernels["Device_id"]), f"{path}: column 'Device_id'")
               if "Device_id" in kernels else pd.Series(pd.NA, index=range(n), dtype="Int64"))
     if "Device_id" not in kernels and trace is not None and trace.device is not None:
         device = pd.Series(trace.device, index=range(n), dtype="Int64")
-    stream = (_text_column(kernels["Stream ID"], {"N/A": ""}) if "Stream ID" in kernels
-              else np.full(n, "", dtype=object))
+    if "Stream ID" in kernels:
+        s_codes, s_texts = _coded(kernels["Stream ID"])
+        stream = np.array(["" if t == "N/A" else t for t in s_texts] or [""], dtype=object)[s_codes]
+    else:
+        stream = np.full(n, "", dtype=object)
     is_comm = decided.kind == "comm"
     if is_comm.any():
         g_codes, g_uniques = factorize(decided.group[is_comm])
-        stream = stream.copy()
         stream[is_comm] = np.array([f"comm:{g}" for g in g_uniques], dtype=object)[g_codes]
-    core = np.where(cores.to_numpy(dtype=object) == "N/A", "", cores.to_numpy(dtype=object))
+    c_codes, c_texts = cores
+    core = np.array(["" if t == "N/A" else t for t in c_texts] or [""], dtype=object)[c_codes]
+    kernels.clear()  # the CSV columns are no longer needed: free them before the table is built
+    _release_arrow_memory()
+
+    def obj(values: np.ndarray) -> pd.Series:  # plain object columns (no string-dtype inference)
+        return pd.Series(values, dtype=object, copy=False)
+
     table = pd.DataFrame({
         "rank": np.zeros(n, dtype=np.int64),
         "device": device,
-        "stream": stream,
-        "kind": decided.kind,
-        "core": core,
-        "name": names.to_numpy(dtype=object),
-        "family": decided.family,
-        "group": decided.group,
+        "stream": obj(stream),
+        "kind": obj(decided.kind),
+        "core": obj(core),
+        "name": obj(np.array(names[1] or [""], dtype=object)[names[0]]),
+        "family": obj(decided.family),
+        "group": obj(decided.group),
         "start_ns": start,
         "dur_ns": dur,
         "step": step,
@@ -555,3 +623,47 @@ def _groups(events: pd.DataFrame, hashes: dict[str, str], meta: dict[str, dict],
         if short and short not in out:
             out[short] = GroupInfo(group=short)
     return out
+
+
+_LINK_KEY = re.compile(r"^(?P<op>[A-Za-z0-9_]+)-total(?:@(?P<hash>.*))?$")
+
+
+def read_matrix(path: Path) -> pd.DataFrame:
+    """communication_matrix.json: the per-link totals (``<op>-total@<hash>``) of each step, in us and bytes."""
+    data = load_json(path, "torch_npu communication_matrix.json")
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected an object keyed by step, got {type(data).__name__}")
+    rows = []
+    for step_key, kinds in data.items():
+        m = re.fullmatch(r"step(\d*)", str(step_key))
+        if not m or not isinstance(kinds, dict):
+            raise InputError(f"{path}: key {step_key!r}: expected 'step<N>' holding p2p/collective links")
+        step = int(m.group(1)) if m.group(1) else None
+        for kind_key, ops in kinds.items():
+            if not isinstance(ops, dict):
+                raise InputError(f"{path}: {step_key}.{kind_key}: expected an object of ops")
+            for op_key, links in ops.items():
+                km = _LINK_KEY.match(str(op_key))
+                if not km:
+                    continue  # top/middle/bottom slices repeat what the total holds
+                if not isinstance(links, dict):
+                    raise InputError(f"{path}: {step_key}.{kind_key}.{op_key}: expected an object of links")
+                for link, info in links.items():
+                    where = f"{path}: {op_key} link {link!r}"
+                    if not isinstance(info, dict):
+                        raise InputError(f"{where}: expected an object")
+                    size_mb = _number(info.get("Transit Size(MB)"), f"{where}: Transit Size(MB)")
+                    time_us = _ms_to_us(info.get("Transit Time(ms)"), f"{where}: Transit Time(ms)")
+                    bw = info.get("Bandwidth(GB/s)")
+                    bw = _number(bw, f"{where}: Bandwidth(GB/s)") if bw is not None else float("nan")
+                    for value, label in ((size_mb, "Transit Size(MB)"), (time_us, "Transit Time(ms)"), (bw, "Bandwidth(GB/s)")):
+                        if not (math.isnan(value) or (math.isfinite(value) and 0 <= value < 2**62 / 1e6)):
+                            raise InputError(f"{where}: {label} {value!r} is not a valid non-negative number")
+                    rows.append({"step": step, "op": km.group("op"), "group_hash": km.group("hash") or "",
+                                 "link": str(link), "transport": str(info.get("Transport Type", "")),
+                                 "bytes": int(round(size_mb * 1e6)), "transit_us": time_us,
+                                 "profiler_bandwidth_GBps": bw})
+    frame = pd.DataFrame(rows, columns=[c for c in LINK_COLUMNS if c != "rank"])
+    frame.insert(0, "rank", 0)
+    frame["step"] = pd.array(frame["step"], dtype="Int64")
+    return frame[list(LINK_COLUMNS)]

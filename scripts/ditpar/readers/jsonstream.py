@@ -22,6 +22,7 @@ from ditpar.errors import InputError
 _CHUNK = 1 << 22  # characters read at a time
 _MAX_VALUE = 1 << 27  # one event (or top-level member) larger than this is not a trace: stop reading
 _WS = re.compile(r"[ \t\n\r]*")
+_SEP = re.compile(r"[ \t\n\r]*(,)?[ \t\n\r]*")
 _DECODER = json.JSONDecoder(parse_float=str)
 
 
@@ -155,18 +156,45 @@ def _array(buf: _Buffer) -> Iterator[dict]:
     if buf.peek() == "]":
         buf.pos += 1
         return
+    decode, sep = _DECODER.raw_decode, _SEP.match
     while True:
+        # fast path: decode events straight from the buffer while they lie wholly inside it
+        text, pos = buf.text, buf.pos
+        size = len(text)
+        while True:
+            try:
+                item, end = decode(text, pos)
+            except (json.JSONDecodeError, RecursionError):
+                break
+            if end >= size:
+                break  # a scalar may continue in the next chunk: take the careful path
+            m = sep(text, end)
+            after = m.end()
+            if after >= size:
+                break
+            if isinstance(item, dict):
+                yield item
+            if m.group(1):
+                pos = after
+                continue
+            if text[after] == "]":
+                buf.pos = after + 1
+                return
+            buf.fail("expected ',' or ']' between events", text[after])
+        buf.pos = pos
+        # careful path: one value with refills, then its separator
         item = buf.value()
         if isinstance(item, dict):
             yield item
-        sep = buf.peek()
-        if sep == ",":
+        got = buf.peek()
+        if got == ",":
             buf.pos += 1
+            buf.skip_ws()
             continue
-        if sep == "]":
+        if got == "]":
             buf.pos += 1
             return
-        buf.fail("expected ',' or ']' between events", sep)
+        buf.fail("expected ',' or ']' between events", got)
 
 
 def _end(buf: _Buffer) -> None:

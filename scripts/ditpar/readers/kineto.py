@@ -18,7 +18,7 @@ import pandas as pd
 
 from ditpar.core import classify
 from ditpar.core.events import make_events
-from ditpar.core.profile import STEP_COLUMNS, GroupInfo
+from ditpar.core.profile import BYTES_MESSAGE, STEP_COLUMNS, GroupInfo
 from ditpar.errors import InputError
 from ditpar.readers.common import as_int, byte_counts, check_times, factorize, hashable, text_of
 from ditpar.readers.jsonstream import iter_trace
@@ -48,6 +48,7 @@ class KinetoRank:
     groups: dict[str, GroupInfo] = field(default_factory=dict)
     unclassified: dict[str, int] = field(default_factory=dict)
     sources: list[Path] = field(default_factory=list)
+    bytes_from: str = BYTES_MESSAGE
 
 
 def read_trace(path: Path) -> KinetoRank:
@@ -61,28 +62,35 @@ def read_trace(path: Path) -> KinetoRank:
     cols: dict[str, list] = {k: [] for k in ("cat", "name", "pid", "stream", "ts", "dur", "corr",
                                               "coll", "pg", "in_n", "out_n", "dtype")}
     pg_desc: dict[str, tuple[str, str]] = {}
-    launches: list[tuple[object, object]] = []
+    launches: list[tuple[object, object, object, object, object]] = []
+    notes: list[_Note] = []
     steps: list[tuple[int, object, object]] = []
-    n_events = 0
-    for ev in iter_trace(path, on_key):
-        n_events += 1
+    gpu_cats, launch_cats = GPU_CATS, LAUNCH_CATS
+    for i, ev in enumerate(iter_trace(path, on_key)):
         if ev.get("ph") != "X":
             continue
         cat = ev.get("cat")
         if not isinstance(cat, str):
             cat = None
-        if cat in GPU_CATS:
+        if cat in gpu_cats:
             args = ev.get("args")
             if not isinstance(args, dict):
                 args = {}
+            name = ev.get("name", "")
+            if not isinstance(name, str):
+                raise InputError(f"{path}: event {i}: 'name' of a {cat} event: expected a string, got "
+                                 f"{type(name).__name__} {_clip(name)}")
+            coll = args.get("Collective name")
+            if coll is not None and not isinstance(coll, str):
+                raise InputError(f"{path}: event {i}: args 'Collective name': expected a string, got "
+                                 f"{type(coll).__name__} {_clip(coll)}")
             cols["cat"].append(cat)
-            cols["name"].append(ev.get("name", ""))
+            cols["name"].append(name)
             cols["pid"].append(as_int(ev.get("pid")))
             cols["stream"].append(hashable(args.get("stream", ev.get("tid"))))
             cols["ts"].append(ev.get("ts"))
             cols["dur"].append(ev.get("dur", 0))
             cols["corr"].append(as_int(args.get("correlation")))
-            coll = args.get("Collective name")
             cols["coll"].append(coll if coll is not None else "")
             pg = args.get("Process Group Name")
             cols["pg"].append("" if pg is None else str(pg))
@@ -92,21 +100,140 @@ def read_trace(path: Path) -> KinetoRank:
             if pg is not None and str(pg) not in pg_desc:
                 pg_desc[str(pg)] = (str(args.get("Process Group Description", "")),
                                     str(args.get("Process Group Ranks", "")))
-        elif cat in LAUNCH_CATS:
+        elif cat in launch_cats:
             args = ev.get("args")
-            if isinstance(args, dict) and as_int(args.get("correlation")) is not None:
-                launches.append((args["correlation"], ev.get("ts")))
-        elif isinstance(ev.get("name"), str) and ev["name"].startswith("ProfilerStep#"):
-            m = _STEP_NAME.match(ev["name"])
-            if m and cat in ("user_annotation", "cpu_op", None):
-                steps.append((int(m.group("step")), ev.get("ts"), ev.get("dur", 0)))
+            if type(args) is dict:
+                corr = args.get("correlation")
+                if type(corr) is int:  # an int, not a bool (as_int, inlined: one per launch)
+                    launches.append((corr, ev.get("ts"), ev.get("pid"), ev.get("tid"), args.get("External id")))
+        else:
+            name = ev.get("name")
+            if not isinstance(name, str):
+                continue
+            if name.startswith("ProfilerStep#"):
+                m = _STEP_NAME.match(name)
+                if m and (cat is None or cat in ("user_annotation", "cpu_op")):
+                    steps.append((int(m.group("step")), ev.get("ts"), ev.get("dur", 0)))
+            elif (name == "record_param_comms" or name[:5] == "nccl:") and cat in ("cpu_op", "user_annotation"):
+                note = _comm_note(path, i, name, ev)
+                if note is not None:
+                    notes.append(note)
     base = _base_ns(path, meta.get("baseTimeNanoseconds"))
     rank, rank_from = _rank(path, meta.get("distributedInfo"))
+    _annotate(path, cols, launches, notes, pg_desc)
     events, unplaced = _events(path, cols, base)
-    step_table, step_of_event = _steps(path, events, cols["corr"], launches, steps, base)
+    step_table, step_of_event = _steps(path, events, cols["corr"], [(c, t) for c, t, *_ in launches], steps, base)
     events["step"] = step_of_event
     groups = _groups(meta.get("distributedInfo"), pg_desc)
     return KinetoRank(rank, rank_from, make_events(events), step_table, groups, unplaced, [path])
+
+
+@dataclass
+class _Note:
+    """A host-side annotation that names a collective: ``nccl:<op>`` or record_param_comms."""
+
+    collective: str
+    pid: object
+    tid: object
+    ts: object
+    dur: object
+    external: int | None
+    pg: str
+    desc: str
+    ranks: str
+    in_n: object
+    out_n: object
+    dtype: str
+    index: int
+
+
+def _comm_note(path: Path, i: int, name: str, ev: dict) -> _Note | None:
+    """The collective a CPU annotation names, or None when it names none."""
+    args = ev.get("args")
+    args = args if isinstance(args, dict) else {}
+    if name.startswith("nccl:"):
+        collective = name[len("nccl:"):]
+    elif name == "record_param_comms":
+        collective = args.get("Collective name")
+        if collective is None:
+            return None
+        if not isinstance(collective, str):
+            raise InputError(f"{path}: event {i}: record_param_comms args 'Collective name': expected a "
+                             f"string, got {type(collective).__name__} {_clip(collective)}")
+    else:
+        return None
+    pg = args.get("Process Group Name")
+    return _Note(collective, hashable(ev.get("pid")), hashable(ev.get("tid")), ev.get("ts"), ev.get("dur", 0),
+                 as_int(args.get("External id")), "" if pg is None else str(pg),
+                 str(args.get("Process Group Description", "")), str(args.get("Process Group Ranks", "")),
+                 args.get("In msg nelems"), args.get("Out msg nelems"), str(args.get("dtype")), i)
+
+
+def _clip(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _annotate(path: Path, cols: dict[str, list], launches: list, notes: list[_Note],
+              pg_desc: dict[str, tuple[str, str]]) -> None:
+    """Give NCCL kernels without args the collective of the host annotation that launched them.
+
+    The launch (cuda_runtime, same correlation) links to the annotation by its External id; where
+    the ids do not link (e.g. sampled traces) the innermost annotation on the launching thread whose
+    span holds the launch is taken. The kernel's own args, when present, always win.
+    """
+    if not notes:
+        return
+    nccl = {name: classify.is_nccl_kernel(name) for name in set(cols["name"])}  # distinct names only
+    todo = [k for k, (name, coll) in enumerate(zip(cols["name"], cols["coll"], strict=True))
+            if not coll and nccl[name]]
+    if not todo:
+        return
+    by_ext = {n.external: n for n in notes if n.external is not None}
+    launch_of = {c: (ts, pid, tid, ext) for c, ts, pid, tid, ext in launches}  # raw JSON values
+    spans = _note_spans(path, notes)
+    for k in todo:
+        launch = launch_of.get(cols["corr"][k])
+        if launch is None:
+            continue
+        ts, pid, tid, ext = launch
+        ext = as_int(ext)
+        note = by_ext.get(ext) if ext is not None else None
+        if note is None:
+            note = _enclosing(spans.get((hashable(pid), hashable(tid))), ts, path)
+        if note is None:
+            continue
+        cols["coll"][k] = note.collective
+        if not cols["pg"][k] and note.pg:
+            cols["pg"][k] = note.pg
+            pg_desc.setdefault(note.pg, (note.desc, note.ranks))
+        if cols["in_n"][k] is None and cols["out_n"][k] is None:
+            cols["in_n"][k], cols["out_n"][k], cols["dtype"][k] = note.in_n, note.out_n, note.dtype
+
+
+def _note_spans(path: Path, notes: list[_Note]) -> dict[tuple, tuple[np.ndarray, np.ndarray, list[_Note]]]:
+    """Per launching thread: annotation starts and ends (exact ns) and the annotations themselves."""
+    out: dict[tuple, tuple[np.ndarray, np.ndarray, list[_Note]]] = {}
+    by_thread: dict[tuple, list[_Note]] = {}
+    for n in notes:
+        by_thread.setdefault((n.pid, n.tid), []).append(n)
+    for key, group in by_thread.items():
+        start = us_to_ns([n.ts for n in group], where=f"{path}: collective annotation ts")
+        dur = us_to_ns([n.dur for n in group], where=f"{path}: collective annotation dur")
+        out[key] = (start, start + dur, group)
+    return out
+
+
+def _enclosing(spans: tuple[np.ndarray, np.ndarray, list[_Note]] | None, ts: object, path: Path) -> _Note | None:
+    """The innermost annotation (latest start) whose [start, end] holds the launch stamp."""
+    if spans is None:
+        return None
+    t = us_to_ns([ts], where=f"{path}: launch ts")[0]
+    start, end, group = spans
+    inside = np.flatnonzero((start <= t) & (t <= end))
+    if inside.size == 0:
+        return None
+    return group[int(inside[np.argmax(start[inside])])]
 
 
 def _base_ns(path: Path, base: object) -> int:
@@ -134,7 +261,7 @@ def _events(path: Path, cols: dict[str, list], base: int) -> tuple[pd.DataFrame,
     check_times(start, dur, where)
     start = start + np.int64(base)
     codes, uniques = factorize(cols["name"])
-    names = pd.Series(np.array([text_of(u) for u in uniques] or [""], dtype=object)[codes])
+    names = pd.Series(np.array([text_of(u) for u in uniques] or [""], dtype=object)[codes], dtype=object)
     cats = pd.Series(cols["cat"], dtype=object)
     decided = classify.classify_kineto(names, cats, pd.Series(cols["coll"], dtype=object),
                                        pd.Series(cols["pg"], dtype=object))
@@ -142,15 +269,18 @@ def _events(path: Path, cols: dict[str, list], base: int) -> tuple[pd.DataFrame,
     codes, uniques = factorize(pd.Series(cols["stream"], dtype=object))
     stream = np.array([text_of(u) for u in uniques] or [""], dtype=object)[codes]
     nbytes = _message_bytes(cols, decided.kind == "comm")
+    def obj(values: np.ndarray) -> pd.Series:  # plain object columns (no string-dtype inference)
+        return pd.Series(values, dtype=object, copy=False)
+
     table = pd.DataFrame({
         "rank": np.zeros(n, dtype=np.int64),
         "device": device,
-        "stream": stream,
-        "kind": decided.kind,
-        "core": np.full(n, "gpu", dtype=object),
-        "name": names.to_numpy(dtype=object),
-        "family": decided.family,
-        "group": decided.group,
+        "stream": obj(stream),
+        "kind": obj(decided.kind),
+        "core": obj(np.full(n, "gpu", dtype=object)),
+        "name": obj(names.to_numpy(dtype=object)),
+        "family": obj(decided.family),
+        "group": obj(decided.group),
         "start_ns": start,
         "dur_ns": dur,
         "step": pd.Series(pd.NA, index=range(n), dtype="Int64"),

@@ -1,0 +1,85 @@
+"""Ascend transfer/wait split, bytes and per-link figures, checked against the profiler's own totals."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pandas as pd
+import pytest
+from attribution_synth import events
+from conftest import need_shared, run_script
+from ditpar.analysis import collectives
+from ditpar.core.profile import ProfileSet
+
+LEVEL1 = ("fixtures", "ascend", "msinsight-text-level1")
+
+
+def out_dir(rank: int):
+    return need_shared(*LEVEL1, f"rank{rank}_ascend_pt", "ASCEND_PROFILER_OUTPUT")
+
+
+def total_op_info(rank: int) -> dict:
+    """communication.json's own per-step total of every collective op of the rank."""
+    doc = json.loads((out_dir(rank) / "communication.json").read_text())
+    return doc["step50"]["collective"]["Total Op Info"]
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_split_equals_the_profilers_total_op_info(rank):
+    doc = json.loads(run_script("collectives.py", str(need_shared(*LEVEL1)), "--json", check=0).stdout)
+    row = next(c for c in doc["collectives"] if c["rank"] == rank)
+    info = total_op_info(rank)["Communication Time Info"]
+    assert row["split_ops"] == 4
+    assert row["sum_us"] == pytest.approx(1000 * info["Elapse Time(ms)"], abs=0.01)
+    assert row["transit_us"] == pytest.approx(1000 * info["Transit Time(ms)"], abs=0.01)
+    assert row["wait_us"] == pytest.approx(1000 * info["Wait Time(ms)"], abs=0.01)
+    assert row["idle_us"] == pytest.approx(1000 * info["Idle Time(ms)"], abs=0.01)
+    assert row["wait_share"] == pytest.approx(info["Wait Time Ratio"], abs=5e-5)  # printed to 4 decimals
+    assert row["bytes_from"] == "message"  # trace_view.json present: count x dtype
+
+
+def test_bytes_from_communication_json_without_trace_view(tmp_path):
+    for rank in (0, 1):
+        src = need_shared(*LEVEL1, f"rank{rank}_ascend_pt")
+        shutil.copytree(src, tmp_path / src.name)
+        (tmp_path / src.name / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").unlink()
+    doc = json.loads(run_script("collectives.py", str(tmp_path), "--json", check=0).stdout)
+    for rank in (0, 1):
+        row = next(c for c in doc["collectives"] if c["rank"] == rank)
+        hccs = total_op_info(rank)["Communication Bandwidth Info"]["HCCS"]["Transit Size(MB)"]
+        assert row["bytes"] == round(hccs * 1e6) and row["bytes_from"] == "transit"
+    text = run_script("collectives.py", str(tmp_path), check=0).stdout
+    assert "not the message size" in text
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_links_bandwidth_equals_the_profilers(rank):
+    doc = json.loads(run_script("collectives.py", str(need_shared(*LEVEL1)), "--json", check=0).stdout)
+    links = [lk for lk in doc["links"] if lk["rank"] == rank]
+    matrix = json.loads((out_dir(rank) / "communication_matrix.json").read_text())
+    total = next(v for k, v in matrix["step50"]["collective"].items() if k.startswith("allreduce-total@"))
+    assert sorted(lk["link"] for lk in links) == sorted(total)
+    for lk in links:
+        ref = total[lk["link"]]
+        assert lk["transport"] == ref["Transport Type"]
+        assert lk["bytes"] == round(ref["Transit Size(MB)"] * 1e6)
+        assert lk["transit_us"] == pytest.approx(1000 * ref["Transit Time(ms)"], abs=1e-6)
+        assert lk["bandwidth_GBps"] == pytest.approx(ref["Bandwidth(GB/s)"], abs=6e-4)  # printed to 4 decimals
+
+
+def test_split_placed_by_op_name_not_by_a_second_classification():
+    """An op whose communication.json row classifies differently still lands on its event's row."""
+    ev = events([("7", "compute", "mm", "", "", 0, 10),
+                 ("comm:586", "comm", "hcom_allReduce__586_0_1", "allreduce", "586", 20, 100)])
+    ops = pd.DataFrame({"rank": [0], "name": ["hcom_allReduce__586_0_1"], "family": ["other_comm"],
+                        "group": [""], "transit_us": [70.0], "wait_us": [30.0], "idle_us": [0.0]})
+    ar = collectives.analyse(ProfileSet(events=ev, comm_ops=ops)).table.iloc[0]
+    assert (ar["family"], ar["transit_us"], ar["wait_us"], ar["split_ops"]) == ("allreduce", 70.0, 30.0, 1)
+    assert ar["wait_share"] == pytest.approx(0.3)
+
+
+def test_no_split_is_nan_with_zero_ops_not_zero_time():
+    ev = events([("comm:586", "comm", "hcom_allReduce__586_0_1", "allreduce", "586", 20, 100)])
+    ar = collectives.analyse(ProfileSet(events=ev)).table.iloc[0]
+    assert ar["split_ops"] == 0 and pd.isna(ar["transit_us"]) and pd.isna(ar["wait_share"])

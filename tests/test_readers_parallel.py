@@ -1,0 +1,63 @@
+"""Ranks read in worker processes give exactly what a serial read gives, merged in rank order."""
+
+from __future__ import annotations
+
+import shutil
+
+import pandas as pd
+import pytest
+from conftest import ROOT, need_shared
+from ditpar.readers import load_profiles
+
+DATA = ROOT / "tests" / "data" / "ascend_cann83"
+
+
+def assert_same(a, b):
+    pd.testing.assert_frame_equal(a.events, b.events)
+    pd.testing.assert_frame_equal(a.steps, b.steps)
+    for name in ("step_trace", "comm_ops", "links"):
+        x, y = getattr(a, name), getattr(b, name)
+        assert (x is None) == (y is None)
+        if x is not None:
+            pd.testing.assert_frame_equal(x, y)
+    assert a.groups == b.groups and a.unclassified == b.unclassified and a.sources == b.sources
+    assert a.bytes_from == b.bytes_from and a.skipped == b.skipped and a.fmt == b.fmt
+
+
+@pytest.mark.parametrize("where", ["shipped", "level1"])
+def test_parallel_equals_serial(where):
+    path = DATA if where == "shipped" else need_shared("fixtures", "ascend", "msinsight-text-level1")
+    serial = load_profiles([path], workers=1)
+    parallel = load_profiles([path], workers=2)
+    assert parallel.ranks == serial.ranks and len(serial.ranks) == 2
+    assert_same(serial, parallel)
+
+
+def test_parallel_keeps_rank_order_and_skips_incomplete(tmp_path):
+    """Four folders given in reverse rank order, one incomplete: same as serial, ranks sorted."""
+    level1 = need_shared("fixtures", "ascend", "msinsight-text-level1")
+    for i, src in enumerate([DATA / "node0_23103_20251127201437507_ascend_pt",
+                             level1 / "rank1_ascend_pt", DATA / "node0_23101_20251127201437501_ascend_pt"]):
+        shutil.copytree(src, tmp_path / f"{i}_{src.name}")
+    # rank 1 from level1 and ranks 0, 2 from the shipped data; plus a broken rank 5
+    broken = tmp_path / "9_rank5_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    broken.mkdir(parents=True)
+    serial = load_profiles([tmp_path], workers=1)
+    parallel = load_profiles([tmp_path], workers=3)
+    assert serial.ranks == [0, 1, 2] and [s["rank"] for s in serial.skipped] == [5]
+    assert_same(serial, parallel)
+    assert parallel.events["rank"].is_monotonic_increasing
+
+
+def test_kineto_parallel_equals_serial(tmp_path):
+    import gzip
+    import json
+
+    for rank, name in enumerate(["hta-nccl_data.json.gz", "hta-timeline-sampled_rank-0.json.gz"]):
+        doc = json.loads(gzip.decompress(need_shared("fixtures", "kineto", name).read_bytes()))
+        doc["distributedInfo"]["rank"] = rank
+        (tmp_path / f"trace{1 - rank}.json").write_text(json.dumps(doc))  # found in reverse rank order
+    serial = load_profiles([tmp_path], workers=1)
+    parallel = load_profiles([tmp_path], workers=2)
+    assert serial.ranks == [0, 1]
+    assert_same(serial, parallel)
