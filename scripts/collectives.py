@@ -9,9 +9,12 @@ multi-rank summary (slowest rank, per-family skew). Exit 1 when a check fails.
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 from ditpar import cli
-from ditpar.analysis.collectives import CollectiveReport, analyse
+
+if TYPE_CHECKING:
+    from ditpar.analysis.collectives import CollectiveReport
 
 PROG = "collectives.py"
 TOOL = "collectives"
@@ -86,6 +89,7 @@ def main() -> None:
     args = build_parser().parse_args()
 
     def body() -> int:
+        from ditpar.analysis.collectives import analyse
         from ditpar.readers import load_profiles
 
         ps = load_profiles(args.paths)

@@ -75,10 +75,10 @@ def build_parser():
                    help="per-chunk compute that needs the chunk's reverse (copy-back, partial output projection)")
     cli.add_output_args(p, csv=True, plot=True)
 
-    from ditpar.masking import measured, verify
+    from ditpar.masking import commands
 
-    measured.add_arguments(sub, parser)
-    verify.add_arguments(sub, parser)
+    commands.add_profile_arguments(sub, parser)
+    commands.add_verify_arguments(sub, parser)
     return parser
 
 
