@@ -19,6 +19,11 @@ from ditpar.errors import InputError  # noqa: E402
 
 PROG = "plan.py"
 EXAMPLE = 'python scripts/plan.py --model Wan2.1-T2V-14B --hardware "Atlas 800I A2" --devices 8'
+SCORE_EXAMPLE = "python scripts/plan.py score --candidates benchmarks/published/xdit_flux.csv --out flux_scored.csv"
+EVALUATE_EXAMPLE = "python scripts/plan.py evaluate --tables benchmarks/published"
+SUBCOMMANDS = ("subcommands (each has its own --help):\n"
+               "  score     add predicted_latency_s and score_note to a latency table\n"
+               "  evaluate  ranking agreement of the cost model with published latency tables\n")
 
 
 def _tunable_args(p) -> None:
@@ -52,7 +57,8 @@ def _tunables(args):
 
 
 def plan_parser():
-    p = cli.make_parser(PROG, __doc__.strip().splitlines()[0], EXAMPLE)
+    p = cli.make_parser(PROG, __doc__.strip().splitlines()[0],
+                        f"{EXAMPLE}\n  {SCORE_EXAMPLE}\n  {EVALUATE_EXAMPLE}\n\n{SUBCOMMANDS}")
     p.add_argument("--model", required=True, help="model preset name or alias (templates/models)")
     p.add_argument("--hardware", required=True, help="hardware preset name or alias (templates/hardware)")
     p.add_argument("--interconnect", default=None, help="NVLink | PCIe | HCCS, ', 2 nodes' for two nodes")
@@ -75,7 +81,7 @@ def plan_parser():
 
 def score_parser():
     p = cli.make_parser(f"{PROG} score", "Add predicted_latency_s and score_note to a candidate table.",
-                        "python scripts/plan.py score --candidates ../shared/calibration/xdit_sd3.csv --out sd3.csv")
+                        SCORE_EXAMPLE)
     p.add_argument("--candidates", required=True, help="CSV in the calibration schema")
     p.add_argument("--out", required=True, help="output CSV (input rows and columns + 2 columns)")
     _tunable_args(p)
@@ -85,7 +91,7 @@ def score_parser():
 
 def evaluate_parser():
     p = cli.make_parser(f"{PROG} evaluate", "Rank published configurations and compare with the measurements.",
-                        "python scripts/plan.py evaluate --tables ../shared/calibration")
+                        EVALUATE_EXAMPLE)
     p.add_argument("--tables", required=True, help="folder of CSVs in the calibration schema")
     p.add_argument("--calibrate", action="store_true",
                    help="calibrate compute per table/model/machine/shape from its single-device row (--ref-latency)")
