@@ -110,3 +110,23 @@ def test_non_utf8_input_is_one_line_exit_2(tmp_path, capsys):
     bad.write_bytes(b"name = \"\xff\"\n")
     code, err = _exit(lambda: bad.read_text(encoding="utf-8"), capsys)
     assert code == 2 and err.count("\n") == 1 and "0xff" in err
+
+
+def test_closed_pipe_keeps_exit_1_of_collectives():
+    """`collectives.py ... --layers 7 | head -1`: the failed calls-per-layer check still exits 1."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT, SCRIPTS
+
+    rank0 = ROOT / "tests/data/ascend_cann83/node0_23101_20251127201437501_ascend_pt"
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader has gone before the first byte is written
+    try:
+        proc = subprocess.run([sys.executable, str(SCRIPTS / "collectives.py"), str(rank0), "--layers", "7"],
+                              stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write_end)
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr
