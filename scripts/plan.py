@@ -36,6 +36,42 @@ def _tunable_args(p) -> None:
                    "tp,ulysses,ring,kv_allgather,pipefusion,cfg,dp")
 
 
+# Bounds on the sizes a user gives: beyond them the enumeration or the model has no meaning (and
+# --devices 1e9 would enumerate for hours).
+MAX_DEVICES = 1024  # 128 nodes of 8; ranking takes about 13 s there
+MAX_STEPS = 10_000
+MAX_FRAMES = 10_000
+MAX_PIXELS_SIDE = 16_384
+MAX_PATCHES = 1024
+MAX_MASKING_CHUNKS = 1024
+
+
+def _in_range(flag: str, value: int | None, low: int, high: int, note: str = "") -> None:
+    """A size flag outside [low, high] is a usage error that states the bound."""
+    if value is not None and not low <= value <= high:
+        raise InputError(f"{flag} {value}: expected {low}..{high}{note}")
+
+
+def _check_request(args) -> tuple[int | None, int | None]:
+    """Validate the request flags; return (width, height) from --resolution, or (None, None)."""
+    _in_range("--devices", args.devices, 1, MAX_DEVICES)
+    _in_range("--steps", args.steps, 1, MAX_STEPS, " (leave it out for the preset's default)")
+    _in_range("--frames", args.frames, 1, MAX_FRAMES, " (leave it out for the preset's default)")
+    _in_range("--patches", args.patches, 0, MAX_PATCHES, " (0 = the PipeFusion degree)")
+    if args.resolution is None:
+        return None, None
+    from ditpar.plan.cost import parse_resolution
+
+    width, height, frames = parse_resolution(args.resolution)
+    for name, side in (("width", width), ("height", height)):
+        _in_range(f"--resolution {args.resolution!r}: {name}", side, 1, MAX_PIXELS_SIDE,
+                  " (leave --resolution out for the preset's default)")
+    _in_range(f"--resolution {args.resolution!r}: frames", frames, 1, MAX_FRAMES)
+    if args.frames is None:
+        args.frames = frames
+    return width, height
+
+
 def _tunables(args):
     from ditpar.plan.cost import Tunables, parse_order
 
@@ -49,8 +85,7 @@ def _tunables(args):
             raise InputError("--overlap-efficiency: expected a share in [0, 1]")
         kw["overlap_efficiency"] = args.overlap_efficiency
     if args.masking_chunks is not None:
-        if args.masking_chunks < 1:
-            raise InputError("--masking-chunks: expected >= 1")
+        _in_range("--masking-chunks", args.masking_chunks, 1, MAX_MASKING_CHUNKS)
         kw["masking_chunks"] = args.masking_chunks
     kw["order"] = parse_order(args.layout)
     return Tunables(**kw)
@@ -113,15 +148,13 @@ def main() -> None:
 
 def run_plan(args) -> int:
     from ditpar.plan import presets, report
-    from ditpar.plan.cost import calibrate, conclusion, make_shape, parse_resolution, rank_plans
+    from ditpar.plan.cost import calibrate, conclusion, make_shape, rank_plans
 
+    width, height = _check_request(args)
     model = presets.resolve_model(args.model)
     hw = presets.resolve_hardware(args.hardware, args.interconnect, args.devices)
-    width = height = None
-    if args.resolution:
-        width, height, frames = parse_resolution(args.resolution)
-        args.frames = args.frames or frames
     shape = make_shape(model, width, height, args.frames, args.steps, cfg=False if args.no_cfg else None)
+    _in_range("--warmup", args.warmup, 0, shape.steps, f" (the request has {shape.steps} steps)")
     tun = _tunables(args)
     if args.ref_latency is not None:
         tun = calibrate(model, hw, shape, args.ref_latency, tun)
