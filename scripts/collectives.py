@@ -92,6 +92,9 @@ def main() -> None:
         from ditpar.analysis.collectives import analyse
         from ditpar.readers import load_profiles
 
+        for flag, value in (("--layers", args.layers), ("--steps", args.steps)):
+            if value is not None and value < 1:
+                raise cli.InputError(f"{flag} {value}: expected >= 1")
         ps = load_profiles(args.paths)
         families = [f.strip() for f in args.family.split(",") if f.strip()] if args.family else None
         report = analyse(ps, ranks=args.rank, families=families, layers=args.layers, steps=args.steps)
