@@ -437,7 +437,7 @@ def a2a_audit_cases(base: Path) -> list[Case]:
 
 def _scope(rank: int, world: int, seq: int, heads: int = 40) -> dict:
     return {"schema": "dit-parallel-opt/scope/v1", "rank": rank, "world_size": world, "name": "attn",
-            "stage": "core", "layout": "BSHD", "q": [1, seq, heads, 128], "k": [1, seq, heads, 128],
+            "stage": "input", "layout": "BSHD", "q": [1, seq, heads, 128], "k": [1, seq, heads, 128],
             "v": [1, seq, heads, 128], "calls": 1, "tag": ""}
 
 
