@@ -15,6 +15,7 @@ from ditpar.errors import InputError  # noqa: E402
 from ditpar.masking import bound, simulator  # noqa: E402
 
 PROG = "mask_bound.py"
+MAX_PLOT_CHUNKS = 256  # a Gantt chart beyond this is unreadable and slow to draw
 TOOL = "mask_bound"
 
 EXAMPLE = """python scripts/mask_bound.py calc --comm-us 700 --compute-us 538 --chunks 7 --reverse-share 0.25
@@ -170,6 +171,9 @@ def _orders(text: str) -> list[str]:
 
 def _simulate(args) -> int:
     layer = _layer(args)
+    if args.plot and layer.chunks > MAX_PLOT_CHUNKS:
+        raise InputError(f"--plot: draws at most {MAX_PLOT_CHUNKS} chunks (got --chunks {layer.chunks}); "
+                         "leave --plot out for the figures")
     t = bound.check_time("--transform-us", args.transform_us, allow_zero=True)
     post = bound.check_time("--post-us", args.post_us, allow_zero=True)
     results = [simulator.simulate(layer, o, t, args.transforms, post) for o in _orders(args.order)]
