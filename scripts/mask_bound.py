@@ -15,6 +15,7 @@ from ditpar.errors import InputError  # noqa: E402
 from ditpar.masking import bound, simulator  # noqa: E402
 
 PROG = "mask_bound.py"
+MAX_SIM_CHUNKS = 4096  # the event simulation grows with the chunk count
 MAX_PLOT_CHUNKS = 256  # a Gantt chart beyond this is unreadable and slow to draw
 TOOL = "mask_bound"
 
@@ -171,6 +172,9 @@ def _orders(text: str) -> list[str]:
 
 def _simulate(args) -> int:
     layer = _layer(args)
+    if layer.chunks > MAX_SIM_CHUNKS:
+        raise InputError(f"--chunks {layer.chunks}: simulate runs at most {MAX_SIM_CHUNKS} chunks "
+                         "(calc gives the closed form for any count)")
     if args.plot and layer.chunks > MAX_PLOT_CHUNKS:
         raise InputError(f"--plot: draws at most {MAX_PLOT_CHUNKS} chunks (got --chunks {layer.chunks}); "
                          "leave --plot out for the figures")
