@@ -39,6 +39,7 @@ class Case:
     expect: str = "2"          # "2" or "any"
     warn: str | None = None    # with expect="any": a word the stderr warning must contain
     outputs: list[str] = field(default_factory=list)  # output file names inside {out}
+    reason: str | None = None  # with exit 2: a phrase the one-line message must contain
 
 
 # --- byte-level damage -------------------------------------------------------------------------
@@ -178,6 +179,8 @@ def profile_cases(base: Path) -> list[Case]:
     shutil.copytree(RANK0, job / RANK0.name)
     shutil.copytree(RANK0, job / (RANK0.name + "_copy"))
     cases += _profile_cases("duplicate-rank", [str(job)])
+    for c in cases[-5:]:
+        c.reason = "is also the rank of"
     # kernels whose step ids match no step_trace_time.csv row
     steps_off = _damaged_profile(base, "kd-steps-unmatched", "kernel_details.csv",
                                  lambda t: "\n".join([t.splitlines()[0]] + ["9" + ln for ln in t.splitlines()[1:]]) + "\n")
@@ -277,7 +280,8 @@ def plan_cases(base: Path) -> list[Case]:
         ["--ref-latency", "nan"], ["--top", "0"], ["--masking-chunks", "0"], ["--overlap-efficiency", "nan"],
     )]
     cases.append(Case("plan:devices-huge", "plan.py",
-                      ["--model", "Wan2.1-T2V-14B", "--hardware", "Atlas 800I A2", "--devices", "1000000000"]))
+                      ["--model", "Wan2.1-T2V-14B", "--hardware", "Atlas 800I A2", "--devices", "1000000000"],
+                      reason="1..1024"))
     cases.append(Case("plan:csv-is-dir", "plan.py", [*PLAN, "--csv", str(folder)]))
     cases.append(Case("plan:plot-fails-after-csv", "plan.py",
                       [*PLAN, "--csv", f"{OUT}/p.csv", "--plot", f"{OUT}/no/such/folder/p.png"], outputs=["p.csv"]))
@@ -428,7 +432,8 @@ def a2a_audit_cases(base: Path) -> list[Case]:
     return [
         Case("a2a_audit:good-control", "a2a_audit.py", [str(good), "--json"], expect="any"),
         Case("a2a_audit:two-logs-same-rank", "a2a_audit.py", [str(same / "rank0.log"), str(same / "rank1.log"),
-                                                              "--json", "--csv", f"{OUT}/a.csv"], outputs=["a.csv"]),
+                                                              "--json", "--csv", f"{OUT}/a.csv"], outputs=["a.csv"],
+             reason="two logs claim the same rank"),
         Case("a2a_audit:empty", "a2a_audit.py", [str(folder / "empty.log")]),
         # a log is any program's output: bytes that are not UTF-8 around the A2AUD lines are not an error
         Case("a2a_audit:non-utf8", "a2a_audit.py", [str(folder / "bad.log"), str(good / "rank1.log"), "--json"],
@@ -485,9 +490,12 @@ def scope_cases(base: Path) -> list[Case]:
 def flag_cases(base: Path) -> list[Case]:
     layer = ["--comm-us", "700", "--compute-us", "538"]
     return [
-        Case("mask_bound:simulate-chunks-1e9", "mask_bound.py", ["simulate", *layer, "--chunks", "1000000000"]),
+        Case("mask_bound:simulate-chunks-1e9", "mask_bound.py", ["simulate", *layer, "--chunks", "1000000000"],
+             reason="100000"),
         Case("mask_bound:simulate-chunks-1e5-plot", "mask_bound.py",
-             ["simulate", *layer, "--chunks", "100000", "--plot", f"{OUT}/g.png"], outputs=["g.png"]),
+             ["simulate", *layer, "--chunks", "100000", "--plot", f"{OUT}/g.png"], outputs=["g.png"], reason="4096"),
+        Case("mask_bound:simulate-chunks-1000-plot", "mask_bound.py",
+             ["simulate", *layer, "--chunks", "1000", "--plot", f"{OUT}/g.png"], outputs=["g.png"], reason="256"),
         Case("mask_bound:calc-max-chunks-1e9", "mask_bound.py", ["calc", *layer, "--max-chunks", "1000000000"]),
         Case("mask_bound:calc-max-chunks-float", "mask_bound.py", ["calc", *layer, "--max-chunks", "1e9"]),
         Case("mask_bound:calc-comm-nan", "mask_bound.py", ["calc", "--comm-us", "nan", "--compute-us", "538"]),

@@ -70,6 +70,8 @@ def test_damaged_input(case, results):
         lines = r["stderr"].splitlines()
         assert len(lines) == 1 and lines[0].strip(), where
         assert leftovers == [], f"partial output {leftovers}: {where}"
+        if case.reason:
+            assert case.reason in lines[0], f"the message does not say '{case.reason}': {where}"
     else:
         assert not [n for n in leftovers if n.startswith(".")], f"temporary files left: {where}"
         if "--json" in case.args:
