@@ -18,8 +18,11 @@ from ditpar import cli  # noqa: E402
 from ditpar.errors import InputError  # noqa: E402
 
 PROG = "a2a_audit.py"
-EXAMPLE = ("python scripts/a2a_audit.py logs/rank*.log --world 4   |   "
-           "torchrun --nproc-per-node 4 scripts/a2a_audit.py --probe out --faults none,send_rewrite")
+EXAMPLE = ("torchrun --nproc-per-node 4 scripts/a2a_audit.py --probe out --faults none,send_rewrite\n"
+           "  python scripts/a2a_audit.py out/none\n"
+           "  python scripts/a2a_audit.py out/send_rewrite --comm world --world 4\n"
+           "(the probe's logs hold a 4-rank 'world' and two 2-rank communicators: --world applies with --comm;\n"
+           " exit 0 = transport faithful, 1 = a fault named, 2 = no evidence or bad input)")
 
 
 def build_parser():

@@ -11,10 +11,12 @@ memcpy), or nothing running on any stream (host/dispatch bubble). The four add u
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 from ditpar import cli
-from ditpar.analysis.bubbles import CLASSES, BubbleReport, analyse
-from ditpar.analysis.collectives import us
+
+if TYPE_CHECKING:
+    from ditpar.analysis.bubbles import BubbleReport
 
 PROG = "bubbles.py"
 TOOL = "bubbles"
@@ -47,12 +49,20 @@ def build_parser():
 
 def gap_frame(report: BubbleReport):
     import pandas as pd
+    from ditpar.analysis.bubbles import CLASSES
 
     frames = [r.gaps.assign(rank=r.rank) for r in report.ranks]
     gaps = pd.concat(frames, ignore_index=True)
     for col in ("dur", *CLASSES):
         gaps[f"{col}_us"] = gaps[f"{col}_ns"] / 1000.0
     return gaps[GAP_COLS]
+
+
+def us(ns) -> float:
+    """ns -> us, the library's conversion (imported on use so --help needs no numpy)."""
+    from ditpar.analysis.collectives import us as ns_to_us
+
+    return ns_to_us(ns)
 
 
 def totals_us(totals: dict[str, int]) -> dict[str, float]:
@@ -111,6 +121,7 @@ def main() -> None:
     args = build_parser().parse_args()
 
     def body() -> int:
+        from ditpar.analysis.bubbles import analyse
         from ditpar.readers import load_profiles
 
         ps = load_profiles(args.paths)

@@ -9,9 +9,12 @@ multi-rank summary (slowest rank, per-family skew). Exit 1 when a check fails.
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 from ditpar import cli
-from ditpar.analysis.collectives import CollectiveReport, analyse
+
+if TYPE_CHECKING:
+    from ditpar.analysis.collectives import CollectiveReport
 
 PROG = "collectives.py"
 TOOL = "collectives"
@@ -105,8 +108,12 @@ def main() -> None:
     args = build_parser().parse_args()
 
     def body() -> int:
+        from ditpar.analysis.collectives import analyse
         from ditpar.readers import load_profiles
 
+        for flag, value in (("--layers", args.layers), ("--steps", args.steps)):
+            if value is not None and value < 1:
+                raise cli.InputError(f"{flag} {value}: expected >= 1")
         ps = load_profiles(args.paths)
         cli.warn_skipped(PROG, ps.skipped, needs_all=len(ps.ranks) + len(ps.skipped) > 1)
         families = [f.strip() for f in args.family.split(",") if f.strip()] if args.family else None

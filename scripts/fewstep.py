@@ -114,7 +114,7 @@ def _report(args: argparse.Namespace, matrix_path: Path, extra: dict | None = No
     if extra:
         payload = {**payload, **extra}
     if args.csv:
-        cli.write_atomic(args.csv, cells_csv(payload))
+        cli.write_output(args.csv, cells_csv(payload))
     if args.plot:
         from ditpar.fewstep.plot import plot_fewstep
 
@@ -123,7 +123,12 @@ def _report(args: argparse.Namespace, matrix_path: Path, extra: dict | None = No
         cli.print_json("fewstep", payload)
     else:
         sys.stdout.write(render_text(payload) + "\n")
-    return EXIT_CODES[payload["verdict"]]
+    code = EXIT_CODES[payload["verdict"]]
+    if code:  # the reason in one line on stderr, so that a caller that reads only stderr sees it
+        first = (payload.get("reasons") or [{}])[0]
+        why = f"{first.get('code', '')}: {first.get('detail', '')}".strip(": ")
+        sys.stderr.write(f"{PROG}: {matrix_path}: verdict {payload['verdict']}" + (f" ({why})" if why else "") + "\n")
+    return code
 
 
 def _run(args: argparse.Namespace) -> int:

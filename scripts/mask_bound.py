@@ -15,6 +15,8 @@ from ditpar.errors import InputError  # noqa: E402
 from ditpar.masking import bound, simulator  # noqa: E402
 
 PROG = "mask_bound.py"
+MAX_SIM_CHUNKS = 4096  # the event simulation grows with the chunk count
+MAX_PLOT_CHUNKS = 256  # a Gantt chart beyond this is unreadable and slow to draw
 TOOL = "mask_bound"
 
 EXAMPLE = """python scripts/mask_bound.py calc --comm-us 700 --compute-us 538 --chunks 7 --reverse-share 0.25
@@ -79,10 +81,10 @@ def build_parser():
                    help="per-chunk compute that needs the chunk's reverse (copy-back, partial output projection)")
     cli.add_output_args(p, csv=True, plot=True)
 
-    from ditpar.masking import measured, verify
+    from ditpar.masking import commands
 
-    measured.add_arguments(sub, parser)
-    verify.add_arguments(sub, parser)
+    commands.add_profile_arguments(sub, parser)
+    commands.add_verify_arguments(sub, parser)
     return parser
 
 
@@ -187,6 +189,12 @@ def _orders(text: str) -> list[str]:
 
 def _simulate(args) -> int:
     layer = _layer(args)
+    if layer.chunks > MAX_SIM_CHUNKS:
+        raise InputError(f"--chunks {layer.chunks}: simulate runs at most {MAX_SIM_CHUNKS} chunks "
+                         "(calc gives the closed form for any count)")
+    if args.plot and layer.chunks > MAX_PLOT_CHUNKS:
+        raise InputError(f"--plot: draws at most {MAX_PLOT_CHUNKS} chunks (got --chunks {layer.chunks}); "
+                         "leave --plot out for the figures")
     t = bound.check_time("--transform-us", args.transform_us, allow_zero=True)
     post = bound.check_time("--post-us", args.post_us, allow_zero=True)
     results = [simulator.simulate(layer, o, t, args.transforms, post) for o in _orders(args.order)]

@@ -21,6 +21,11 @@ from ditpar.errors import InputError  # noqa: E402
 
 PROG = "plan.py"
 EXAMPLE = 'python scripts/plan.py --model Wan2.1-T2V-14B --hardware "Atlas 800I A2" --devices 8'
+SCORE_EXAMPLE = "python scripts/plan.py score --candidates benchmarks/published/xdit_flux.csv --out flux_scored.csv"
+EVALUATE_EXAMPLE = "python scripts/plan.py evaluate --tables benchmarks/published"
+SUBCOMMANDS = ("subcommands (each has its own --help):\n"
+               "  score     add predicted_latency_s and score_note to a latency table\n"
+               "  evaluate  ranking agreement of the cost model with published latency tables\n")
 
 
 def _tunable_args(p) -> None:
@@ -31,6 +36,49 @@ def _tunable_args(p) -> None:
     g.add_argument("--masking-chunks", type=int, default=None, help="chunked Ulysses masking chunks (default 1 = off)")
     g.add_argument("--layout", default=None, help="rank order innermost first, default "
                    "tp,ulysses,ring,kv_allgather,pipefusion,cfg,dp")
+
+
+# Bounds on the sizes a user gives: beyond them the enumeration or the model has no meaning (and
+# --devices 1e9 would enumerate for hours).
+MAX_DEVICES = 1024  # 128 nodes of 8; ranking takes about 13 s there
+MAX_STEPS = 10_000
+MAX_FRAMES = 10_000
+MAX_PIXELS_SIDE = 16_384
+MAX_PATCHES = 1024
+MAX_MASKING_CHUNKS = 1024
+MAX_HEADS = 4096
+MAX_LAYERS = 10_000
+MAX_TOKENS = 100_000_000
+
+
+def _in_range(flag: str, value: int | None, low: int, high: int, note: str = "") -> None:
+    """A size flag outside [low, high] is a usage error that states the bound."""
+    if value is not None and not low <= value <= high:
+        raise InputError(f"{flag} {value}: expected {low}..{high}{note}")
+
+
+def _check_request(args) -> tuple[int | None, int | None]:
+    """Validate the request flags; return (width, height) from --resolution, or (None, None)."""
+    _in_range("--devices", args.devices, 1, MAX_DEVICES)
+    _in_range("--steps", args.steps, 1, MAX_STEPS, " (leave it out for the preset's default)")
+    _in_range("--frames", args.frames, 1, MAX_FRAMES, " (leave it out for the preset's default)")
+    _in_range("--patches", args.patches, 0, MAX_PATCHES, " (0 = the PipeFusion degree)")
+    _in_range("--heads", args.heads, 1, MAX_HEADS)
+    _in_range("--kv-heads", args.kv_heads, 1, MAX_HEADS)
+    _in_range("--layers", args.layers, 1, MAX_LAYERS)
+    _in_range("--tokens", args.tokens, 1, MAX_TOKENS)
+    if args.resolution is None:
+        return None, None
+    from ditpar.plan.cost import parse_resolution
+
+    width, height, frames = parse_resolution(args.resolution)
+    for name, side in (("width", width), ("height", height)):
+        _in_range(f"--resolution {args.resolution!r}: {name}", side, 1, MAX_PIXELS_SIDE,
+                  " (leave --resolution out for the preset's default)")
+    _in_range(f"--resolution {args.resolution!r}: frames", frames, 1, MAX_FRAMES)
+    if args.frames is None:
+        args.frames = frames
+    return width, height
 
 
 def _framework_args(p) -> None:
@@ -64,15 +112,15 @@ def _tunables(args):
             raise InputError("--overlap-efficiency: expected a share in [0, 1]")
         kw["overlap_efficiency"] = args.overlap_efficiency
     if args.masking_chunks is not None:
-        if args.masking_chunks < 1:
-            raise InputError("--masking-chunks: expected >= 1")
+        _in_range("--masking-chunks", args.masking_chunks, 1, MAX_MASKING_CHUNKS)
         kw["masking_chunks"] = args.masking_chunks
     kw["order"] = parse_order(args.layout)
     return Tunables(**kw)
 
 
 def plan_parser():
-    p = cli.make_parser(PROG, __doc__.strip().splitlines()[0], EXAMPLE)
+    p = cli.make_parser(PROG, __doc__.strip().splitlines()[0],
+                        f"{EXAMPLE}\n  {SCORE_EXAMPLE}\n  {EVALUATE_EXAMPLE}\n\n{SUBCOMMANDS}")
     p.add_argument("--model", default=None, help="model preset name or alias (templates/models); "
                    "or --model-file")
     p.add_argument("--hardware", required=True, help="hardware preset name or alias (templates/hardware)")
@@ -115,7 +163,7 @@ def _calibration_args(p) -> None:
 
 def score_parser():
     p = cli.make_parser(f"{PROG} score", "Add predicted_latency_s, score_note, predicted_low_s and predicted_high_s to a candidate table.",
-                        "python scripts/plan.py score --candidates ../shared/calibration/xdit_sd3.csv --out sd3.csv")
+                        SCORE_EXAMPLE)
     p.add_argument("--candidates", required=True, help="CSV in the calibration schema")
     p.add_argument("--out", required=True, help="output CSV (input rows and columns + 4 columns)")
     _tunable_args(p)
@@ -125,7 +173,7 @@ def score_parser():
 
 def evaluate_parser():
     p = cli.make_parser(f"{PROG} evaluate", "Rank published configurations and compare with the measurements.",
-                        "python scripts/plan.py evaluate --tables ../shared/calibration")
+                        EVALUATE_EXAMPLE)
     p.add_argument("--tables", required=True, nargs="+",
                    help="folder(s) of CSVs in the calibration schema; each CSV is one source")
     p.add_argument("--in-sample-only", action="store_true",
@@ -150,20 +198,18 @@ def main() -> None:
 
 def run_plan(args) -> int:
     from ditpar.plan import custom_model, frameworks, presets, report
-    from ditpar.plan.cost import calibrate, conclusion, make_shape, parse_resolution, rank_plans
+    from ditpar.plan.cost import calibrate, conclusion, make_shape, rank_plans
 
+    width, height = _check_request(args)
     if (args.model is None) == (args.model_file is None):
         raise InputError("give exactly one of --model NAME and --model-file FILE.toml")
     model = custom_model.load(args.model_file) if args.model_file else presets.resolve_model(args.model)
     model = custom_model.override(model, heads=args.heads, kv_heads=args.kv_heads, layers=args.layers)
     fws = frameworks.resolve_frameworks(args.framework)
     hw = presets.resolve_hardware(args.hardware, args.interconnect, args.devices)
-    width = height = None
-    if args.resolution:
-        width, height, frames = parse_resolution(args.resolution)
-        args.frames = args.frames or frames
     shape = make_shape(model, width, height, args.frames, args.steps, cfg=False if args.no_cfg else None)
     shape = custom_model.with_tokens(shape, args.tokens)
+    _in_range("--warmup", args.warmup, 0, shape.steps, f" (the request has {shape.steps} steps)")
     tun = _tunables(args)
     tun = dataclasses.replace(tun, offload_text_encoder=args.offload_text_encoder, vae_tiling=args.vae_tiling)
     from ditpar.plan import calibrated

@@ -61,6 +61,14 @@ def main() -> None:
     args = build_parser().parse_args()
 
     def body() -> int:
+        for flag, value, low in (("--ulysses", args.ulysses, 1), ("--ring", args.ring, 1),
+                                 ("--kv-allgather", args.kv_allgather, 1), ("--tp", args.tp, 1),
+                                 ("--full-seq", args.full_seq, 1), ("--heads", args.heads, 1),
+                                 ("--kv-heads", args.kv_heads, 1), ("--kv-seq", args.kv_seq, 1),
+                                 ("--replicated-tokens", args.replicated_tokens, 0), ("--ranks", args.ranks, 1),
+                                 ("--limit", args.limit, 0)):
+            if value is not None and value < low:
+                raise InputError(f"{flag} {value}: expected >= {low}")
         plan = Plan(args.ulysses, args.ring, args.kv_allgather, args.tp)
         records = load_records(args.paths, tag=args.tag)
         full = baseline = None
@@ -81,7 +89,11 @@ def main() -> None:
             cli.print_json("scope_probe", result)
         else:
             print(render(result, args.limit))
-        return EXIT_CODES[result["verdict"]]
+        code = EXIT_CODES[result["verdict"]]
+        if code:  # the failed checks in one line on stderr
+            failed = "; ".join(f"{c['name']}: {c['detail']}" for c in result["checks"] if c["status"] != "pass")
+            sys.stderr.write(f"{PROG}: verdict {result['verdict']}" + (f" ({failed})" if failed else "") + "\n")
+        return code
 
     cli.run(PROG, body)
 

@@ -11,17 +11,13 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ditpar import cli
-from ditpar.analysis.stage_delta import (
-    DeltaReport,
-    Side,
-    compare,
-    linearity,
-    side_from_profile,
-    side_from_step_trace_csv,
-)
 from ditpar.errors import InputError
+
+if TYPE_CHECKING:
+    from ditpar.analysis.stage_delta import DeltaReport, Side
 
 PROG = "stage_delta.py"
 TOOL = "stage_delta"
@@ -48,6 +44,8 @@ def build_parser():
 
 
 def load_side(label: str, path: str) -> Side:
+    from ditpar.analysis.stage_delta import side_from_profile, side_from_step_trace_csv
+
     p = Path(path)
     if not p.exists():
         raise InputError(f"{path}: no such file or folder")
@@ -102,6 +100,8 @@ def print_delta(rep: DeltaReport) -> None:
 
 
 def lin_from_paths(args) -> dict:
+    from ditpar.analysis.stage_delta import compare, linearity
+
     a, b = load_side("A", args.paths[0]), load_side("B", args.paths[1])
     rep = compare(a, b, args.tolerance_us)
     col = {c["key"]: c for c in rep.columns}
@@ -114,6 +114,8 @@ def main() -> None:
     args = build_parser().parse_args()
 
     def body() -> int:
+        from ditpar.analysis.stage_delta import compare, linearity
+
         if args.linearity:
             if not args.cards:
                 raise InputError("--linearity needs --cards N1 N2")

@@ -51,6 +51,14 @@ def body() -> int:
     cli.warn_skipped(PROG, profiles.skipped)
     result = step_breakdown(profiles)
     rows = [{k: v for k, v in r.items() if not k.startswith("window_")} for r in result.rows]
+    reference = profiles.step_trace
+    if result.compared == 0 and reference is not None and len(reference):
+        from ditpar.errors import NoEvidenceError
+
+        ref_steps = sorted({int(x) for x in reference["step"].dropna()})
+        task_steps = sorted({int(r["step"]) for r in rows if r.get("step") is not None})
+        raise NoEvidenceError(f"step_trace_time.csv has step(s) {ref_steps} but the tasks fall in step(s) "
+                              f"{task_steps}: no step compared (a profile of another run, or renumbered steps?)")
     if result.compared == 0:
         status = "no-reference"
     else:

@@ -4,7 +4,7 @@ HTA reports the same ratio |U(comm) & U(compute)| / |U(comm)|, but only over the
 iterations it keeps (launched before the last ProfilerStep starts), with each kernel shrunk to
 whole microseconds (ts rounded up, end rounded down). So we compute OUR figure on HTA's own kernel
 selection and must agree within 0.1 percentage point; on the whole capture the figures differ.
-Needs the test extra: pip install holistictraceanalysis==0.5.0 psutil
+Needs the hta extra: pip install -e ".[hta]" (holistictraceanalysis 0.5.0 and psutil)
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from ditpar.core.events import make_events
 
 hta_trace_analysis = pytest.importorskip(
     "hta.trace_analysis",
-    reason="holistictraceanalysis not installed (test extra: pip install holistictraceanalysis==0.5.0 psutil)",
+    reason='holistictraceanalysis not installed (its own extra: pip install -e ".[hta]")',
 )
 from hta.utils.utils import get_kernel_type  # noqa: E402
 

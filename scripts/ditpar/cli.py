@@ -7,6 +7,8 @@ that function to :func:`run` so that bad input ends as one line on stderr and ex
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import math
 import os
@@ -21,8 +23,26 @@ from ditpar.errors import DitParError, InputError
 SCHEMA_PREFIX = "dit-parallel-opt"
 
 
+def finite_float(text: str) -> float:
+    """argparse type for every float flag: a finite number (NaN and infinities are usage errors)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
 class _Parser(argparse.ArgumentParser):
-    """ArgumentParser whose usage errors are one line and exit 2 (argparse's own convention)."""
+    """ArgumentParser whose usage errors are one line and exit 2 (argparse's own convention).
+
+    Every ``type=float`` flag of every tool goes through :func:`finite_float`.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.register("type", float, finite_float)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         sys.stderr.write(f"{self.prog}: error: {message} (see --help)\n")
@@ -49,24 +69,75 @@ def add_output_args(parser: argparse.ArgumentParser, csv: bool = True, plot: boo
 
 
 def run(prog: str, body: Callable[[], int | None]) -> None:
-    """Call body(); map the package's errors to their exit codes with a one-line message."""
+    """Call body(); map the package's errors to their exit codes with a one-line message.
+
+    stdout is held until body() ends so that a reader that closes the pipe early
+    (``| head -1``) cannot change the exit code; files written with :func:`write_output`
+    are committed only when body() ends without an error (all outputs or none).
+    """
+    held = io.StringIO()
+    real_stdout = sys.stdout
+    global _pending
+    outer, _pending = _pending, []
+    code = 2
+    try:
+        with contextlib.redirect_stdout(held):
+            code = _call(prog, body)
+        if code in (0, 1):
+            code = _call(prog, _commit_outputs) or code
+    finally:
+        _discard_outputs()
+        _pending = outer
+        _flush_held(held.getvalue(), real_stdout)
+    raise SystemExit(code)
+
+
+def _call(prog: str, body: Callable[[], int | None]) -> int:
+    """Run body() and turn every expected failure into (one line on stderr, exit code)."""
     try:
         code = body()
     except DitParError as exc:
-        sys.stderr.write(f"{prog}: error: {one_line(str(exc))}\n")
-        raise SystemExit(exc.exit_code) from None
+        return _fail(prog, one_line(str(exc)), exc.exit_code)
     except ModuleNotFoundError as exc:
         top = (exc.name or "?").split(".")[0]
         hint = 'pip install -e ".[dist]"' if top == "torch" else "pip install -e ."
-        sys.stderr.write(f"{prog}: error: this step needs the Python package '{top}', which is not installed "
-                         f"(from the repository root: {hint})\n")
-        raise SystemExit(2) from None
+        return _fail(prog, f"this step needs the Python package '{top}', which is not installed "
+                           f"(from the repository root: {hint})", 2)
+    except UnicodeDecodeError as exc:
+        return _fail(prog, f"input is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset "
+                           f"{exc.start}{_file_hint(exc)})", 2)
     except KeyboardInterrupt:
         sys.stderr.write(f"{prog}: interrupted\n")
-        raise SystemExit(130) from None
+        return 130
+    except SystemExit as exc:  # argparse --help and usage errors, already reported
+        if exc.code is None or isinstance(exc.code, int):
+            return exc.code or 0
+        return _fail(prog, one_line(str(exc.code)), 2)
+    return 0 if code is None else int(code)
+
+
+def _file_hint(exc: UnicodeDecodeError) -> str:
+    name = getattr(exc, "filename", None)
+    return f" in {name}" if name else ""
+
+
+def _fail(prog: str, message: str, code: int) -> int:
+    sys.stderr.write(f"{prog}: error: {message}\n")
+    return code
+
+
+def _flush_held(text: str, stream: Any) -> None:
+    """Write the held stdout; a reader that went away is not an error of ours."""
+    if not text:
+        return
+    try:
+        stream.write(text)
+        stream.flush()
     except BrokenPipeError:
-        raise SystemExit(0) from None
-    raise SystemExit(0 if code is None else int(code))
+        # stdout's reader is gone: point fd 1 at /dev/null so the interpreter's final flush is quiet
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, stream.fileno())
 
 
 def one_line(text: str) -> str:
@@ -118,38 +189,97 @@ def print_json(tool: str, payload: Mapping[str, Any]) -> None:
     sys.stdout.write(dumps_json(json_document(tool, payload)) + "\n")
 
 
-def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> None:
-    """Write a whole file or nothing: write a temporary file beside it, then rename."""
-    target = Path(path)
+_pending: list[tuple[str, Path]] | None = None  # (temporary file, target) held by run()
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _check_target(target: Path) -> Path:
+    """An output path must name a file in an existing folder."""
+    if target.is_dir():
+        raise InputError(f"{target}: is a folder; expected a file name to write")
     directory = target.parent if str(target.parent) else Path(".")
     if not directory.is_dir():
         raise InputError(f"{target}: folder {directory} does not exist")
+    return directory
+
+
+def _write_temp(target: Path, data: str | bytes) -> str:
+    """Write data into a temporary file beside target, with the mode a new file gets (umask)."""
+    directory = _check_target(target)
     mode = "wb" if isinstance(data, bytes) else "w"
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=directory)
     try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=directory)
+    except OSError as exc:
+        raise InputError(f"{target}: cannot write ({exc.strerror})") from None
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, mode, **({} if mode == "wb" else {"encoding": "utf-8", "newline": ""})) as fh:
             fh.write(data)
-        os.replace(tmp, target)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
+    return tmp
+
+
+def _replace(tmp: str, target: Path) -> None:
+    try:
+        os.replace(tmp, target)
+    except OSError as exc:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise InputError(f"{target}: cannot write ({exc.strerror})") from None
+
+
+def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> None:
+    """Write a whole file or nothing now: write a temporary file beside it, then rename."""
+    target = Path(path)
+    _replace(_write_temp(target, data), target)
+
+
+def write_output(path: str | os.PathLike[str], data: str | bytes) -> None:
+    """Write a tool's result file (--csv, --plot, --out): whole, and only if the whole run succeeds.
+
+    Inside :func:`run` the file is prepared now (so a bad path fails early) and renamed into place
+    when the tool ends with exit 0 or 1; outside it, this is :func:`write_atomic`.
+    """
+    target = Path(path)
+    if _pending is None:
+        write_atomic(target, data)
+        return
+    if any(t.resolve() == target.resolve() for _, t in _pending):
+        raise InputError(f"{target}: named for two outputs")
+    _pending.append((_write_temp(target, data), target))
+
+
+def _commit_outputs() -> None:
+    global _pending
+    pending, _pending = _pending or [], []
+    for tmp, target in pending:
+        _replace(tmp, target)
+
+
+def _discard_outputs() -> None:
+    for tmp, _ in _pending or []:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
 
 
 def write_csv(path: str | os.PathLike[str], frame: Any) -> None:
     """Write a pandas DataFrame as CSV, atomically."""
-    write_atomic(path, frame.to_csv(index=False, lineterminator="\n"))
+    write_output(path, frame.to_csv(index=False, lineterminator="\n"))
 
 
 def save_figure(fig: Any, path: str | os.PathLike[str]) -> None:
     """Save a matplotlib figure as PNG, atomically."""
-    import io
-
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=120, bbox_inches="tight")
-    write_atomic(path, buf.getvalue())
+    write_output(path, buf.getvalue())
 
 
 def pyplot():

@@ -348,6 +348,8 @@ def calls_per_layer(events: pd.DataFrame, steps: pd.DataFrame | None, layers: in
     """
     if layers <= 0:
         raise InputError(f"--layers {layers}: expected a positive number of DiT layers")
+    if n_steps is not None and n_steps <= 0:
+        raise InputError(f"--steps {n_steps}: expected a positive number of steps in the capture")
     comm = events[events["kind"] == "comm"]
     scope = "whole capture"
     per_rank_steps: dict[int, int] = {}

@@ -7,6 +7,7 @@ per step by the profiler's definitions, so dStage must equal dComputing + dCNO +
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -136,31 +137,49 @@ def read_step_trace_csv(path: str) -> pd.DataFrame:
     Its ``rank`` column holds Device_id (0 without one): a bare CSV names no rank, see side_from_step_trace_csv.
     """
     try:
-        raw = pd.read_csv(path, dtype=str, skipinitialspace=True)
-    except (OSError, pd.errors.ParserError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read as CSV ({exc})") from None
+        raw = pd.read_csv(path, dtype=str, skipinitialspace=True, keep_default_na=False)
+    except pd.errors.EmptyDataError:
+        raise InputError(f"{path}: empty file; expected step_trace_time.csv with a header and step rows") from None
+    except (OSError, ValueError, pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read as CSV ({' '.join(str(exc).split())})") from None
     raw.columns = [c.strip() for c in raw.columns]
     need = ["Step", *[c for c in COLUMNS if c != "Bubble"]]
     missing = [c for c in need if c not in raw.columns]
     if missing:
         raise InputError(f"{path}: missing column(s) {missing}; have {list(raw.columns)}")
     # a bare CSV names no rank: Device_id (newer torch_npu) labels the rows, else rank 0
-    rank = pd.to_numeric(raw["Device_id"], errors="coerce").fillna(0).astype(int) if "Device_id" in raw else 0
-    out = pd.DataFrame({"rank": rank, "step": pd.to_numeric(raw["Step"], errors="coerce")}, index=raw.index)
+    rank = _whole_numbers(raw, "Device_id", path) if "Device_id" in raw else 0
+    out = pd.DataFrame({"rank": rank, "step": _whole_numbers(raw, "Step", path)}, index=raw.index)
     for name, key in COLUMNS.items():
         if name not in raw:
             out[key] = 0.0
             continue
         values = pd.to_numeric(raw[name].str.strip(), errors="coerce")
-        bad = values.isna()
+        bad = values.isna() | ~np.isfinite(values) | (values < 0)
         if bad.any():
             row = int(np.flatnonzero(bad.to_numpy())[0]) + 2
-            raise InputError(f"{path}: row {row} column {name!r}: expected a number, got {raw[name].iloc[row - 2]!r}")
+            raise InputError(f"{path}: row {row} column {name!r}: expected a finite time >= 0 us, "
+                             f"got {raw[name].iloc[row - 2]!r}")
         out[key] = values.astype(float)
     if out.empty:
         raise InputError(f"{path}: no step rows")
+    twice = out.duplicated(subset=["rank", "step"], keep="first")
+    if twice.any():
+        row = int(np.flatnonzero(twice.to_numpy())[0]) + 2
+        raise InputError(f"{path}: row {row}: step {int(out['step'].iloc[row - 2])} of rank "
+                         f"{int(out['rank'].iloc[row - 2])} appears twice")
     out.attrs["device"] = "Device_id" in raw
     return out
+
+
+def _whole_numbers(raw: pd.DataFrame, column: str, path: str) -> pd.Series:
+    """An integer column of a bare step_trace_time.csv; anything else names its row."""
+    text = raw[column].astype(str).str.strip()
+    ok = text.str.fullmatch(r"\d{1,12}")
+    if not ok.all():
+        row = int(np.flatnonzero(~ok.to_numpy())[0]) + 2
+        raise InputError(f"{path}: row {row} column {column!r}: expected a whole number, got {text.iloc[row - 2]!r}")
+    return text.astype(np.int64)
 
 
 def rank_means(side: Side) -> pd.DataFrame:
@@ -259,8 +278,12 @@ def linearity(t1_us: float, t2_us: float, n1: int, n2: int,
     if n1 == n2:
         raise InputError(f"--cards {n1} {n2}: the two card counts must differ")
     for name, v in (("A stage", t1_us), ("B stage", t2_us)):
-        if not v > 0:
+        if not (v > 0 and math.isfinite(v)):
             raise InputError(f"{name} = {v} us: expected a positive time")
+    for name, e, t in (("A", e1_us, t1_us), ("B", e2_us, t2_us)):
+        if e is not None and not (math.isfinite(e) and 0 <= e <= t):
+            raise InputError(f"{name} exposed communication = {e} us: expected 0..{t} us (the stage time; "
+                             "exposed time is part of the stage)")
     ratio = n2 / n1
     speedup = t1_us / t2_us
     out = {"n1": n1, "n2": n2, "card_ratio": ratio, "t1_us": t1_us, "t2_us": t2_us, "speedup": speedup,

@@ -279,6 +279,7 @@ class ParsedLogs:
 
 def read_logs(paths: Iterable[str]) -> ParsedLogs:
     records, malformed, seen = [], [], 0
+    owner: dict[tuple[str, int, int, int], tuple[Path, str]] = {}  # key -> (file, file:line) first seen
     files = expand_paths(paths)
     for f in files:
         try:
@@ -290,9 +291,16 @@ def read_logs(paths: Iterable[str]) -> ParsedLogs:
                 continue
             seen += 1
             try:
-                records.append(parse_line(line, f"{f}:{i}"))
+                rec = parse_line(line, f"{f}:{i}")
             except ValueError as exc:
                 malformed.append({"where": f"{f}:{i}", "reason": str(exc)})
+                continue
+            key = (rec.comm, rec.rank, rec.call, rec.chunk)
+            first = owner.setdefault(key, (f, rec.where))
+            if first[0] != f:
+                raise InputError(f"{rec.where}: rank {rec.rank} of communicator {rec.comm!r} (call {rec.call}, "
+                                 f"chunk {rec.chunk}) is also logged in {first[1]}: two logs claim the same rank")
+            records.append(rec)
     return ParsedLogs(records, malformed, seen, [str(f) for f in files])
 
 

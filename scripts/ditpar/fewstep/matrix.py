@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from ditpar.cli import write_atomic
 from ditpar.errors import InputError
 
+MAX_DIT_S = 1e6  # about 11 days for one run: anything longer is a unit or parsing error
 REQUIRED = ("config", "tier", "steps", "repeat", "rank", "dit_s")
 OPTIONAL = ("devices", "comm_exposed_share", "tags", "timing")
 TIERS = ("few", "anchor")
@@ -103,8 +104,9 @@ def parse_matrix(text: str, path: str = "MATRIX") -> list[Row]:
         if tier not in TIERS:
             raise InputError(f"{_where(path, line)}: tier {tier!r} is not one of {list(TIERS)}")
         dit_s = _float(cell["dit_s"], path, line, "dit_s")
-        if dit_s <= 0:
-            raise InputError(f"{_where(path, line)}: dit_s {dit_s} must be > 0 seconds")
+        if not 0 < dit_s <= MAX_DIT_S:
+            raise InputError(f"{_where(path, line)}: dit_s {dit_s} must be > 0 and <= {MAX_DIT_S:g} seconds "
+                             "(one denoising run)")
         devices = None
         if cell.get("devices", "").strip():
             devices = _int(cell["devices"], path, line, "devices", 1)

@@ -79,6 +79,9 @@ def check_time(name: str, value: float, allow_zero: bool = False) -> float:
     return v
 
 
+MAX_CHUNKS = 100_000  # bound on every chunk count a user gives (closed forms; calc --max-chunks scans to it)
+
+
 def check_chunks(name: str, value: int) -> int:
     """Return value as int, or raise InputError unless it is a whole number >= 1."""
     try:
@@ -87,6 +90,8 @@ def check_chunks(name: str, value: int) -> int:
         raise InputError(f"{name}: expected a whole number of chunks >= 1, got {value!r}") from None
     if n != value or n < 1:
         raise InputError(f"{name}: expected a whole number of chunks >= 1, got {value!r}")
+    if n > MAX_CHUNKS:
+        raise InputError(f"{name}: {n} is above {MAX_CHUNKS}; no real split goes that far")
     return n
 
 

@@ -20,6 +20,7 @@ from ditpar.core.intervals import Intervals
 from ditpar.core.profile import ProfileSet
 from ditpar.errors import InputError
 from ditpar.masking import bound
+from ditpar.masking.commands import add_profile_arguments as add_arguments  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -196,32 +197,6 @@ def analyse(on: ProfileSet, family: str, consumer: str, layers: float, chunks: i
     worst = max(rows, key=lambda x: x["exposed_us"])
     return {"mode": "off-on" if off is not None else "single", "family": family, "consumer": consumer,
             "group": group, "layers": layers, "chunks": chunks, "rows": rows, "worst_rank": worst["rank"]}
-
-
-def add_arguments(sub, parent) -> None:
-    """Register the `profile` subcommand."""
-    from ditpar import cli
-
-    p = sub.add_parser(
-        "profile", help="measured masking of one family from one profile or a masking-off/on pair",
-        description="Per-layer C, F, exposed communication, masking, ceiling and achieved fraction, per rank.",
-        epilog="example:\n  python scripts/mask_bound.py profile ON_DIR --off OFF_DIR --family alltoall "
-               "--consumer FlashAttention --layers 50 --reverse-share 0.25",
-        formatter_class=parent.formatter_class)
-    p.add_argument("paths", nargs="+", help="the masking-on profile (or the only one): folders or trace files")
-    p.add_argument("--off", nargs="+", metavar="PATH", help="the masking-off profile of the same configuration")
-    p.add_argument("--family", required=True,
-                   help="regular expression for the masked family, matched whole and case-blind "
-                        "(alltoall, alltoallv, allgather, ...)")
-    p.add_argument("--consumer", required=True,
-                   help="regular expression (search, case-blind) for the compute kernels that hide it, e.g. attention")
-    p.add_argument("--group", help="communicator id, name or role to pin the family to one communicator")
-    p.add_argument("--layers", type=float, default=1.0, help="layers per step (per-layer divisor; default 1)")
-    p.add_argument("--chunks", type=int, help="n of the masking-on arm (default with --off: op-count growth)")
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--drain-us", type=float, help="reverse collective of one chunk (us per layer)")
-    g.add_argument("--reverse-share", type=float, help="reverse share of a chunk's communication")
-    cli.add_output_args(p, csv=True)
 
 
 COLUMNS = ["rank", "count", "comm_us", "compute_us", "exposed_us", "masking", "exposed_off_us",

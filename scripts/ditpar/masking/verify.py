@@ -18,6 +18,7 @@ from ditpar.core.events import end_ns
 from ditpar.core.intervals import Intervals
 from ditpar.core.profile import ProfileSet
 from ditpar.errors import InputError
+from ditpar.masking.commands import add_verify_arguments as add_arguments  # noqa: F401
 
 PASS, FAIL, NO_EVIDENCE = "PASS", "FAIL", "NO EVIDENCE"
 
@@ -180,26 +181,6 @@ def run_checks(off: ProfileSet | None, on: ProfileSet | None, family: str | None
         check_not_overlapped(off, on),
         check_outputs(outputs),
     ]
-
-
-def add_arguments(sub, parent) -> None:
-    """Register the `verify` subcommand."""
-    from ditpar import cli
-
-    p = sub.add_parser(
-        "verify", help="masking effectiveness checklist (PASS / FAIL / NO EVIDENCE)",
-        description="Did masking take effect? Op count, side-stream compute, not-overlapped comm, output bytes.",
-        epilog="example:\n  python scripts/mask_bound.py verify --off OFF_DIR --on ON_DIR --family alltoall "
-               "--chunks 7 --outputs off.bin on.bin",
-        formatter_class=parent.formatter_class)
-    p.add_argument("--on", nargs="+", metavar="PATH", help="masking-on profile")
-    p.add_argument("--off", nargs="+", metavar="PATH", help="masking-off profile")
-    p.add_argument("--family", help="regular expression for the masked family (matched whole, case-blind)")
-    p.add_argument("--group", help="communicator id, name or role of the masked family")
-    p.add_argument("--chunks", type=int, help="n: the expected op-count growth")
-    p.add_argument("--tolerance", type=float, default=0.1, help="allowed relative miss of the n-fold growth")
-    p.add_argument("--outputs", nargs="+", metavar="FILE", help="two output files: masking off, masking on")
-    cli.add_output_args(p, csv=True)
 
 
 def main(args, tool: str) -> int:

@@ -43,7 +43,40 @@ def read_table(path: str | Path):
     missing = [c for c in COLUMNS if c not in frame.columns]
     if missing:
         raise InputError(f"{path}: missing column(s) {', '.join(missing)}; present: {', '.join(frame.columns)}")
+    lines = _row_lines(path, len(frame.columns))
+    for column in ("n_devices", "steps", *DEGREES):
+        for i, text in enumerate(frame[column]):
+            _check_count(text, f"{path}: line {lines[i] if i < len(lines) else i + 2}: column {column!r}")
     return frame
+
+
+def _row_lines(path: str | Path, width: int) -> list[int]:
+    """Line number of every data row; a row with fewer or more fields than the header is an error."""
+    import csv
+
+    with open(path, encoding="utf-8", newline="") as fh:
+        reader = csv.reader(fh)
+        next(reader, None)
+        lines = []
+        start = reader.line_num + 1
+        for fields in reader:
+            if fields and len(fields) != width:
+                raise InputError(f"{path}: line {start}: {len(fields)} field(s), the header has {width} "
+                                 "(a truncated or broken row)")
+            lines.append(start)
+            start = reader.line_num + 1
+    return lines
+
+
+def _check_count(text: object, where: str) -> None:
+    """A count or degree written as a number must be a whole number >= 1 (text like 'not stated' may stay)."""
+    cell = str(text).strip()
+    try:
+        value = float(cell)
+    except ValueError:
+        return
+    if not (math.isfinite(value) and value >= 1 and value == int(value)):
+        raise InputError(f"{where}: {cell!r} is not a whole number >= 1")
 
 
 def _int_or_none(text: str) -> int | None:

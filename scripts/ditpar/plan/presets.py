@@ -293,11 +293,27 @@ def _aliases(data: Mapping[str, Any], path: Path) -> tuple[str, ...]:
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
         with path.open("rb") as fh:
-            return tomllib.load(fh)
+            data = tomllib.load(fh)
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"{path}: not valid TOML ({exc})") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})") from None
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+    _finite_everywhere(data, path, "")
+    return data
+
+
+def _finite_everywhere(value: Any, path: Path, key: str) -> None:
+    """TOML allows inf and nan; no preset figure may be either (a peak of inf FLOPS predicts 0 s)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InputError(f"{path}: key '{key}' is {value!r}; expected a finite number")
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _finite_everywhere(v, path, f"{key}.{k}" if key else str(k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _finite_everywhere(v, path, f"{key}[{i}]")
 
 
 def _need_sources(sources: Mapping[str, str], keys: Iterable[str], path: Path) -> None:

@@ -60,9 +60,13 @@ def frame(results):
 
 
 def _f(x: float | None, digits: int = 3) -> str:
+    """Seconds in the ranked table: one format for every cell (fixed decimals)."""
     if x is None or not math.isfinite(x):
         return "-"
-    return f"{x:.{digits}g}"
+    return f"{x:.{digits}f}"
+
+
+GATE_WIDTH = 5  # "VETO" and "warn" plus a space
 
 
 def render(results, model, hw, shape, tun, conclusion: str, top: int, show_all: bool) -> str:
@@ -71,16 +75,18 @@ def render(results, model, hw, shape, tun, conclusion: str, top: int, show_all: 
     lines = [f"{model.name} on {hw.name}, {feas[0].plan.devices if feas else '?'} devices: {shape.describe()}",
              f"{len(results)} plans, {len(feas)} feasible; latency = predicted end-to-end DiT seconds "
              f"(text encoder and VAE not included)", ""]
+    gate_ids = sorted({gt.gate for r in results for gt in r.gates}, key=lambda g: (len(g), g))
     head = (f"{'#':>3} {'plan':<18}{'latency_s':>10}{'speedup':>8}{'exact':>6} {'framework':<14}"
             f"{'step_s':>9}{'compute_s':>10}"
             f"{'x_intra_s':>10}{'x_inter_s':>10}{'x_node_s':>9}{'hidden_s':>9}{'host_s':>8}{'pipe_s':>8}"
-            f"{'mem_GB':>8}  gates G1..G7")
+            f"{'mem_GB':>8}  " + "".join(f"{g:<{GATE_WIDTH}}" for g in gate_ids)).rstrip()
     lines.append(head)
     shown = feas[:top] + ([r for r in results if not r.feasible] if show_all else [])
     for r in shown:
         bd = r.breakdown
         x = bd.exposed_by_link_s
-        g = " ".join(SHORT[gt.verdict] for gt in r.gates)
+        verdicts = {gt.gate: SHORT[gt.verdict] for gt in r.gates}
+        g = "".join(f"{verdicts.get(gid, '-'):<{GATE_WIDTH}}" for gid in gate_ids).rstrip()
         if not r.feasible:
             lines.append(f"{r.rank:>3} {r.plan.name:<18}{'-':>10}  infeasible: {r.gates[-1].gate} "
                          f"{r.gates[-1].reason}")
@@ -94,7 +100,8 @@ def render(results, model, hw, shape, tun, conclusion: str, top: int, show_all: 
               "reduction order (NO: stale activations, ranked after exact plans unless --allow-approximate); "
               "framework = first named framework that runs it",
               "x_* = exposed communication by link class; hidden = overlapped communication; host = time the "
-              "device waits for eager op dispatch; pipe = PipeFusion warm-up and fill", ""]
+              "device waits for eager op dispatch; pipe = PipeFusion warm-up and fill",
+              "G1..G7 = the gates (listed below for the top two): ok = pass, i = information only, warn, VETO, - = not applicable", ""]
     for r in feas[:2]:
         lines.append(f"gates of #{r.rank} {r.plan.name}" + (f" (on {r.framework})" if r.framework else "")
                      + f": {r.exact_reason}" + (f"; sequence padded by {r.pad_tokens} tokens" if r.pad_tokens else ""))
@@ -104,10 +111,10 @@ def render(results, model, hw, shape, tun, conclusion: str, top: int, show_all: 
     vetoed = {}
     for r in results:
         if not r.feasible:
-            key = r.gates[-1].reason.split(";")[0]
+            key = r.gates[-1].reason
             vetoed[key] = vetoed.get(key, 0) + 1
     if vetoed:
-        lines.append("infeasible plans by first reason (--all lists them):")
+        lines.append("infeasible plans by reason (--all lists them):")
         for k, n in sorted(vetoed.items(), key=lambda kv: -kv[1])[:6]:
             lines.append(f"  {n:3d} x {k}")
         lines.append("")

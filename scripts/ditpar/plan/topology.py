@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from ditpar.errors import InputError
 
+MAX_DEVICE_ID = 4095  # one node holds at most a few hundred devices; beyond this a label is damaged
 _LABEL_RE = re.compile(r"^(GPU|NPU|Phy-ID)(\d+)$")
 _NV_RE = re.compile(r"^NV(\d+)$")
 
@@ -308,6 +309,9 @@ def parse_topology(text: str, source: str = "<input>") -> Topology:
     ids = [int(_LABEL_RE.match(lb).group(2)) for lb in labels]
     if len(set(ids)) != len(ids):
         raise InputError(f"{source}:{header_at + 1}: repeated device label in the header")
+    if max(ids) > MAX_DEVICE_ID:
+        raise InputError(f"{source}:{header_at + 1}: device id {max(ids)} in the header; expected ids "
+                         f"0..{MAX_DEVICE_ID} (one node's devices)")
     n = len(labels)
     rows: dict[str, list[str]] = {}
     for j in range(header_at + 1, len(lines)):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 import math
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -112,22 +113,22 @@ def read_rank(folder: Path) -> AscendRank:
     sources = [kernel_path]
     rank, rank_from = rank_of(rank_dir)
     kernels = _read_kernel_details(kernel_path)
-    trace = _read_trace_view(out_dir / "trace_view.json")
+    trace = _read_trace_view(out_dir / "trace_view.json") if _optional_file(out_dir / "trace_view.json") else None
     if trace is not None:
         sources.append(out_dir / "trace_view.json")
     comm_ops, comm_hashes = None, {}
     comm_path = out_dir / "communication.json"
-    if comm_path.is_file():
+    if _optional_file(comm_path):
         comm_ops, comm_hashes = _read_communication(comm_path)
         sources.append(comm_path)
     step_trace = None
     st_path = out_dir / "step_trace_time.csv"
-    if st_path.is_file():
+    if _optional_file(st_path):
         step_trace = read_step_trace(st_path)
         sources.append(st_path)
     meta_groups = {}
     meta_path = rank_dir / "profiler_metadata.json"
-    if meta_path.is_file():
+    if _optional_file(meta_path):
         meta_groups = _parallel_groups(meta_path)
         sources.append(meta_path)
     links = None
@@ -161,6 +162,15 @@ def _transit_bytes(events: pd.DataFrame, comm_ops: pd.DataFrame) -> pd.DataFrame
     events = events.copy()
     events.loc[is_comm, "bytes"] = pd.array(found.to_numpy(), dtype="Int64")
     return events
+
+
+def _optional_file(path: Path) -> bool:
+    """True for a file, False when absent; something else under that name is an input error."""
+    if path.is_file():
+        return True
+    if path.exists():
+        raise InputError(f"{path}: is a folder (or not a regular file); expected the profiler's file")
+    return False
 
 
 def rank_of(rank_dir: Path) -> tuple[int | None, str]:
@@ -207,6 +217,8 @@ def _read_kernel_details(path: Path) -> dict[str, object]:
         )
     except (pa.ArrowInvalid, OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: cannot parse as CSV ({_first_line(exc)})") from None
+    if table.num_rows == 0:
+        raise InputError(f"{path}: header only, no kernel rows (was the profiler stopped before a step ended?)")
     return {want[k]: table.column(k).combine_chunks() for k in want} | {"__rows__": table.num_rows}
 
 
@@ -252,7 +264,11 @@ def _csv_header(path: Path) -> list[str]:
         raise InputError(f"{path}: cannot read the CSV header ({_first_line(exc)})") from None
     if not row:
         raise InputError(f"{path}: empty file; expected a CSV header line")
-    return [c.strip().lstrip("\ufeff") for c in row]
+    header = [c.strip().lstrip("\ufeff") for c in row]
+    twice = sorted({c for c in header if header.count(c) > 1})
+    if twice:
+        raise InputError(f"{path}: column(s) {twice} appear more than once in the header")
+    return header
 
 
 def _first_line(exc: BaseException) -> str:
@@ -300,6 +316,7 @@ def _events(kernels: dict[str, object], trace: _TraceView | None, path: Path) ->
         stream[is_comm] = np.array([f"comm:{g}" for g in g_uniques], dtype=object)[g_codes]
     c_codes, c_texts = cores
     core = np.array(["" if t == "N/A" else t for t in c_texts] or [""], dtype=object)[c_codes]
+    dup = _duplicate_rows(names[0], start, dur, c_codes, stream, step, path)
     kernels.clear()  # the CSV columns are no longer needed: free them before the table is built
     _release_arrow_memory()
 
@@ -320,10 +337,27 @@ def _events(kernels: dict[str, object], trace: _TraceView | None, path: Path) ->
         "step": step,
         "bytes": pd.Series(pd.NA, index=range(n), dtype="Int64"),
     })
+    if dup is not None:
+        table = table.loc[~dup].reset_index(drop=True)
     unplaced = dict(decided.unclassified)
     if trace is not None and len(trace.comm):
         table = _attach_trace_comm(table, trace)
     return make_events(table), unplaced
+
+
+def _duplicate_rows(name_codes: np.ndarray, start: np.ndarray, dur: np.ndarray, core_codes: np.ndarray,
+                    stream: np.ndarray, step: pd.Series, path: Path) -> np.ndarray | None:
+    """Mask of rows identical to an earlier one in every column read (warned once), else None."""
+    key = pd.DataFrame({"name": name_codes, "start": start, "dur": dur, "core": core_codes,
+                        "stream": pd.Series(stream, dtype=object).factorize()[0],
+                        "step": step.fillna(-1).to_numpy(dtype=np.int64)})
+    dup = key.duplicated(keep="first").to_numpy()
+    if not dup.any():
+        return None
+    first = int(np.flatnonzero(dup)[0])
+    sys.stderr.write(f"{Path(sys.argv[0]).name}: warning: {path}: {int(dup.sum())} duplicate row(s), "
+                     f"identical in every column read (first at line {first + 2}); each kernel counted once\n")
+    return dup
 
 
 def _attach_trace_comm(table: pd.DataFrame, trace: _TraceView) -> pd.DataFrame:
@@ -481,10 +515,11 @@ def read_step_trace(path: Path) -> pd.DataFrame:
             out[key] = np.nan
             continue
         values = pd.to_numeric(frame[col].str.strip(), errors="coerce")
-        bad = values.isna() & (frame[col].str.strip() != "")
-        if bad.any() or values.isna().any():
-            i = int(np.flatnonzero(values.isna().to_numpy())[0])
-            raise InputError(f"{path}: line {i + 2}: column {col!r}: expected a number, got {frame[col].iat[i]!r}")
+        bad = values.isna() | ~np.isfinite(values) | (values < 0)
+        if bad.any():
+            i = int(np.flatnonzero(bad.to_numpy())[0])
+            raise InputError(f"{path}: line {i + 2}: column {col!r}: expected a finite number >= 0 (us), "
+                             f"got {frame[col].iat[i]!r}")
         out[key] = values.astype(float)
     if "Device_id" in frame:
         out["device"] = _int_column(frame["Device_id"], f"{path}: column 'Device_id'", True)
@@ -575,7 +610,10 @@ def _number(value: object, where: str) -> float:
 def _ms_to_us(value: object, where: str) -> float:
     if value is None:
         return float("nan")
-    return _number(value, where) * 1000.0
+    ms = _number(value, where)
+    if not (math.isfinite(ms) and ms >= 0):
+        raise InputError(f"{where}: expected a finite time >= 0 ms, got {value!r}")
+    return ms * 1000.0
 
 
 def _parallel_groups(path: Path) -> dict[str, dict]:

@@ -17,6 +17,7 @@ tokens every rank holds whole:
 from __future__ import annotations
 
 import json
+import sys
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from typing import Any
 from ditpar.errors import InputError, NoEvidenceError
 from ditpar.scope.recorder import SCHEMA, STAGES, check_layout
 
+MAX_DIM = 2**40  # larger than any tensor a device holds: a bigger size is a damaged record
 REQUIRED_KEYS = ("rank", "world_size", "name", "stage", "layout", "q")
 FAIL_STATUSES = ("not-sharded", "mismatch", "bad-record")
 
@@ -99,6 +101,8 @@ def find_files(paths: Iterable[str | Path]) -> list[Path]:
 def load_records(paths: Iterable[str | Path], tag: str | None = None) -> list[dict[str, Any]]:
     """Parse and validate every record; with several tags present, a tag must be chosen."""
     records: list[dict[str, Any]] = []
+    seen: dict[str, str] = {}
+    duplicates: list[str] = []
     for file in find_files(paths):
         with open(file, encoding="utf-8") as fh:
             for lineno, line in enumerate(fh, 1):
@@ -110,8 +114,16 @@ def load_records(paths: Iterable[str | Path], tag: str | None = None) -> list[di
                 except json.JSONDecodeError as exc:
                     raise InputError(f"{where}: not JSON ({exc.msg})") from None
                 _validate(rec, where)
+                key = json.dumps(rec, sort_keys=True)
+                if key in seen:
+                    duplicates.append(f"{where} repeats {seen[key]}")
+                    continue
+                seen[key] = where
                 rec["_where"] = where
                 records.append(rec)
+    if duplicates:
+        sys.stderr.write(f"scope_probe.py: warning: {len(duplicates)} duplicate record(s) ignored, e.g. "
+                         f"{duplicates[0]}\n")
     tags = sorted({r.get("tag", "") for r in records})
     if tag is not None:
         records = [r for r in records if r.get("tag", "") == tag]
@@ -143,6 +155,8 @@ def _validate(rec: Any, where: str) -> None:
         val = rec.get(key)
         if val is not None and not (isinstance(val, list) and all(isinstance(n, int) for n in val)):
             raise InputError(f"{where}: {key} must be a list of integers or null, got {val!r}")
+        if val is not None and not all(0 < n <= MAX_DIM for n in val):
+            raise InputError(f"{where}: {key} shape {val}: every size must be 1..{MAX_DIM}")
     if rec["q"] is None:
         raise InputError(f"{where}: q shape is null")
 
