@@ -47,7 +47,7 @@ def test_plan_score_and_evaluate_examples_run(tmp_path):
         proc = _run_example(line, tmp_path)
         assert proc.returncode == 0, (line, proc.stderr)
     scored = (tmp_path / "flux_scored.csv").read_text().splitlines()
-    assert scored[0].endswith("predicted_latency_s,score_note")
+    assert scored[0].endswith("predicted_latency_s,score_note,predicted_low_s,predicted_high_s")
 
 
 def test_no_help_points_at_shared():
