@@ -177,12 +177,12 @@ def render(text: str, results, extra: dict, box: Box, top: int) -> str:
             shown.append(r)
     lines = ["", f"predicted bands (model error +-{uncertainty.MODEL_HALF_WIDTH:.1%} held-out, plus exposed comm on "
              f"preset link figures moved x{uncertainty.PRESET_FACTOR:g} either way); tie = on the short list:",
-             f"{'#':>3} {'plan':<18}{'latency_s':>10}{'low_s':>9}{'high_s':>9}  short list"]
+             f"{'#':>3} {'plan':<18}{'latency_s':>10}{'low_s':>10}{'high_s':>10}  short list"]
     for r in shown:
         if not r.feasible:
             lines.append(f"{r.rank:>3} {r.plan.name:<18}{'-':>10}  infeasible")
             continue
-        lines.append(f"{r.rank:>3} {r.plan.name:<18}{r.latency_s:>10.3g}{r.band.low_s:>9.3g}{r.band.high_s:>9.3g}  "
+        lines.append(f"{r.rank:>3} {r.plan.name:<18}{r.latency_s:>10.3f}{r.band.low_s:>10.3f}{r.band.high_s:>10.3f}  "
                      f"{'tie' if r.short_list and len(extra['short_list']) > 1 else ''}")
     lines += ["", f"compute: {box.compute}", "link figures (measured = from --bench or --set; preset = templates/hardware):"]
     for rec in box.link_records:

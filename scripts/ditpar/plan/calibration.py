@@ -158,7 +158,7 @@ def apply_bench(hw, curves: list[Curve], model, shape) -> tuple[object, list[dic
 
 
 def _preset_name(hw) -> str:
-    return f"preset templates/hardware/{Path(hw.path).name}" if hw.path else f"preset {hw.name}"
+    return f"templates/hardware/{Path(hw.path).name}" if hw.path else hw.name
 
 
 def reachable_links(hw, devices: int | None = None) -> set[str]:
