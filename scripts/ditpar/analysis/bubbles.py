@@ -207,12 +207,6 @@ def rank_gaps(rev: pd.DataFrame, steps: pd.DataFrame | None, families: list[str]
                      intervals_of(rev[~on_stream & (rev["kind"] != "comm")]), fam, cut, lag)
 
 
-def classify_rank(rev: pd.DataFrame, steps: pd.DataFrame | None, families: list[str] | None,
-                  tolerance_ns: int, stream: str | None = None) -> RankBubbles:
-    """Find the compute-stream gaps of one rank and class each of their nanoseconds exactly once."""
-    return classify_gaps(rank_gaps(rev, steps, families, stream), tolerance_ns)
-
-
 def classify_gaps(rg: _RankGaps, tolerance_ns: int) -> RankBubbles:
     """Class every gap nanosecond of one rank with the given release tolerance."""
     if tolerance_ns < 0:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -18,6 +19,7 @@ from ditpar.analysis.steps import assign_steps, has_steps, rank_steps
 from ditpar.core.events import end_ns
 from ditpar.core.profile import ProfileSet
 from ditpar.errors import InputError
+from ditpar.readers.ascend import read_step_trace
 
 #: the step columns, in the profiler's names (Ascend step_trace_time.csv) and our JSON keys
 COLUMNS = {
@@ -132,54 +134,31 @@ def side_from_step_trace_csv(label: str, path: str, rank: int | None, rank_from:
 
 
 def read_step_trace_csv(path: str) -> pd.DataFrame:
-    """Read a bare step_trace_time.csv (one rank) into per-step columns; exact column names only.
+    """A bare step_trace_time.csv (one rank) as per-step columns, read by the Ascend reader.
 
     Its ``rank`` column holds Device_id (0 without one): a bare CSV names no rank, see side_from_step_trace_csv.
     """
-    try:
-        raw = pd.read_csv(path, dtype=str, skipinitialspace=True, keep_default_na=False)
-    except pd.errors.EmptyDataError:
-        raise InputError(f"{path}: empty file; expected step_trace_time.csv with a header and step rows") from None
-    except (OSError, ValueError, pd.errors.ParserError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read as CSV ({' '.join(str(exc).split())})") from None
-    raw.columns = [c.strip() for c in raw.columns]
-    need = ["Step", *[c for c in COLUMNS if c != "Bubble"]]
-    missing = [c for c in need if c not in raw.columns]
-    if missing:
-        raise InputError(f"{path}: missing column(s) {missing}; have {list(raw.columns)}")
-    # a bare CSV names no rank: Device_id (newer torch_npu) labels the rows, else rank 0
-    rank = _whole_numbers(raw, "Device_id", path) if "Device_id" in raw else 0
-    out = pd.DataFrame({"rank": rank, "step": _whole_numbers(raw, "Step", path)}, index=raw.index)
-    for name, key in COLUMNS.items():
-        if name not in raw:
-            out[key] = 0.0
-            continue
-        values = pd.to_numeric(raw[name].str.strip(), errors="coerce")
-        bad = values.isna() | ~np.isfinite(values) | (values < 0)
-        if bad.any():
-            row = int(np.flatnonzero(bad.to_numpy())[0]) + 2
-            raise InputError(f"{path}: row {row} column {name!r}: expected a finite time >= 0 us, "
-                             f"got {raw[name].iloc[row - 2]!r}")
-        out[key] = values.astype(float)
-    if out.empty:
+    raw = read_step_trace(Path(path))
+    if raw.empty:
         raise InputError(f"{path}: no step rows")
+    for column in ("step", "device"):
+        if column in raw and (raw[column].isna() | (raw[column] < 0)).any():
+            row = int(np.flatnonzero((raw[column].isna() | (raw[column] < 0)).to_numpy())[0]) + 2
+            name = "Step" if column == "step" else "Device_id"
+            raise InputError(f"{path}: row {row} column {name!r}: expected a whole number, "
+                             f"got {raw[column].iloc[row - 2]!r}")
+    device = "device" in raw
+    out = pd.DataFrame({"rank": raw["device"].astype(np.int64) if device else 0,
+                        "step": raw["step"].astype(np.int64)}, index=raw.index)
+    for key in COLUMNS.values():
+        out[key] = raw[key].fillna(0.0)   # Bubble is absent in older profiler versions
     twice = out.duplicated(subset=["rank", "step"], keep="first")
     if twice.any():
         row = int(np.flatnonzero(twice.to_numpy())[0]) + 2
         raise InputError(f"{path}: row {row}: step {int(out['step'].iloc[row - 2])} of rank "
                          f"{int(out['rank'].iloc[row - 2])} appears twice")
-    out.attrs["device"] = "Device_id" in raw
+    out.attrs["device"] = device
     return out
-
-
-def _whole_numbers(raw: pd.DataFrame, column: str, path: str) -> pd.Series:
-    """An integer column of a bare step_trace_time.csv; anything else names its row."""
-    text = raw[column].astype(str).str.strip()
-    ok = text.str.fullmatch(r"\d{1,12}")
-    if not ok.all():
-        row = int(np.flatnonzero(~ok.to_numpy())[0]) + 2
-        raise InputError(f"{path}: row {row} column {column!r}: expected a whole number, got {text.iloc[row - 2]!r}")
-    return text.astype(np.int64)
 
 
 def rank_means(side: Side) -> pd.DataFrame:

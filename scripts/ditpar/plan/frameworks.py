@@ -7,7 +7,6 @@ combine. `runs(fw, ...)` answers one plan for one framework with the reason when
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -206,17 +205,6 @@ def exactness(plan: Plan) -> tuple[bool, str]:
     if stale:
         return False, "approximate: " + "; ".join(stale)
     return True, "exact: every form recomputes the full attention of the current step (reduction order only)"
-
-
-def padded_tokens(tokens: int, sp: int) -> int:
-    """Tokens after padding a sequence to a multiple of the sequence-parallel degree."""
-    return math.ceil(tokens / sp) * sp
-
-
-def kv_heads_per_rank(kv_heads: int, ulysses: int) -> int:
-    """K/V heads each Ulysses rank holds: kv/U when U divides it, else K/V heads replicated to
-    lcm(kv, U) and split (each rank keeps whole heads: never a fractional head)."""
-    return math.lcm(kv_heads, ulysses) // ulysses
 
 
 def runs(fw: Framework, model, hw, shape, plan: Plan) -> str | None:

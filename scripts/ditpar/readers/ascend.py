@@ -518,7 +518,7 @@ def read_step_trace(path: Path) -> pd.DataFrame:
         bad = values.isna() | ~np.isfinite(values) | (values < 0)
         if bad.any():
             i = int(np.flatnonzero(bad.to_numpy())[0])
-            raise InputError(f"{path}: line {i + 2}: column {col!r}: expected a finite number >= 0 (us), "
+            raise InputError(f"{path}: row {i + 2} column {col!r}: expected a finite time >= 0 us, "
                              f"got {frame[col].iat[i]!r}")
         out[key] = values.astype(float)
     if "Device_id" in frame:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from itertools import product
 
 from ditpar.errors import InputError
@@ -110,7 +110,3 @@ def layout(plan: Plan, order: tuple[str, ...] = DEFAULT_ORDER) -> dict[str, list
             out.append([base + j * st for j in range(deg)])
         groups[dim] = out
     return groups
-
-
-def with_degrees(plan: Plan, **kw: int) -> Plan:
-    return replace(plan, **kw)
