@@ -8,6 +8,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from ditpar.errors import InputError
+from ditpar.plan.cost.efficiency import Gemm
 from ditpar.plan.cost.plans import Plan
 from ditpar.plan.cost.shape import Shape
 
@@ -70,6 +71,22 @@ def linear_flops_per_token(model, base: str) -> float:
     return qkv + out + mlp
 
 
+def block_gemms(model, base: str, rows: float, tp: int) -> tuple[Gemm, ...]:
+    """Per-card projection GEMMs of one block (the shapes behind linear_flops_per_token): `rows` tokens on
+    the card (batch included); TP splits N of the column-parallel GEMMs (QKV, MLP in) and K of the
+    row-parallel ones (attention out, MLP out), as Megatron-style TP does."""
+    d, f = model.hidden, model.ffn
+    mats = int(getattr(model, "ffn_matrices", 2) or 2)
+    dq, dkv = model.heads * model.head_dim, model.kv_heads * model.head_dim
+    if base == "single":   # FLUX single stream: fused QKV + MLP-in, fused (attn, mlp) -> out
+        return (Gemm(rows, (dq + 2 * dkv + (mats - 1) * f) / tp, d), Gemm(rows, d, (dq + f) / tp))
+    out = [Gemm(rows, (dq + 2 * dkv) / tp, d), Gemm(rows, d, dq / tp),
+           Gemm(rows, (mats - 1) * f / tp, d), Gemm(rows, d, f / tp)]
+    if base == "cross":    # cross-attention Q and output projections
+        out += [Gemm(rows, dq / tp, d), Gemm(rows, d, dq / tp)]
+    return tuple(out)
+
+
 @dataclass
 class Collective:
     """One collective call of one rank: bytes it sends per link class and its alpha count."""
@@ -101,6 +118,9 @@ class BlockWork:
     comms: list[Collective]
     kernels: float          # eager ops launched per block (host dispatch)
     relayout_bytes: float = 0.0  # HBM traffic of the form's layout copies and merges (memory-bound)
+    gemms: tuple[Gemm, ...] = ()  # per-card projection GEMM shapes (ditpar.plan.cost.efficiency prices them)
+    attn_shape: tuple[float, float, float] = (0.0, 0.0, 0.0)   # (query rows on the card, keys per pass, head_dim)
+    cross_shape: tuple[float, float, float] = (0.0, 0.0, 0.0)  # the same for cross-attention (keys = context)
 
 
 def link_key(hw, a: int, b: int) -> str:
@@ -313,8 +333,19 @@ def block_work(model, hw, shape: Shape, plan: Plan, groups: dict[str, list[list[
             kernels += OPS_ALLREDUCE * {"self": 2, "cross": 3, "joint": 2, "single": 1}[base]
         if plan.pipefusion > 1:
             kernels += OPS_STALE_KV
+        heads_rank = h_l * head_pad / u                          # query heads one rank attends (padded)
+        rows_local = n * batch                                   # tokens on the card, batch included
+        q_rows = (n_attn / (r * g) if r * g > 1 else n_attn) * batch * heads_rank if seq_comm else \
+            rows_local * heads_rank
+        kv_pass = kv_tokens / r if (r > 1 and seq_comm) else kv_tokens   # ring: one hop's K/V block per pass
+        attn_shape = (q_rows, kv_pass, float(hd)) if getattr(model, "attention", "softmax") != "linear" else \
+            (0.0, 0.0, 0.0)
+        cross_shape = (rows_local * h_l, float(shape.text_cross + int(getattr(model, "image_cross_tokens", 0) or 0)),
+                       float(hd)) if base == "cross" else (0.0, 0.0, 0.0)
         out.append(BlockWork(kind=kind, count=count / plan.pipefusion, linear_flops=lin, attn_flops=attn,
-                             cross_flops=cross, comms=comms, kernels=kernels, relayout_bytes=relayout))
+                             cross_flops=cross, comms=comms, kernels=kernels, relayout_bytes=relayout,
+                             gemms=block_gemms(model, base, rows_local, tp), attn_shape=attn_shape,
+                             cross_shape=cross_shape))
     return out
 
 
