@@ -56,7 +56,19 @@ def calibrate_box(args, model, hw, shape, tun) -> Box:
     else:
         compute = (f"compute from the preset (peak {hw.peak_tflops_bf16:g} TFLOPS x mfu {hw.mfu:g}); not calibrated: "
                    f"pass --ref-step-s or --ref-latency from one 1-card run")
+    compute += "; " + shape_term(hw)
     return Box(hw, tun, records, overrides, compute, warnings)
+
+
+def shape_term(hw) -> str:
+    """One line on where the per-card GEMM-shape efficiency comes from (or that there is none)."""
+    from ditpar.plan.cost import efficiency
+
+    d = efficiency.describe(hw)
+    if d["family"] is None:
+        return f"compute efficiency: {d['source']}"
+    return (f"compute efficiency: per-card GEMM/attention shapes priced on the {d['family']} curve "
+            f"(templates/gemm_efficiency.toml; mfu = the large-GEMM ceiling; per plan: --json compute_efficiency)")
 
 
 def _norm(name: str) -> str:
