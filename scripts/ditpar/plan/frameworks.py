@@ -166,6 +166,29 @@ def all_frameworks() -> list[Framework]:
     return list(_registry(str(templates_dir() / "frameworks")).values())
 
 
+NATIVE_BACKEND = {"nvidia": "nccl", "ascend": "hccl"}
+# Which framework the `framework` column names when several run a plan: the vendor's own or reference stack
+# first (MindIE-SD is Huawei's for Ascend; xDiT is the reference DiT-parallel implementation whose published
+# tables the cost model is judged on), then by breadth of model coverage; profiles not listed come after, in
+# the order given (file name order by default).
+PREFERENCE = {"ascend": ("MindIE-SD", "xDiT", "cache-dit", "vLLM-Omni", "LightX2V"),
+              "nvidia": ("xDiT", "cache-dit", "diffusers-CP", "ParaAttention", "vLLM-Omni", "LightX2V")}
+
+
+def preferred(runners: list[Framework], hw) -> list[Framework]:
+    """Frameworks that run a plan, the one to name first: its backends include the hardware's native one
+    (HCCL on Ascend, NCCL on NVIDIA), then PREFERENCE for the vendor, then the given order (stable)."""
+    vendor = str(getattr(hw, "vendor", "")).lower()
+    native = NATIVE_BACKEND.get(vendor, "")
+    order = PREFERENCE.get(vendor, ())
+
+    def key(item: tuple[int, Framework]) -> tuple:
+        i, fw = item
+        rank = order.index(fw.name) if fw.name in order else len(order)
+        return (native not in {b.lower() for b in fw.backends}, rank, i)
+    return [fw for _, fw in sorted(enumerate(runners), key=key)]
+
+
 def resolve_frameworks(names: list[str] | None) -> list[Framework]:
     """Profiles for names or aliases (None or empty: all); an unknown name lists the known ones."""
     every = all_frameworks()

@@ -101,7 +101,8 @@ def render(results, model, hw, shape, tun, conclusion: str, top: int, show_all: 
                      f"{_f(bd.pipeline_s):>8}{bd.memory_GB:>8.1f}  {g}")
     lines += ["", "speedup = single-device latency / plan latency; exact = same output as one device up to "
               "reduction order (NO: stale activations, ranked after exact plans unless --allow-approximate); "
-              "framework = first named framework that runs it",
+              "framework = preferred framework that runs it (native backend, then vendor preference); "
+              "DPn = n replicas for other requests (ranked after plans that use every card for this one)",
               "x_* = exposed communication by link class; hidden = overlapped communication; host = time the "
               "device waits for eager op dispatch; pipe = PipeFusion warm-up and fill",
               "G1..G7 = the gates (listed below for the top two): ok = pass, i = information only, warn, VETO, - = not applicable", ""]

@@ -18,7 +18,7 @@ class PlanResult:
     gates: list
     feasible: bool
     rank: int = 0
-    framework: str = ""          # the first named framework that runs the plan ('' without profiles)
+    framework: str = ""          # the preferred framework that runs the plan (frameworks.preferred; '' without profiles)
     exact: bool = True           # same output as one device up to reduction order
     exact_reason: str = ""
     pad_tokens: int = 0          # tokens the framework pads the sequence with (costed)
@@ -49,7 +49,7 @@ def rank_plans(model, hw, shape: Shape, devices: int, tun: Tunables, *, with_dp:
     runs, an indivisible sequence is padded as that framework pads, and weight sharding unlocks G2
     only where that framework has it."""
     from ditpar.plan import gates
-    from ditpar.plan.frameworks import exactness, runs
+    from ditpar.plan.frameworks import exactness, preferred, runs
 
     total = hw.devices_per_node * hw.nodes
     if devices > total:
@@ -64,7 +64,8 @@ def rank_plans(model, hw, shape: Shape, devices: int, tun: Tunables, *, with_dp:
             results.append(PlanResult(plan, Breakdown(plan=plan, latency_s=float("inf")), [g1], False,
                                       exact=exact, exact_reason=why_exact))
             continue
-        runners = [fw for fw in frameworks if runs(fw, model, hw, shape, plan) is None] if frameworks else []
+        runners = preferred([fw for fw in frameworks if runs(fw, model, hw, shape, plan) is None], hw) \
+            if frameworks else []
         pad = gates.padding_for(model, shape, plan) if frameworks else 0
         pshape = dataclasses.replace(shape, pad_tokens=pad) if pad else shape
         bd = predict(model, hw, pshape, plan, tun)
@@ -104,7 +105,10 @@ def rank_plans(model, hw, shape: Shape, devices: int, tun: Tunables, *, with_dp:
         raise InputError(f"no exact plan can use {devices} devices for {model.name} on {hw.name}; only approximate "
                          f"plans fit (best {best.plan.name}: stale activations change the output): add "
                          f"--allow-approximate to rank them (exact plans fail: " + " | ".join(exact_vetoes) + ")")
-    results.sort(key=lambda r: (not r.feasible, not (r.exact or allow_approximate), r.latency_s, r.plan.dp))
+    # a plan with dp > 1 serves other requests on its replicas: for one request it is the same plan on fewer
+    # cards, so it ranks after every feasible plan that puts all cards on the request (and is never runner-up)
+    results.sort(key=lambda r: (not r.feasible, not (r.exact or allow_approximate), r.plan.dp > 1, r.latency_s,
+                                r.plan.dp))
     for i, r in enumerate(results, 1):
         r.rank = i
     feas = [r for r in results if r.feasible]
@@ -152,13 +156,14 @@ def add_weight_gather(hw, shape: Shape, plan: Plan, bd: Breakdown) -> None:
 
 
 def runner_up(feas: list[PlanResult]) -> PlanResult | None:
-    """The best plan that differs from the leader in more than its data-parallel degree (an exact
-    leader is compared with exact plans only: an approximate one is not its alternative)."""
+    """The best plan that differs from the leader in more than its data-parallel degree and, when the leader
+    uses every card for the request, has no data parallelism either (dp > 1 does not speed one request up);
+    an exact leader is compared with exact plans only (an approximate one is not its alternative)."""
     if not feas:
         return None
     lead = dataclasses.replace(feas[0].plan, dp=1)
     return next((r for r in feas[1:] if dataclasses.replace(r.plan, dp=1) != lead
-                 and (r.exact or not feas[0].exact)), None)
+                 and (r.exact or not feas[0].exact) and (r.plan.dp == 1 or feas[0].plan.dp > 1)), None)
 
 
 def conclusion(results: list[PlanResult], model, hw, shape: Shape) -> str:
