@@ -23,10 +23,20 @@ class PlanResult:
     exact_reason: str = ""
     pad_tokens: int = 0          # tokens the framework pads the sequence with (costed)
     speedup_vs_1: float = float("nan")
+    tunables: Tunables | None = None  # what it was predicted with (the runner's TP host cost included)
 
     @property
     def latency_s(self) -> float:
         return self.breakdown.latency_s
+
+
+def pair_tunables(a: PlanResult, b: PlanResult | None, tun: Tunables) -> Tunables:
+    """Tunables to compare two ranked plans under: those of the TP plan among them (the per-linear host cost
+    applies only to tp > 1, so the other plan is priced as it was ranked), else `tun`."""
+    for r in (a, b):
+        if r is not None and r.plan.tp > 1 and r.tunables is not None:
+            return r.tunables
+    return tun
 
 
 def calibrate(model, hw, shape: Shape, ref_latency_s: float, tun: Tunables) -> Tunables:
@@ -49,7 +59,7 @@ def rank_plans(model, hw, shape: Shape, devices: int, tun: Tunables, *, with_dp:
     runs, an indivisible sequence is padded as that framework pads, and weight sharding unlocks G2
     only where that framework has it."""
     from ditpar.plan import gates
-    from ditpar.plan.frameworks import exactness, preferred, runs
+    from ditpar.plan.frameworks import exactness, preferred, runs, tp_host_tunables
 
     total = hw.devices_per_node * hw.nodes
     if devices > total:
@@ -68,7 +78,8 @@ def rank_plans(model, hw, shape: Shape, devices: int, tun: Tunables, *, with_dp:
             if frameworks else []
         pad = gates.padding_for(model, shape, plan) if frameworks else 0
         pshape = dataclasses.replace(shape, pad_tokens=pad) if pad else shape
-        bd = predict(model, hw, pshape, plan, tun)
+        plan_tun = tp_host_tunables(tun, runners[0] if runners else None, plan)
+        bd = predict(model, hw, pshape, plan, plan_tun)
         if pad:
             how = "uneven split" if runners[0].sequence_indivisible == "uneven" else "padding"
             bd.notes.append(f"sequence not divisible by sp = {plan.sp}: {runners[0].name} {how}, costed as "
@@ -85,7 +96,7 @@ def rank_plans(model, hw, shape: Shape, devices: int, tun: Tunables, *, with_dp:
                 runners = sharders or runners
                 add_weight_gather(hw, pshape, plan, bd)
         res = PlanResult(plan, bd, [g1, g2], feasible, framework=runners[0].name if runners else "",
-                         exact=exact, exact_reason=why_exact, pad_tokens=pad)
+                         exact=exact, exact_reason=why_exact, pad_tokens=pad, tunables=plan_tun)
         res.speedup_vs_1 = single_s / bd.latency_s if bd.latency_s > 0 else float("nan")
         results.append(res)
     useful = [r for r in results if r.feasible and (devices == 1 or r.plan.dp < devices)]
@@ -117,7 +128,7 @@ def rank_plans(model, hw, shape: Shape, devices: int, tun: Tunables, *, with_dp:
     for r in feas:
         r.gates.append(gates.comm_lower_bound(model, hw, shape, r.plan, r.breakdown, tun))
         r.gates.append(gates.plumbing(model, hw, shape, r.plan, tun))
-        r.gates.append(gates.masking_gate(model, hw, shape, r.plan, tun))
+        r.gates.append(gates.masking_gate(model, hw, shape, r.plan, r.tunables or tun))
     pair = [feas[0], runner_up(feas)]
     for r in feas:
         if r is pair[0] or r is pair[1]:
@@ -127,7 +138,7 @@ def rank_plans(model, hw, shape: Shape, devices: int, tun: Tunables, *, with_dp:
             r.gates.append(gates.ab_gate(3, r.plan, []))
     runner = runner_up(feas)
     if runner is not None:
-        g7 = gates.projection(model, hw, shape, feas[0].plan, runner.plan, tun)
+        g7 = gates.projection(model, hw, shape, feas[0].plan, runner.plan, pair_tunables(feas[0], runner, tun))
         feas[0].gates.append(g7)
         runner.gates.append(g7)
     return results

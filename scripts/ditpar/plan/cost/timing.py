@@ -33,6 +33,25 @@ class Tunables:
     compute_scale: float = 1.0    # >1 slows compute: set by --ref-latency calibration
     offload_text_encoder: bool = False  # text encoder off the device during denoising (memory only)
     vae_tiling: bool = False            # tiled VAE decode (memory only)
+    tp_linear_host_us: float = 0.0      # extra host time per TP-parallelized linear at launch_us = 25 (DTensor
+                                        # dispatch; set by ditpar.plan.cost.rank for a DTensor framework);
+                                        # scales with launch_us, so --launch-us 0 (captured/compiled) removes it
+
+
+# Extra host time of one DTensor ColwiseParallel linear over a plain one: benchmarks/dtensor_overhead.py on the
+# repository's CPU host (Intel Xeon, torch 2.13.0+cpu, gloo, 2 processes, best of 7 x 300 calls; 3 runs gave
+# 66.0, 68.7, 70.4 us, the median kept). This host and this torch: yours differs. Applied to every parallelized
+# linear (Rowwise adds a redistribute on top, not counted). Public evidence of the mechanism:
+# pytorch/pytorch#107305 (DTensor aten.addmm dispatch 0.476 -> 0.341 ms in 2023).
+DTENSOR_LINEAR_HOST_US = 68.7
+REFERENCE_LAUNCH_US = 25.0   # launch_us at which DTENSOR_LINEAR_HOST_US applies as measured
+
+
+def block_host_s(bw: BlockWork, tun: Tunables) -> float:
+    """Host time of one block: eager ops x launch_us, plus the TP framework's per-linear dispatch cost
+    scaled by launch_us / 25 (zero under captured or compiled execution, launch_us = 0)."""
+    tp_extra = bw.tp_linears * tun.tp_linear_host_us * tun.launch_us / REFERENCE_LAUNCH_US
+    return (bw.kernels * tun.launch_us + tp_extra) * 1e-6
 
 
 def comm_time_s(hw, c: Collective) -> float:
@@ -135,7 +154,7 @@ def _block_time(hw, bw: BlockWork, tun: Tunables, flops_rate: float, bd: Breakdo
     relayout = bw.relayout_bytes * scale / (hbm * 1e9) if hbm else 0.0
     compute += relayout
     device = compute + exposed_total
-    host = bw.kernels * tun.launch_us * 1e-6
+    host = block_host_s(bw, tun)
     bd.compute_s += compute * bw.count
     if host > device:
         bd.host_bound_s += (host - device) * bw.count
