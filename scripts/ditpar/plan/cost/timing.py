@@ -244,6 +244,12 @@ def predict(model, hw, shape: Shape, plan: Plan, tun: Tunables = Tunables()) -> 
         bd.pipeline_s = warm * (sync_step - stage_full) + fill - (pf - 1) * hop_full * warm
         bd.latency_s = total
         bd.notes.append(f"PipeFusion: {warm} synchronous warm-up step(s), {m} patches, stale KV")
+    per_linear = tun.tp_linear_host_us * tun.launch_us / REFERENCE_LAUNCH_US
+    if plan.tp > 1 and per_linear > 0:
+        linears = sum(b.tp_linears * b.count for b in blocks)
+        bd.notes.append(f"DTensor TP host cost: {linears:g} parallelized linears per forward x {per_linear:.1f} us "
+                        f"= {linears * per_linear / 1e3:.1f} ms host time per step (benchmarks/dtensor_overhead.py, "
+                        "measured on a CPU host; --launch-us 0 removes it)")
     if plan.dp > 1:
         bd.notes.append(f"dp={plan.dp}: replicas serve other requests; one request's latency does not improve")
     mem, parts = memory_per_rank(model, shape, plan, hw, offload_text_encoder=tun.offload_text_encoder,
