@@ -84,13 +84,17 @@ def test_g7_threshold_flips_the_order():
 def test_rank_plans_orders_feasible_first_and_names_devices_error():
     m, hw = tiny_model(), box()
     res = rank_plans(m, hw, shape(m), 8, Tunables())
-    exact = [r.latency_s for r in res if r.feasible and r.exact]
+    exact = [r for r in res if r.feasible and r.exact]
     approx = [r for r in res if r.feasible and not r.exact]
-    assert exact == sorted(exact) and res[0].feasible and res[0].exact
+    # all cards on the request first (fastest first), then data-parallel plans (replicas serve other requests)
+    whole = [r.latency_s for r in exact if r.plan.dp == 1]
+    replicas = [r.latency_s for r in exact if r.plan.dp > 1]
+    assert [r.latency_s for r in exact] == sorted(whole) + sorted(replicas) and whole and replicas
+    assert res[0].feasible and res[0].exact
     # approximate (PipeFusion) plans come after every exact one unless allowed
     assert approx and min(r.rank for r in approx) > max(r.rank for r in res if r.feasible and r.exact)
     free = rank_plans(m, hw, shape(m), 8, Tunables(), allow_approximate=True)
-    lat = [r.latency_s for r in free if r.feasible]
+    lat = [r.latency_s for r in free if r.feasible and r.plan.dp == 1]
     assert lat == sorted(lat)
     assert all(r.gates[0].gate == "G1" for r in res)
     assert {g.gate for g in res[0].gates} == {"G1", "G2", "G3", "G4", "G5", "G6", "G7"}

@@ -56,7 +56,19 @@ def calibrate_box(args, model, hw, shape, tun) -> Box:
     else:
         compute = (f"compute from the preset (peak {hw.peak_tflops_bf16:g} TFLOPS x mfu {hw.mfu:g}); not calibrated: "
                    f"pass --ref-step-s or --ref-latency from one 1-card run")
+    compute += "; " + shape_term(hw)
     return Box(hw, tun, records, overrides, compute, warnings)
+
+
+def shape_term(hw) -> str:
+    """One line on where the per-card GEMM-shape efficiency comes from (or that there is none)."""
+    from ditpar.plan.cost import efficiency
+
+    d = efficiency.describe(hw)
+    if d["family"] is None:
+        return f"compute efficiency: {d['source']}"
+    return (f"compute efficiency: per-card GEMM/attention shapes priced on the {d['family']} curve "
+            f"(templates/gemm_efficiency.toml; mfu = the large-GEMM ceiling; per plan: --json compute_efficiency)")
 
 
 def _norm(name: str) -> str:
@@ -79,7 +91,7 @@ def after_ranking(args, box: Box, results, model, hw, shape, tun, write_matrix=N
     """Bands, short list, sensitivity, --compare and --emit-matrix after rank_plans (`write_matrix`:
     the few-step tool's writer, passed in by the script since the plan layer does not import it)."""
     from ditpar.plan import gates
-    from ditpar.plan.cost.rank import runner_up
+    from ditpar.plan.cost.rank import pair_tunables, runner_up
 
     measured = calibration.measured_links(box.link_records, hw)
     short = shortlist.annotate(results, measured)
@@ -91,7 +103,7 @@ def after_ranking(args, box: Box, results, model, hw, shape, tun, write_matrix=N
     for b in challengers:
         if a is None or b is None:
             break
-        sens = shortlist.sensitivity(model, hw, shape, tun, a, b)
+        sens = shortlist.sensitivity(model, hw, shape, pair_tunables(a, b, tun), a, b)
         if sens is not None:
             break
     b = challengers[0] if challengers else None
@@ -108,8 +120,9 @@ def after_ranking(args, box: Box, results, model, hw, shape, tun, write_matrix=N
                 rec["note"] = f"{bad.plan.name} is infeasible: {bad.gates[-1].gate} {bad.gates[-1].reason}"
             else:
                 rec["G6"] = gates.ab_gate(1, lead.plan, [other.plan]).reason
-                rec["G7"] = gates.projection(model, hw, shape, lead.plan, other.plan, tun).reason
-                rec["sensitivity"] = shortlist.sensitivity(model, hw, shape, tun, lead, other)
+                pair_tun = pair_tunables(lead, other, tun)
+                rec["G7"] = gates.projection(model, hw, shape, lead.plan, other.plan, pair_tun).reason
+                rec["sensitivity"] = shortlist.sensitivity(model, hw, shape, pair_tun, lead, other)
                 rec["tie"] = other.band.low_s <= lead.band.high_s
             out["compare"].append(rec)
         out["compare_plans"] = asked

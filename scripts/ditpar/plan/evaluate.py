@@ -167,6 +167,17 @@ def row_context(row):
     return model, hw, shape, plan, "; ".join(notes)
 
 
+def row_framework(row):
+    """The framework profile whose name or alias is the row's source_repo (e.g. vipshop/cache-dit), else None:
+    its TP implementation decides the per-linear host cost of a TP row."""
+    from ditpar.plan.frameworks import all_frameworks
+    from ditpar.plan.presets import normalize
+
+    repo = normalize(str(row.get("source_repo", "") or ""))
+    return next((fw for fw in all_frameworks() if repo and repo in {normalize(a) for a in (fw.name, *fw.aliases)}),
+                None)
+
+
 def score_row(row, tun: Tunables | None = None) -> tuple[float | None, str]:
     """(predicted_latency_s or None, score_note) for one row of a candidate table."""
     p, _, _, note = score_row_band(row, tun)
@@ -177,12 +188,13 @@ def score_row_band(row, tun: Tunables | None = None) -> tuple[float | None, floa
     """(predicted_latency_s, predicted_low_s, predicted_high_s, score_note) for one row; the band is
     ditpar.plan.uncertainty's with every link figure a preset (a table row carries no bench)."""
     from ditpar.plan import uncertainty
+    from ditpar.plan.frameworks import tp_host_tunables
 
     tun = tun or Tunables()
     model, hw, shape, plan, note = row_context(row)
     if model is None:
         return None, None, None, note
-    bd = predict(model, hw, shape, plan, tun)
+    bd = predict(model, hw, shape, plan, tp_host_tunables(tun, row_framework(row), plan))
     band = uncertainty.band(bd.latency_s, bd.exposed_by_link_s, frozenset())
     return bd.latency_s, band.low_s, band.high_s, note or "ok"
 

@@ -17,6 +17,11 @@ from ditpar.plan.presets import _read_toml, normalize, templates_dir
 
 FORMS = ("ulysses", "ring", "kv_allgather", "tp", "pipefusion", "cfg", "dp")
 PADDING = ("pad", "uneven", "reject")
+# How a framework implements tensor parallelism: 'dtensor' (torch.distributed.tensor.parallel
+# parallelize_module with Colwise/RowwiseParallel: every parallelized linear pays DTensor dispatch on the host,
+# ditpar.plan.cost.timing.DTENSOR_LINEAR_HOST_US), 'explicit' (its own column/row-parallel modules calling the
+# collective directly: no extra host cost), 'none' (no TP), 'unknown' (not read: no extra host cost counted).
+TP_IMPLS = ("dtensor", "explicit", "none", "unknown")
 APPROXIMATE = {"pipefusion": "PipeFusion reuses one-step-stale activations of the other patches "
                              "(arXiv 2405.14430): the output differs from one device"}
 # model family of each preset, matched on the normalised name's prefix; in-house models are 'custom'
@@ -50,6 +55,7 @@ class Framework:
     unverified: tuple[str, ...] = ()
     sources: dict[str, str] = field(default_factory=dict)
     path: str = ""
+    tp_impl: str = "unknown"                      # TP_IMPLS: how TP runs (host cost per parallelized linear)
 
     def offers(self, form: str, family: str, vendor: str) -> bool:
         fams = self.forms.get(form, ())
@@ -76,7 +82,8 @@ class Framework:
         return {"name": self.name, "version": self.version, "vendors": list(self.vendors),
                 "backends": list(self.backends), "sequence_indivisible": self.sequence_indivisible,
                 "heads_indivisible": self.heads_indivisible, "gqa_kv_replication": self.gqa_kv_replication,
-                "weight_sharding": self.weight_sharding, "forms": {k: list(v) for k, v in self.forms.items()},
+                "weight_sharding": self.weight_sharding, "tp_impl": self.tp_impl,
+                "forms": {k: list(v) for k, v in self.forms.items()},
                 "unverified": list(self.unverified), "path": self.path}
 
 
@@ -142,7 +149,8 @@ def parse_framework(data: dict, path: Path) -> Framework:
         form_vendors=form_vendors, incompatible=tuple(tuple(p) for p in pairs),
         sequence_pad_families=_strs(data, "sequence_pad_families", path, default=()),
         padding_single_form=single, vendor_families=vendor_families,
-        unverified=_strs(data, "unverified", path, default=()), sources=dict(sources), path=str(path))
+        unverified=_strs(data, "unverified", path, default=()), sources=dict(sources), path=str(path),
+        tp_impl=_choice({"tp_impl": data.get("tp_impl", "unknown")}, "tp_impl", path, TP_IMPLS))
 
 
 @lru_cache(maxsize=4)
@@ -164,6 +172,29 @@ def _registry(folder: str) -> dict[str, Framework]:
 def all_frameworks() -> list[Framework]:
     """Every profile under templates/frameworks, by file name order."""
     return list(_registry(str(templates_dir() / "frameworks")).values())
+
+
+NATIVE_BACKEND = {"nvidia": "nccl", "ascend": "hccl"}
+# Which framework the `framework` column names when several run a plan: the vendor's own or reference stack
+# first (MindIE-SD is Huawei's for Ascend; xDiT is the reference DiT-parallel implementation whose published
+# tables the cost model is judged on), then by breadth of model coverage; profiles not listed come after, in
+# the order given (file name order by default).
+PREFERENCE = {"ascend": ("MindIE-SD", "xDiT", "cache-dit", "vLLM-Omni", "LightX2V"),
+              "nvidia": ("xDiT", "cache-dit", "diffusers-CP", "ParaAttention", "vLLM-Omni", "LightX2V")}
+
+
+def preferred(runners: list[Framework], hw) -> list[Framework]:
+    """Frameworks that run a plan, the one to name first: its backends include the hardware's native one
+    (HCCL on Ascend, NCCL on NVIDIA), then PREFERENCE for the vendor, then the given order (stable)."""
+    vendor = str(getattr(hw, "vendor", "")).lower()
+    native = NATIVE_BACKEND.get(vendor, "")
+    order = PREFERENCE.get(vendor, ())
+
+    def key(item: tuple[int, Framework]) -> tuple:
+        i, fw = item
+        rank = order.index(fw.name) if fw.name in order else len(order)
+        return (native not in {b.lower() for b in fw.backends}, rank, i)
+    return [fw for _, fw in sorted(enumerate(runners), key=key)]
 
 
 def resolve_frameworks(names: list[str] | None) -> list[Framework]:
@@ -258,3 +289,14 @@ def matrix_markdown() -> str:
                     f"{'yes' if fw.gqa_kv_replication else 'no'} | {'yes' if fw.weight_sharding else 'no'} | "
                     f"{len(fw.unverified)} |")
     return "\n".join(rows)
+
+
+def tp_host_tunables(tun, fw: Framework | None, plan: Plan):
+    """Tunables with the TP host cost of the framework that runs the plan: DTensor dispatch per parallelized
+    linear for a 'dtensor' framework on a plan with tp > 1, none otherwise."""
+    import dataclasses
+
+    from ditpar.plan.cost.timing import DTENSOR_LINEAR_HOST_US
+
+    us = DTENSOR_LINEAR_HOST_US if fw is not None and fw.tp_impl == "dtensor" and plan.tp > 1 else 0.0
+    return tun if us == tun.tp_linear_host_us else dataclasses.replace(tun, tp_linear_host_us=us)

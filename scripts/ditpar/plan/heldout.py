@@ -138,6 +138,8 @@ class Scorer:
     def predict(self, launch: float, overlap: float, mfu: dict[str, float]) -> list[tuple[float, float]]:
         """(latency_s, exposed communication s) per row."""
         from ditpar.plan.cost import calibrate, predict
+        from ditpar.plan.evaluate import row_framework
+        from ditpar.plan.frameworks import tp_host_tunables
 
         key = (launch, overlap, tuple(sorted(mfu.items())))
         if key in self.cache:
@@ -157,7 +159,7 @@ class Scorer:
             if tun is None:
                 scale = r.hw.mfu / mfu[r.hw.name] if r.hw.name in mfu else 1.0
                 tun = dataclasses.replace(base, compute_scale=base.compute_scale * scale)
-            bd = predict(r.model, r.hw, r.shape, r.plan, tun)
+            bd = predict(r.model, r.hw, r.shape, r.plan, tp_host_tunables(tun, row_framework(r.row), r.plan))
             out.append((bd.latency_s, bd.exposed_comm_s))
         self.cache[key] = out
         return out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from ditpar.plan.cost import efficiency
 from ditpar.plan.cost.work import LINK_KEYS
 
 SHORT = {"pass": "ok", "veto": "VETO", "warn": "warn", "info": "i"}
@@ -20,7 +21,8 @@ def plan_record(r) -> dict:
            "gates": [g.as_dict() for g in r.gates]}
     if finite:
         rec.update({
-            "step_s": bd.step_s, "compute_s": bd.compute_s, "exposed_comm_s": bd.exposed_comm_s,
+            "step_s": bd.step_s, "compute_s": bd.compute_s, "compute_efficiency": bd.compute_efficiency,
+            "exposed_comm_s": bd.exposed_comm_s,
             "exposed_by_link_s": dict(bd.exposed_by_link_s), "exposed_by_collective_s": dict(bd.exposed_by_family_s),
             "hidden_comm_s": bd.hidden_s, "host_bound_s": bd.host_bound_s, "pipeline_s": bd.pipeline_s,
             "bytes_per_layer_by_link": dict(bd.bytes_by_link_per_layer),
@@ -41,6 +43,7 @@ def payload(results, model, hw, shape, tun, conclusion: str, frameworks=None,
                      "masking_chunks": tun.masking_chunks, "layout": ",".join(tun.order),
                      "compute_scale": tun.compute_scale},
         "plans": [plan_record(r) for r in results],
+        "compute_efficiency": efficiency.describe(hw),
         "conclusion": conclusion,
     }
 
@@ -98,7 +101,8 @@ def render(results, model, hw, shape, tun, conclusion: str, top: int, show_all: 
                      f"{_f(bd.pipeline_s):>8}{bd.memory_GB:>8.1f}  {g}")
     lines += ["", "speedup = single-device latency / plan latency; exact = same output as one device up to "
               "reduction order (NO: stale activations, ranked after exact plans unless --allow-approximate); "
-              "framework = first named framework that runs it",
+              "framework = preferred framework that runs it (native backend, then vendor preference); "
+              "DPn = n replicas for other requests (ranked after plans that use every card for this one)",
               "x_* = exposed communication by link class; hidden = overlapped communication; host = time the "
               "device waits for eager op dispatch; pipe = PipeFusion warm-up and fill",
               "G1..G7 = the gates (listed below for the top two): ok = pass, i = information only, warn, VETO, - = not applicable", ""]

@@ -20,8 +20,12 @@ def annotate(results, measured_links: frozenset[str], half_width: float = uncert
         r.short_list = False
     if not feas:
         return []
-    idx = uncertainty.short_list_indices([r.band for r in feas], [r.latency_s for r in feas])
-    members = [feas[i] for i in idx]
+    # the tie is about rank 1's own class: a faster approximate plan (ranked after exact ones unless
+    # --allow-approximate) or a DP plan (other requests' replicas) is not a plan the model "cannot order"
+    lead = feas[0]
+    pool = [r for r in feas if (r.exact or not lead.exact) and (r.plan.dp > 1) <= (lead.plan.dp > 1)]
+    idx = uncertainty.short_list_indices([r.band for r in pool], [r.latency_s for r in pool])
+    members = [pool[i] for i in idx]
     for r in members:
         r.short_list = True
     return members

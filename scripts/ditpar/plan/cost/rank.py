@@ -18,15 +18,25 @@ class PlanResult:
     gates: list
     feasible: bool
     rank: int = 0
-    framework: str = ""          # the first named framework that runs the plan ('' without profiles)
+    framework: str = ""          # the preferred framework that runs the plan (frameworks.preferred; '' without profiles)
     exact: bool = True           # same output as one device up to reduction order
     exact_reason: str = ""
     pad_tokens: int = 0          # tokens the framework pads the sequence with (costed)
     speedup_vs_1: float = float("nan")
+    tunables: Tunables | None = None  # what it was predicted with (the runner's TP host cost included)
 
     @property
     def latency_s(self) -> float:
         return self.breakdown.latency_s
+
+
+def pair_tunables(a: PlanResult, b: PlanResult | None, tun: Tunables) -> Tunables:
+    """Tunables to compare two ranked plans under: those of the TP plan among them (the per-linear host cost
+    applies only to tp > 1, so the other plan is priced as it was ranked), else `tun`."""
+    for r in (a, b):
+        if r is not None and r.plan.tp > 1 and r.tunables is not None:
+            return r.tunables
+    return tun
 
 
 def calibrate(model, hw, shape: Shape, ref_latency_s: float, tun: Tunables) -> Tunables:
@@ -49,7 +59,7 @@ def rank_plans(model, hw, shape: Shape, devices: int, tun: Tunables, *, with_dp:
     runs, an indivisible sequence is padded as that framework pads, and weight sharding unlocks G2
     only where that framework has it."""
     from ditpar.plan import gates
-    from ditpar.plan.frameworks import exactness, runs
+    from ditpar.plan.frameworks import exactness, preferred, runs, tp_host_tunables
 
     total = hw.devices_per_node * hw.nodes
     if devices > total:
@@ -64,10 +74,12 @@ def rank_plans(model, hw, shape: Shape, devices: int, tun: Tunables, *, with_dp:
             results.append(PlanResult(plan, Breakdown(plan=plan, latency_s=float("inf")), [g1], False,
                                       exact=exact, exact_reason=why_exact))
             continue
-        runners = [fw for fw in frameworks if runs(fw, model, hw, shape, plan) is None] if frameworks else []
+        runners = preferred([fw for fw in frameworks if runs(fw, model, hw, shape, plan) is None], hw) \
+            if frameworks else []
         pad = gates.padding_for(model, shape, plan) if frameworks else 0
         pshape = dataclasses.replace(shape, pad_tokens=pad) if pad else shape
-        bd = predict(model, hw, pshape, plan, tun)
+        plan_tun = tp_host_tunables(tun, runners[0] if runners else None, plan)
+        bd = predict(model, hw, pshape, plan, plan_tun)
         if pad:
             how = "uneven split" if runners[0].sequence_indivisible == "uneven" else "padding"
             bd.notes.append(f"sequence not divisible by sp = {plan.sp}: {runners[0].name} {how}, costed as "
@@ -84,7 +96,7 @@ def rank_plans(model, hw, shape: Shape, devices: int, tun: Tunables, *, with_dp:
                 runners = sharders or runners
                 add_weight_gather(hw, pshape, plan, bd)
         res = PlanResult(plan, bd, [g1, g2], feasible, framework=runners[0].name if runners else "",
-                         exact=exact, exact_reason=why_exact, pad_tokens=pad)
+                         exact=exact, exact_reason=why_exact, pad_tokens=pad, tunables=plan_tun)
         res.speedup_vs_1 = single_s / bd.latency_s if bd.latency_s > 0 else float("nan")
         results.append(res)
     useful = [r for r in results if r.feasible and (devices == 1 or r.plan.dp < devices)]
@@ -104,7 +116,10 @@ def rank_plans(model, hw, shape: Shape, devices: int, tun: Tunables, *, with_dp:
         raise InputError(f"no exact plan can use {devices} devices for {model.name} on {hw.name}; only approximate "
                          f"plans fit (best {best.plan.name}: stale activations change the output): add "
                          f"--allow-approximate to rank them (exact plans fail: " + " | ".join(exact_vetoes) + ")")
-    results.sort(key=lambda r: (not r.feasible, not (r.exact or allow_approximate), r.latency_s, r.plan.dp))
+    # a plan with dp > 1 serves other requests on its replicas: for one request it is the same plan on fewer
+    # cards, so it ranks after every feasible plan that puts all cards on the request (and is never runner-up)
+    results.sort(key=lambda r: (not r.feasible, not (r.exact or allow_approximate), r.plan.dp > 1, r.latency_s,
+                                r.plan.dp))
     for i, r in enumerate(results, 1):
         r.rank = i
     feas = [r for r in results if r.feasible]
@@ -113,7 +128,7 @@ def rank_plans(model, hw, shape: Shape, devices: int, tun: Tunables, *, with_dp:
     for r in feas:
         r.gates.append(gates.comm_lower_bound(model, hw, shape, r.plan, r.breakdown, tun))
         r.gates.append(gates.plumbing(model, hw, shape, r.plan, tun))
-        r.gates.append(gates.masking_gate(model, hw, shape, r.plan, tun))
+        r.gates.append(gates.masking_gate(model, hw, shape, r.plan, r.tunables or tun))
     pair = [feas[0], runner_up(feas)]
     for r in feas:
         if r is pair[0] or r is pair[1]:
@@ -123,7 +138,7 @@ def rank_plans(model, hw, shape: Shape, devices: int, tun: Tunables, *, with_dp:
             r.gates.append(gates.ab_gate(3, r.plan, []))
     runner = runner_up(feas)
     if runner is not None:
-        g7 = gates.projection(model, hw, shape, feas[0].plan, runner.plan, tun)
+        g7 = gates.projection(model, hw, shape, feas[0].plan, runner.plan, pair_tunables(feas[0], runner, tun))
         feas[0].gates.append(g7)
         runner.gates.append(g7)
     return results
@@ -152,13 +167,14 @@ def add_weight_gather(hw, shape: Shape, plan: Plan, bd: Breakdown) -> None:
 
 
 def runner_up(feas: list[PlanResult]) -> PlanResult | None:
-    """The best plan that differs from the leader in more than its data-parallel degree (an exact
-    leader is compared with exact plans only: an approximate one is not its alternative)."""
+    """The best plan that differs from the leader in more than its data-parallel degree and, when the leader
+    uses every card for the request, has no data parallelism either (dp > 1 does not speed one request up);
+    an exact leader is compared with exact plans only (an approximate one is not its alternative)."""
     if not feas:
         return None
     lead = dataclasses.replace(feas[0].plan, dp=1)
     return next((r for r in feas[1:] if dataclasses.replace(r.plan, dp=1) != lead
-                 and (r.exact or not feas[0].exact)), None)
+                 and (r.exact or not feas[0].exact) and (r.plan.dp == 1 or feas[0].plan.dp > 1)), None)
 
 
 def conclusion(results: list[PlanResult], model, hw, shape: Shape) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ditpar.plan.cost import efficiency
 from ditpar.plan.cost.memory import memory_per_rank
 from ditpar.plan.cost.plans import DEFAULT_ORDER, Plan, layout
 from ditpar.plan.cost.shape import Shape
@@ -32,6 +33,25 @@ class Tunables:
     compute_scale: float = 1.0    # >1 slows compute: set by --ref-latency calibration
     offload_text_encoder: bool = False  # text encoder off the device during denoising (memory only)
     vae_tiling: bool = False            # tiled VAE decode (memory only)
+    tp_linear_host_us: float = 0.0      # extra host time per TP-parallelized linear at launch_us = 25 (DTensor
+                                        # dispatch; set by ditpar.plan.cost.rank for a DTensor framework);
+                                        # scales with launch_us, so --launch-us 0 (captured/compiled) removes it
+
+
+# Extra host time of one DTensor ColwiseParallel linear over a plain one: benchmarks/dtensor_overhead.py on the
+# repository's CPU host (Intel Xeon, torch 2.13.0+cpu, gloo, 2 processes, best of 7 x 300 calls; 3 runs gave
+# 66.0, 68.7, 70.4 us, the median kept). This host and this torch: yours differs. Applied to every parallelized
+# linear (Rowwise adds a redistribute on top, not counted). Public evidence of the mechanism:
+# pytorch/pytorch#107305 (DTensor aten.addmm dispatch 0.476 -> 0.341 ms in 2023).
+DTENSOR_LINEAR_HOST_US = 68.7
+REFERENCE_LAUNCH_US = 25.0   # launch_us at which DTENSOR_LINEAR_HOST_US applies as measured
+
+
+def block_host_s(bw: BlockWork, tun: Tunables) -> float:
+    """Host time of one block: eager ops x launch_us, plus the TP framework's per-linear dispatch cost
+    scaled by launch_us / 25 (zero under captured or compiled execution, launch_us = 0)."""
+    tp_extra = bw.tp_linears * tun.tp_linear_host_us * tun.launch_us / REFERENCE_LAUNCH_US
+    return (bw.kernels * tun.launch_us + tp_extra) * 1e-6
 
 
 def comm_time_s(hw, c: Collective) -> float:
@@ -76,6 +96,8 @@ class Breakdown:
     memory_GB: float = 0.0
     memory_parts_GB: dict[str, float] = field(default_factory=dict)
     flops_per_step: float = 0.0
+    compute_efficiency: float = 1.0         # FLOP-weighted share of the large-GEMM rate this plan's per-card
+                                            # GEMM and attention shapes reach (1 = no shape term; efficiency.py)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -87,10 +109,23 @@ def _add(d: dict[str, float], key: str, value: float) -> None:
     d[key] = d.get(key, 0.0) + value
 
 
-def _block_time(hw, bw: BlockWork, tun: Tunables, flops_rate: float, bd: Breakdown, scale: float) -> float:
+def block_efficiencies(curve, bw: BlockWork, scale: float = 1.0) -> tuple[float, float, float]:
+    """(projections, attention, cross-attention) efficiency of one block relative to large GEMMs; a patch
+    share `scale` shrinks the rows on the card, not the keys (PipeFusion attends the whole stale K/V)."""
+    lin = efficiency.linear_efficiency(curve, bw.gemms, scale)
+    rows, kv, hd = bw.attn_shape
+    att = efficiency.attention_efficiency(curve, rows * scale, kv, hd)
+    crows, ckv, chd = bw.cross_shape
+    cross = efficiency.attention_efficiency(curve, crows * scale, ckv, chd)
+    return lin, att, cross
+
+
+def _block_time(hw, bw: BlockWork, tun: Tunables, flops_rate: float, bd: Breakdown, scale: float,
+                curve=None) -> float:
     """Time of one block on one rank for one forward (patch share `scale` of its work), recording parts."""
-    lin = (bw.linear_flops + bw.cross_flops) * scale / flops_rate
-    att = bw.attn_flops * scale / flops_rate
+    e_lin, e_att, e_cross = block_efficiencies(curve, bw, scale)
+    lin = (bw.linear_flops / e_lin + bw.cross_flops / e_cross) * scale / flops_rate
+    att = bw.attn_flops * scale / flops_rate / e_att
     compute = lin + att
     exposed_total = 0.0
     sync = tun.sync_us * 1e-6
@@ -119,7 +154,7 @@ def _block_time(hw, bw: BlockWork, tun: Tunables, flops_rate: float, bd: Breakdo
     relayout = bw.relayout_bytes * scale / (hbm * 1e9) if hbm else 0.0
     compute += relayout
     device = compute + exposed_total
-    host = bw.kernels * tun.launch_us * 1e-6
+    host = block_host_s(bw, tun)
     bd.compute_s += compute * bw.count
     if host > device:
         bd.host_bound_s += (host - device) * bw.count
@@ -153,13 +188,15 @@ def predict(model, hw, shape: Shape, plan: Plan, tun: Tunables = Tunables()) -> 
     blocks = block_work(model, hw, shape, plan, groups)
     per_step = step_collectives(model, hw, shape, plan, groups)
     rate = hw.peak_tflops_bf16 * 1e12 * hw.mfu / tun.compute_scale
+    curve = efficiency.curve_for(hw)
     bd = Breakdown(plan=plan)
     bd.flops_per_step = sum((b.linear_flops + b.attn_flops + b.cross_flops) * b.count for b in blocks)
+    bd.compute_efficiency = _plan_efficiency(curve, blocks, plan.num_patches if plan.pipefusion > 1 else 1)
     _record_bytes(bd, blocks, per_step, plan.num_patches)
     steps = shape.steps
     pf = plan.pipefusion
     if pf == 1:
-        step = sum(_block_time(hw, b, tun, rate, bd, 1.0) for b in blocks)
+        step = sum(_block_time(hw, b, tun, rate, bd, 1.0, curve) for b in blocks)
         cfg_t = sum(comm_time_s(hw, c) + tun.sync_us * 1e-6 for c in per_step if c.dim == "cfg")
         _add(bd.exposed_by_family_s, "CFG all-gather", cfg_t)
         for c in per_step:
@@ -173,14 +210,14 @@ def predict(model, hw, shape: Shape, plan: Plan, tun: Tunables = Tunables()) -> 
         warm = min(plan.warmup, steps)
         # steady state: each stage runs its blocks on one patch, then hands the patch on (overlapped)
         probe = Breakdown(plan=plan)
-        patch_compute = sum(_block_time(hw, b, tun, rate, probe, 1.0 / m) for b in blocks)
+        patch_compute = sum(_block_time(hw, b, tun, rate, probe, 1.0 / m, curve) for b in blocks)
         p2p = [c for c in per_step if c.dim == "pipefusion"]
         hop = sum(comm_time_s(hw, c) + tun.sync_us * 1e-6 for c in p2p)
         patch_t = max(patch_compute, hop)
         exposed_patch = patch_t - patch_compute
         # warm-up: the whole latent passes the stages one after another (synchronous pipeline)
         probe_full = Breakdown(plan=plan)
-        stage_full = sum(_block_time(hw, b, tun, rate, probe_full, 1.0) for b in blocks)
+        stage_full = sum(_block_time(hw, b, tun, rate, probe_full, 1.0, curve) for b in blocks)
         hop_full = sum(comm_time_s(hw, _scaled(c, float(m))) for c in p2p)
         sync_step = pf * stage_full + (pf - 1) * hop_full
         cfg_t = sum(comm_time_s(hw, c) + tun.sync_us * 1e-6 for c in per_step if c.dim == "cfg")
@@ -207,12 +244,28 @@ def predict(model, hw, shape: Shape, plan: Plan, tun: Tunables = Tunables()) -> 
         bd.pipeline_s = warm * (sync_step - stage_full) + fill - (pf - 1) * hop_full * warm
         bd.latency_s = total
         bd.notes.append(f"PipeFusion: {warm} synchronous warm-up step(s), {m} patches, stale KV")
+    per_linear = tun.tp_linear_host_us * tun.launch_us / REFERENCE_LAUNCH_US
+    if plan.tp > 1 and per_linear > 0:
+        linears = sum(b.tp_linears * b.count for b in blocks)
+        bd.notes.append(f"DTensor TP host cost: {linears:g} parallelized linears per forward x {per_linear:.1f} us "
+                        f"= {linears * per_linear / 1e3:.1f} ms host time per step (benchmarks/dtensor_overhead.py, "
+                        "measured on a CPU host; --launch-us 0 removes it)")
     if plan.dp > 1:
         bd.notes.append(f"dp={plan.dp}: replicas serve other requests; one request's latency does not improve")
     mem, parts = memory_per_rank(model, shape, plan, hw, offload_text_encoder=tun.offload_text_encoder,
                                  vae_tiling=tun.vae_tiling)
     bd.memory_GB, bd.memory_parts_GB = mem, parts
     return bd
+
+
+def _plan_efficiency(curve, blocks: list[BlockWork], patches: int) -> float:
+    """FLOP-weighted efficiency of all blocks (FLOPs over FLOP-time at the large-GEMM rate)."""
+    flops = time = 0.0
+    for b in blocks:
+        e_lin, e_att, e_cross = block_efficiencies(curve, b, 1.0 / patches)
+        flops += (b.linear_flops + b.attn_flops + b.cross_flops) * b.count
+        time += (b.linear_flops / e_lin + b.attn_flops / e_att + b.cross_flops / e_cross) * b.count
+    return flops / time if time else 1.0
 
 
 def _scale_totals(bd: Breakdown, steps: int) -> None:

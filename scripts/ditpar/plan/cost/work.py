@@ -8,6 +8,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from ditpar.errors import InputError
+from ditpar.plan.cost.efficiency import Gemm
 from ditpar.plan.cost.plans import Plan
 from ditpar.plan.cost.shape import Shape
 
@@ -29,9 +30,60 @@ OPS_USP_LAYOUT = 32
 OPS_ULYSSES = 36  # OPS_USP_LAYOUT + 4 all_to_all_single calls
 OPS_RING_HOP = 20
 OPS_KV_GATHER = 12
-OPS_ALLREDUCE = 2
+OPS_ALLREDUCE = 2  # per TP collective call (all-reduce or the AdaLN all-gather)
 OPS_STALE_KV = 3
 OPS_P2P = 6
+
+
+# Tensor parallelism as cache-dit runs it (vipshop/cache-dit@f86744af7daa0f569fe4324e73e3e50cebf70f4c:
+# src/cache_dit/distributed/transformers/flux.py, FluxTensorParallelismPlanner): a dual-stream (joint / MMDiT)
+# block parallelizes to_q/k/v, to_out.0, ff.net.0.proj, ff.net.2 of the image stream and add_q/k/v_proj,
+# to_add_out, ff_context.net.0.proj, ff_context.net.2 of the text stream (12 linears, 4 of them RowwiseParallel:
+# one all-reduce each, image and text apart) plus norm1.linear and norm1_context.linear as
+# ColwiseParallel(output_layouts=Replicate()) (an all-gather of the sharded 6*hidden AdaLN modulation each);
+# a single-stream block: to_q/k/v, proj_mlp (Colwise), proj_out (Rowwise: 1 all-reduce) and norm.linear
+# (all-gather of 3*hidden). Self/cross blocks: Megatron-style q,k,v,out + MLP (+ cross q,k,v,out), one all-reduce
+# per row-parallel projection (not read per model: no AdaLN all-gather counted).
+TP_ALLREDUCES = {"self": 2, "cross": 3, "joint": 4, "single": 1}
+TP_ADALN_GATHERS = {"self": 0, "cross": 0, "joint": 2, "single": 1}   # sharded AdaLN linears gathered
+TP_ADALN_WIDTH = {"joint": 6, "single": 3}                            # modulation outputs per hidden unit
+TP_LINEARS = {"self": 6, "cross": 10, "joint": 14, "single": 6}       # modules a TP plan parallelizes
+
+
+def tp_linears(base: str, ffn_matrices: int = 2) -> int:
+    """Linear modules one block's TP plan parallelizes (a gated MLP adds its gate projection)."""
+    if base == "single":   # FLUX single stream: the MLP input is one fused proj_mlp
+        return TP_LINEARS[base]
+    gates = max(int(ffn_matrices), 2) - 2
+    return TP_LINEARS[base] + gates * (2 if base == "joint" else 1)
+
+
+def tp_collectives(base: str, image_rows: float, text_rows: float, hidden: int, tp: int, key: str,
+                   flows: dict[str, int], batch_rows: float) -> list[Collective]:
+    """TP collectives of one block on one rank, as cache-dit's plan runs them: a ring all-reduce (2(tp-1)/tp of
+    the tensor sent, 2(tp-1) steps) per row-parallel projection, image and text streams apart in a joint block;
+    an all-gather ((tp-1)/tp of width*hidden per sample, tp-1 steps) per sharded AdaLN linear."""
+    b = BYTES_PER_ELEMENT
+    ar = 2.0 * (tp - 1) / tp
+    n_ar = TP_ALLREDUCES[base]
+    out = []
+    if base == "joint":
+        out.append(Collective("TP all-reduce (image)", "tp", "allreduce", n_ar / 2, {key: ar * image_rows * hidden * b},
+                              alpha_steps=2 * (tp - 1), group_size=tp, flows=flows))
+        if text_rows > 0:
+            out.append(Collective("TP all-reduce (text)", "tp", "allreduce", n_ar / 2,
+                                  {key: ar * text_rows * hidden * b}, alpha_steps=2 * (tp - 1), group_size=tp,
+                                  flows=flows))
+    else:
+        out.append(Collective("TP all-reduce", "tp", "allreduce", float(n_ar),
+                              {key: ar * (image_rows + text_rows) * hidden * b}, alpha_steps=2 * (tp - 1),
+                              group_size=tp, flows=flows))
+    if TP_ADALN_GATHERS[base]:
+        width = TP_ADALN_WIDTH[base] * hidden
+        out.append(Collective("TP AdaLN all-gather", "tp", "allgather", float(TP_ADALN_GATHERS[base]),
+                              {key: (tp - 1) / tp * width * b * batch_rows}, alpha_steps=tp - 1, group_size=tp,
+                              flows=flows))
+    return out
 
 
 def heads_per_rank(heads: int, split: int) -> int:
@@ -70,6 +122,22 @@ def linear_flops_per_token(model, base: str) -> float:
     return qkv + out + mlp
 
 
+def block_gemms(model, base: str, rows: float, tp: int) -> tuple[Gemm, ...]:
+    """Per-card projection GEMMs of one block (the shapes behind linear_flops_per_token): `rows` tokens on
+    the card (batch included); TP splits N of the column-parallel GEMMs (QKV, MLP in) and K of the
+    row-parallel ones (attention out, MLP out), as Megatron-style TP does."""
+    d, f = model.hidden, model.ffn
+    mats = int(getattr(model, "ffn_matrices", 2) or 2)
+    dq, dkv = model.heads * model.head_dim, model.kv_heads * model.head_dim
+    if base == "single":   # FLUX single stream: fused QKV + MLP-in, fused (attn, mlp) -> out
+        return (Gemm(rows, (dq + 2 * dkv + (mats - 1) * f) / tp, d), Gemm(rows, d, (dq + f) / tp))
+    out = [Gemm(rows, (dq + 2 * dkv) / tp, d), Gemm(rows, d, dq / tp),
+           Gemm(rows, (mats - 1) * f / tp, d), Gemm(rows, d, f / tp)]
+    if base == "cross":    # cross-attention Q and output projections
+        out += [Gemm(rows, dq / tp, d), Gemm(rows, d, dq / tp)]
+    return tuple(out)
+
+
 @dataclass
 class Collective:
     """One collective call of one rank: bytes it sends per link class and its alpha count."""
@@ -100,7 +168,11 @@ class BlockWork:
     cross_flops: float
     comms: list[Collective]
     kernels: float          # eager ops launched per block (host dispatch)
+    tp_linears: int = 0     # linears the TP plan parallelizes per block (DTensor host cost: timing.Tunables)
     relayout_bytes: float = 0.0  # HBM traffic of the form's layout copies and merges (memory-bound)
+    gemms: tuple[Gemm, ...] = ()  # per-card projection GEMM shapes (ditpar.plan.cost.efficiency prices them)
+    attn_shape: tuple[float, float, float] = (0.0, 0.0, 0.0)   # (query rows on the card, keys per pass, head_dim)
+    cross_shape: tuple[float, float, float] = (0.0, 0.0, 0.0)  # the same for cross-attention (keys = context)
 
 
 def link_key(hw, a: int, b: int) -> str:
@@ -288,12 +360,9 @@ def block_work(model, hw, shape: Shape, plan: Plan, groups: dict[str, list[list[
             comms.append(Collective("AllGather-KV", "kv_allgather", "allgather", 1.0,
                                     {key: (g - 1) * shard}, alpha_steps=g - 1, group_size=g, flows=flows))
         if tp > 1:
-            ar_per_block = {"self": 2, "cross": 3, "joint": 2, "single": 1}[base]
-            tensor = n * d * b * batch
             key, flows = slowest_ring(hw, groups["tp"])
-            comms.append(Collective("TP all-reduce", "tp", "allreduce", float(ar_per_block),
-                                    {key: 2.0 * (tp - 1) / tp * tensor}, alpha_steps=2 * (tp - 1),
-                                    group_size=tp, flows=flows))
+            text = shape.text_joint if base in ("joint", "single") else 0
+            comms += tp_collectives(base, shape.tokens / sp * batch, text / sp * batch, d, tp, key, flows, batch)
         relayout = 0.0
         usp = (u > 1 or r > 1) and seq_comm
         if usp:   # SeqAllToAll4D on Q,K,V,O: transpose+contiguous before and after (also when U = 1)
@@ -310,11 +379,23 @@ def block_work(model, hw, shape: Shape, plan: Plan, groups: dict[str, list[list[
         if g > 1 and seq_comm:
             kernels += OPS_KV_GATHER
         if tp > 1:
-            kernels += OPS_ALLREDUCE * {"self": 2, "cross": 3, "joint": 2, "single": 1}[base]
+            kernels += OPS_ALLREDUCE * (TP_ALLREDUCES[base] + TP_ADALN_GATHERS[base])
         if plan.pipefusion > 1:
             kernels += OPS_STALE_KV
+        heads_rank = h_l * head_pad / u                          # query heads one rank attends (padded)
+        rows_local = n * batch                                   # tokens on the card, batch included
+        q_rows = (n_attn / (r * g) if r * g > 1 else n_attn) * batch * heads_rank if seq_comm else \
+            rows_local * heads_rank
+        kv_pass = kv_tokens / r if (r > 1 and seq_comm) else kv_tokens   # ring: one hop's K/V block per pass
+        attn_shape = (q_rows, kv_pass, float(hd)) if getattr(model, "attention", "softmax") != "linear" else \
+            (0.0, 0.0, 0.0)
+        cross_shape = (rows_local * h_l, float(shape.text_cross + int(getattr(model, "image_cross_tokens", 0) or 0)),
+                       float(hd)) if base == "cross" else (0.0, 0.0, 0.0)
         out.append(BlockWork(kind=kind, count=count / plan.pipefusion, linear_flops=lin, attn_flops=attn,
-                             cross_flops=cross, comms=comms, kernels=kernels, relayout_bytes=relayout))
+                             cross_flops=cross, comms=comms, kernels=kernels, relayout_bytes=relayout,
+                             tp_linears=tp_linears(base, getattr(model, "ffn_matrices", 2) or 2) if tp > 1 else 0,
+                             gemms=block_gemms(model, base, rows_local, tp), attn_shape=attn_shape,
+                             cross_shape=cross_shape))
     return out
 
 

@@ -1,0 +1,109 @@
+"""GEMM-shape compute efficiency (ditpar.plan.cost.efficiency) against values computed by hand from
+templates/gemm_efficiency.toml (figures of openxla/xla's sm_90 matmul table, TFLOP/s)."""
+
+from __future__ import annotations
+
+import pytest
+from ditpar.errors import InputError
+from ditpar.plan import presets
+from ditpar.plan.cost import Plan, make_shape, predict
+from ditpar.plan.cost import efficiency as eff
+from ditpar.plan.cost.work import block_gemms
+
+BEST = 780.2   # m = n = k = 4096, the largest figure of the sm_90 grid
+
+
+@pytest.fixture(scope="module")
+def hopper():
+    curve = eff.curve_for(presets.resolve_hardware("H100"))
+    assert curve is not None and curve.family == "hopper-sm90"
+    return curve
+
+
+def test_grid_points_are_the_table_figures(hopper):
+    assert hopper.best_tflops == BEST
+    assert hopper.achieved_tflops(1024, 1024, 1024) == pytest.approx(252.8)
+    assert hopper.relative(1024, 1024, 1024) == pytest.approx(252.8 / BEST)
+    assert hopper.fraction_of_peak(4096, 4096, 4096) == pytest.approx(780.2 / 989.0)
+
+
+def test_interpolation_is_linear_in_log2(hopper):
+    # halfway (in log2) between m = 1024 and m = 2048 at n = k = 1024: mean of 252.8 and 386.8
+    assert hopper.achieved_tflops(2 ** 10.5, 1024, 1024) == pytest.approx((252.8 + 386.8) / 2)
+    # centre of the 1024..2048 cube: mean of its eight corners
+    corners = (252.8, 359.8, 384.0, 529.5, 386.8, 535.3, 498.0, 641.0)
+    assert hopper.achieved_tflops(2 ** 10.5, 2 ** 10.5, 2 ** 10.5) == pytest.approx(sum(corners) / 8)
+
+
+def test_held_at_the_grid_edges(hopper):
+    assert hopper.relative(8192, 16384, 5000) == pytest.approx(1.0)
+    assert hopper.achieved_tflops(100, 64, 32) == pytest.approx(6.7)
+
+
+def test_attention_relative_to_a_large_attention(hopper):
+    # head_dim 128 sits below the grid: held at k = 256. Q K^T (1024 x 1024, inner 256) = 80.9,
+    # P V (1024 x 256, inner 1024) = 69.8; large: 398.6 and 398.9 TFLOP/s; equal FLOPs -> harmonic means
+    small = 2 / (1 / 80.9 + 1 / 69.8)
+    large = 2 / (1 / 398.6 + 1 / 398.9)
+    assert eff.attention_efficiency(hopper, 1024, 1024, 128) == pytest.approx(small / large)
+    assert eff.attention_efficiency(hopper, 24 * 4608, 4608, 128) == pytest.approx(1.0)
+    assert eff.attention_efficiency(None, 1024, 1024, 128) == 1.0
+
+
+def test_linear_efficiency_is_flop_weighted_harmonic(hopper):
+    gemms = (eff.Gemm(1024, 1024, 1024), eff.Gemm(4096, 4096, 4096))
+    f1, f2 = 2 * 1024 ** 3, 2 * 4096 ** 3
+    want = (f1 + f2) / (f1 / (252.8 / BEST) + f2 / 1.0)
+    assert eff.linear_efficiency(hopper, gemms) == pytest.approx(want)
+    # a PipeFusion patch of a quarter of the rows: m = 1024 instead of 4096 for the second GEMM
+    g = (eff.Gemm(4096, 1024, 1024),)
+    assert eff.linear_efficiency(hopper, g, 0.25) == pytest.approx(252.8 / BEST)
+
+
+def test_tp_shards_n_of_column_and_k_of_row_parallel_gemms():
+    flux = presets.resolve_model("FLUX.1-dev")      # hidden 3072, 24 heads x 128, ffn 12288
+    joint = block_gemms(flux, "joint", 4608, 8)
+    assert [(g.n, g.k) for g in joint] == [(1152, 3072), (3072, 384), (1536, 3072), (3072, 1536)]
+    single = block_gemms(flux, "single", 4608, 8)
+    assert [(g.n, g.k) for g in single] == [((3 * 3072 + 12288) / 8, 3072), (3072, (3072 + 12288) / 8)]
+    # the GEMMs carry exactly the FLOPs of linear_flops_per_token
+    from ditpar.plan.cost.work import linear_flops_per_token
+    for base in ("joint", "single", "cross", "self"):
+        assert sum(g.flops for g in block_gemms(flux, base, 1.0, 1)) == pytest.approx(
+            linear_flops_per_token(flux, base))
+
+
+def test_family_without_a_curve_is_said_and_priced_at_mfu():
+    a100 = presets.resolve_hardware("A100", "NVLink")
+    assert eff.curve_for(a100) is None
+    d = eff.describe(a100)
+    assert d["family"] is None and "no sourced GEMM curve" in d["source"]
+    sd3 = presets.resolve_model("SD3-medium")
+    shape = make_shape(sd3, 1024, 1024, 1, 28, cfg=None)
+    bd = predict(sd3, a100, shape, Plan(tp=8))
+    assert bd.compute_efficiency == 1.0
+
+
+def test_small_per_card_gemms_cost_more_on_hopper():
+    """FLUX.1-dev at 1024px on H100: Ulysses-8 leaves 576 rows per card, TP8 an N of 1152 and a K of 384;
+    the measured curve prices both below a large GEMM (and M = 576 lower than TP8's shapes)."""
+    flux = presets.resolve_model("FLUX.1-dev")
+    h100 = presets.resolve_hardware("H100")
+    shape = make_shape(flux, 1024, 1024, 1, 28, cfg=None)
+    single = predict(flux, h100, shape, Plan())
+    u8, tp8 = predict(flux, h100, shape, Plan(ulysses=8)), predict(flux, h100, shape, Plan(tp=8))
+    assert single.compute_efficiency > 0.95
+    assert u8.compute_efficiency < tp8.compute_efficiency < single.compute_efficiency
+    # compute time = FLOPs / (rate x efficiency): recompute U8's from its FLOPs by hand
+    rate = h100.peak_tflops_bf16 * 1e12 * h100.mfu
+    flops = u8.flops_per_step * shape.steps
+    relayout = u8.compute_s - flops / (rate * u8.compute_efficiency)
+    assert 0 <= relayout < 0.05 * u8.compute_s   # the rest is the USP layout copies (HBM-bound)
+
+
+def test_bad_table_is_one_clear_error(tmp_path):
+    bad = tmp_path / "gemm_efficiency.toml"
+    bad.write_text('[families.x]\naccelerators = ["H100"]\npeak_tflops_bf16 = 989.0\nsource = "s"\n'
+                   'dims = [256, 512]\ngrid = [{ m = 256, n = 256, tflops = [1.0, 2.0] }]\n')
+    with pytest.raises(InputError, match=r"families\.x: missing key or grid row \(256, 512\)"):
+        eff.load_curves(str(bad))
