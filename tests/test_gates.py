@@ -100,3 +100,26 @@ def test_rank_plans_orders_feasible_first_and_names_devices_error():
     assert {g.gate for g in res[0].gates} == {"G1", "G2", "G3", "G4", "G5", "G6", "G7"}
     with pytest.raises(InputError, match="has 8 devices"):
         rank_plans(m, hw, shape(m), 16, Tunables())
+
+
+def test_g5_ignores_tp_collectives_and_counts_attention_once():
+    """The TP AdaLN all-gather is not a sequence collective: it does not hide behind attention. A plan
+    with two maskable families (all-to-all and K/V gather) hides both behind one attention per block."""
+    from ditpar.plan import presets
+    from ditpar.plan.cost import layout
+    from ditpar.plan.cost.timing import comm_time_s
+    from ditpar.plan.cost.work import block_work
+
+    flux, h100 = presets.resolve_model("FLUX.1-dev"), presets.resolve_hardware("H100")
+    s = make_shape(flux, 1024, 1024, 1, 28, cfg=None)
+    g = gates.masking_gate(flux, h100, s, Plan(tp=8), Tunables())
+    assert g.verdict == "pass" and "TP" not in g.reason
+    m, hw = tiny_model(2), box(domain_size=8, devices=8)
+    plan = Plan(ulysses=2, kv_allgather=4)
+    blocks = block_work(m, hw, shape(m), plan, layout(plan))
+    rate = hw.peak_tflops_bf16 * 1e12 * hw.mfu
+    comm = sum(comm_time_s(hw, c) * c.calls * b.count for b in blocks for c in b.comms)
+    att = sum(b.attn_flops / rate * b.count for b in blocks)
+    assert {c.family for b in blocks for c in b.comms} == {"alltoall", "allgather"}
+    cf = float(re.search(r"c/f = ([0-9.]+)", gates.masking_gate(m, hw, shape(m), plan, Tunables()).reason)[1])
+    assert cf == pytest.approx(comm / att, abs=0.006)

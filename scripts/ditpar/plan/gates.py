@@ -208,11 +208,13 @@ def masking_gate(model, hw, shape: Shape, plan: Plan, tun: Tunables, chunks: int
     comm = att = 0.0
     fam = None
     for b in blocks:
-        for c in b.comms:
-            if c.family in ("alltoall", "allgather"):
-                comm += comm_time_s(hw, c) * c.calls * b.count
-                att += b.attn_flops / rate * b.count
-                fam = c.name
+        # sequence collectives only: a TP collective (e.g. the AdaLN all-gather) does not hide behind attention
+        maskable = [c for c in b.comms if c.family in ("alltoall", "allgather") and c.dim != "tp"]
+        for c in maskable:
+            comm += comm_time_s(hw, c) * c.calls * b.count
+            fam = c.name
+        if maskable:
+            att += b.attn_flops / rate * b.count   # once per block, however many collectives hide behind it
     if not fam or comm <= 0 or att <= 0:
         return Gate("G5", "masking ceiling", "pass", "no all-to-all / KV gather to mask")
     layer = make_layer(comm * 1e6, att * 1e6, chunks)
