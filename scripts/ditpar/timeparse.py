@@ -94,10 +94,6 @@ def us_to_ns_arrow(array: object, where: str = "value", first_row: int = 0, row_
     return ns
 
 
-_PLAIN = np.zeros(256, dtype=bool)
-_PLAIN[list(b"0123456789.")] = True
-
-
 def _plain_decimal_ns(text: object) -> np.ndarray | None:
     """int64 ns when every cell is digits with at most one point and 3 decimals, in range; else None.
 
@@ -114,7 +110,8 @@ def _plain_decimal_ns(text: object) -> np.ndarray | None:
         offsets = np.frombuffer(chunk.buffers()[1], dtype=np.int32 if chunk.type == pa.string() else np.int64)
         lo, hi = int(offsets[chunk.offset]), int(offsets[chunk.offset + len(chunk)])
         data = np.frombuffer(chunk.buffers()[2], dtype=np.uint8)[lo:hi] if hi > lo else np.zeros(0, np.uint8)
-        if not _PLAIN[data].all():
+        # signs and exponent letters lie outside '.'..'9'; '/' (between them) fails the cast below
+        if data.size and (int(data.min()) < ord(".") or int(data.max()) > ord("9")):
             return None
     point = pc.find_substring(text, ".").to_numpy(zero_copy_only=False)
     whole = np.where(point >= 0, point, pc.binary_length(text).to_numpy(zero_copy_only=False))
