@@ -61,3 +61,24 @@ def test_kineto_parallel_equals_serial(tmp_path):
     parallel = load_profiles([tmp_path], workers=2)
     assert serial.ranks == [0, 1]
     assert_same(serial, parallel)
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_per_rank_breakdown_equals_whole_set(tmp_path, workers):
+    """load_profiles(per_rank=rank_rows): each rank's rows made where it is read, merged in rank
+    order, equal the breakdown of the whole event table; the events stay behind."""
+    from ditpar.analysis.breakdown import rank_rows, step_breakdown
+
+    level1 = need_shared("fixtures", "ascend", "msinsight-text-level1")
+    for i, src in enumerate([DATA / "node0_23103_20251127201437507_ascend_pt",
+                             level1 / "rank1_ascend_pt", DATA / "node0_23101_20251127201437501_ascend_pt"]):
+        shutil.copytree(src, tmp_path / f"{i}_{src.name}")
+    (tmp_path / "9_rank5_ascend_pt" / "ASCEND_PROFILER_OUTPUT").mkdir(parents=True)  # incomplete: skipped
+    whole = load_profiles([tmp_path], workers=1)
+    split = load_profiles([tmp_path], workers=workers, per_rank=rank_rows)
+    assert split.events.empty and split.ranks == whole.ranks == [0, 1, 2]
+    assert sorted(split.rank_results) == [0, 1, 2] and split.skipped == whole.skipped
+    a, b = step_breakdown(whole), step_breakdown(split)
+    assert a.rows == b.rows and a.compared == b.compared > 0
+    assert a.mismatches == b.mismatches and a.unmatched_reference == b.unmatched_reference
+    assert [r["rank"] for r in b.rows] == sorted(r["rank"] for r in b.rows)

@@ -65,33 +65,80 @@ def us_to_ns_arrow(array: object, where: str = "value", first_row: int = 0, row_
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    if isinstance(array, pa.ChunkedArray):
-        array = array.combine_chunks()
-    array = array.cast(pa.large_string())  # 64-bit offsets: one layout for every size
+    if not isinstance(array, pa.ChunkedArray):
+        array = pa.chunked_array([array])  # chunks are kept: no copy of the column
     n = len(array)
     if n == 0:
         return np.zeros(0, dtype=np.int64)
     text = pc.ascii_trim(pc.fill_null(array, ""), characters=" \t\n\r\x00")  # nulls: careful path
-    # at most 16 whole digits below 9e15 us and at most 3 decimals: the digits without the point
-    # fit int64, and scaling by 10**(3 - decimals) gives exact ns
+    quick = _plain_decimal_ns(text)
+    if quick is not None:
+        return quick
+    # at most 16 whole digits below 9e15 us and at most 3 decimals: as decimal(19, 3) the unscaled
+    # integer is the count of ns, exact, and fits int64 (Arrow's cast would also take exponents
+    # and signs: the pattern keeps those for the careful path)
     hit_arr = pc.match_substring_regex(text, r"^(?:[0-9]{1,15}|[1-8][0-9]{15})(?:\.[0-9]{0,3})?$")
     hit = hit_arr.to_numpy(zero_copy_only=False)
     ns = np.zeros(n, dtype=np.int64)
-    if hit.any():
-        digits = pc.cast(pc.if_else(hit_arr, pc.replace_substring(text, ".", ""), "0"), pa.int64())
-        point = pc.find_substring(text, ".").to_numpy(zero_copy_only=False).astype(np.int64)
-        length = pc.utf8_length(text).to_numpy(zero_copy_only=False).astype(np.int64)
-        decimals = np.where(point >= 0, length - point - 1, 0)
-        scale = np.array([1000, 100, 10, 1], dtype=np.int64)[np.clip(decimals, 0, 3)]
-        value = digits.to_numpy(zero_copy_only=False) * scale
-        ns[hit] = value[hit]
+    if hit.all():
+        ns[:] = _decimal_ns(text)
+    elif hit.any():
+        ns[hit] = _decimal_ns(pc.if_else(hit_arr, text, "0"))[hit]
     rest = np.flatnonzero(~hit)
     if rest.size:
-        values, ok = _arrow_matrix(array.take(pa.array(rest)))
+        whole = array.cast(pa.large_string()).combine_chunks()  # 64-bit offsets: one layout for every size
+        values, ok = _arrow_matrix(whole.take(pa.array(rest)))
         ns[rest] = values
         if not ok.all():
-            _fail(where, row_label, first_row, int(rest[np.flatnonzero(~ok)[0]]), _CellsOf(array))
+            _fail(where, row_label, first_row, int(rest[np.flatnonzero(~ok)[0]]), _CellsOf(whole))
     return ns
+
+
+def _plain_decimal_ns(text: object) -> np.ndarray | None:
+    """int64 ns when every cell is digits with at most one point and 3 decimals, in range; else None.
+
+    Arrow's decimal cast rejects a second point, a fourth decimal and empty cells; the bytes are
+    checked for anything but digits and points (signs, exponents), the whole digits for 16 at most
+    and the values for the int64 range. Any other column goes the cell-by-cell way.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    for chunk in text.chunks:
+        if not len(chunk):
+            continue
+        offsets = np.frombuffer(chunk.buffers()[1], dtype=np.int32 if chunk.type == pa.string() else np.int64)
+        lo, hi = int(offsets[chunk.offset]), int(offsets[chunk.offset + len(chunk)])
+        data = np.frombuffer(chunk.buffers()[2], dtype=np.uint8)[lo:hi] if hi > lo else np.zeros(0, np.uint8)
+        # signs and exponent letters lie outside '.'..'9'; '/' (between them) fails the cast below
+        if data.size and (int(data.min()) < ord(".") or int(data.max()) > ord("9")):
+            return None
+    point = pc.find_substring(text, ".").to_numpy(zero_copy_only=False)
+    whole = np.where(point >= 0, point, pc.binary_length(text).to_numpy(zero_copy_only=False))
+    if int(whole.max()) > 16:  # leading zeros too: the careful path allows 16 whole digits
+        return None
+    try:
+        ns = _decimal_ns(text)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    if ns.size and (int(ns.min()) < 0 or int(ns.max()) > _MAX_WHOLE_US * 1000):
+        return None
+    return ns
+
+
+def _decimal_ns(text: object) -> np.ndarray:
+    """int64 ns of plain decimal strings (<= 16 whole digits, <= 3 decimals): Arrow's decimal cast, exact."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    parts = []
+    for chunk in pc.cast(text, pa.decimal128(19, 3)).chunks:
+        if not len(chunk):
+            continue
+        # a decimal128 is a little-endian 128-bit unscaled integer; below 2**63 its low word is the value
+        words = np.frombuffer(chunk.buffers()[1], dtype="<i8")
+        parts.append(words[2 * chunk.offset:2 * (chunk.offset + len(chunk)):2])
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
 def _arrow_matrix(array: object) -> tuple[np.ndarray, np.ndarray]:

@@ -58,14 +58,32 @@ def tolerance(column: str) -> float:
 
 
 def step_breakdown(ps: ProfileSet) -> Breakdown:
-    """Breakdown of every rank and step of a ProfileSet, compared with ps.step_trace when present."""
+    """Breakdown of every rank and step of a ProfileSet, compared with ps.step_trace when present.
+
+    A set read with ``load_profiles(..., per_rank=rank_rows)`` carries each rank's rows already
+    (computed where the rank was read); they are merged in rank order, as the serial loop does.
+    """
+    if ps.rank_results is not None and ps.rank_results_of == f"{rank_rows.__module__}.{rank_rows.__qualname__}":
+        parts = [ps.rank_results[r] for r in sorted(ps.rank_results)]
+        if all(part is None for part in parts):
+            raise InputError("no device tasks in the profile; nothing to break down")
+        return _compare([row for part in parts if part for row in part], ps.step_trace)
     if ps.events.empty:
         raise InputError("no device tasks in the profile; nothing to break down")
+    return _compare(_rows(ps), ps.step_trace)
+
+
+def rank_rows(ps: ProfileSet) -> list[dict] | None:
+    """The breakdown rows of a set (one rank, for load_profiles(per_rank=...)); None when it has no tasks."""
+    return _rows(ps) if not ps.events.empty else None
+
+
+def _rows(ps: ProfileSet) -> list[dict]:
     rows: list[dict] = []
     for rank, events in ps.events.groupby("rank", sort=True):
         windows = ps.steps[ps.steps["rank"] == rank]
         rows.extend(_rank_rows(int(rank), events, windows))
-    return _compare(rows, ps.step_trace)
+    return rows
 
 
 def _rank_rows(rank: int, events: pd.DataFrame, windows: pd.DataFrame) -> list[dict]:

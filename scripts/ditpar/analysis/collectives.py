@@ -76,6 +76,12 @@ def intervals_of(frame: pd.DataFrame) -> Intervals:
     return Intervals.from_spans(starts, starts + frame["dur_ns"].to_numpy(np.int64))
 
 
+def _spans(frame: pd.DataFrame, mask: np.ndarray) -> Intervals:
+    """Union of the spans of the rows of ``frame`` where ``mask`` holds (no filtered copy of the frame)."""
+    starts = frame["start_ns"].to_numpy(np.int64)[mask]
+    return Intervals.from_spans(starts, starts + frame["dur_ns"].to_numpy(np.int64)[mask])
+
+
 def check_row(name: str, status: str, detail: str) -> dict[str, str]:
     """One entry of ``checks[]``."""
     return {"name": name, "status": status, "detail": detail}
@@ -136,8 +142,9 @@ def collective_table(events: pd.DataFrame, groups: dict[str, GroupInfo] | None =
     groups = groups or {}
     rows = []
     for rank, rev in events.groupby("rank", sort=True):
-        compute = intervals_of(rev[rev["kind"] == "compute"])
-        comm = rev[rev["kind"] == "comm"]
+        kind = rev["kind"].to_numpy(object)
+        compute = _spans(rev, kind == "compute")
+        comm = rev[kind == "comm"]
         for (family, group), sub in comm.groupby(["family", "group"], sort=True):
             durs = sub["dur_ns"].to_numpy(np.int64)
             iv = intervals_of(sub)
@@ -231,8 +238,9 @@ def rank_table(events: pd.DataFrame) -> pd.DataFrame:
     """
     rows = []
     for rank, rev in events.groupby("rank", sort=True):
-        comm = intervals_of(rev[rev["kind"] == "comm"])
-        compute = intervals_of(rev[rev["kind"] == "compute"])
+        kind = rev["kind"].to_numpy(object)
+        comm = _spans(rev, kind == "comm")
+        compute = _spans(rev, kind == "compute")
         overlap_ns = (comm & compute).total
         exposed_ns = comm.total - overlap_ns
         ends = end_ns(rev)
@@ -250,10 +258,14 @@ def rank_table(events: pd.DataFrame) -> pd.DataFrame:
 def stream_table(events: pd.DataFrame) -> pd.DataFrame:
     """Per rank x stream x core x kind: event count, summed time and busy (union) time."""
     rows = []
-    for (rank, stream, core, kind), sub in events.groupby(["rank", "stream", "core", "kind"], sort=False):
+    start = events["start_ns"].to_numpy(np.int64)
+    dur = events["dur_ns"].to_numpy(np.int64)
+    # row positions per group (no sub-frame per group); the table is sorted below
+    for (rank, stream, core, kind), at in events.groupby(["rank", "stream", "core", "kind"], sort=False).indices.items():
+        s, d = start[at], dur[at]
         rows.append({
-            "rank": int(rank), "stream": stream, "core": core, "kind": kind, "count": len(sub),
-            "sum_us": us(int(sub["dur_ns"].sum())), "busy_us": us(intervals_of(sub).total),
+            "rank": int(rank), "stream": stream, "core": core, "kind": kind, "count": int(at.size),
+            "sum_us": us(int(d.sum())), "busy_us": us(Intervals.from_spans(s, s + d).total),
         })
     table = pd.DataFrame(rows, columns=["rank", "stream", "core", "kind", "count", "sum_us", "busy_us"])
     if table.empty:

@@ -153,9 +153,8 @@ def classify_ascend_coded(names: tuple[np.ndarray, list[str]], types: tuple[np.n
     rows: list[tuple[str, ...]] = [()]
     for codes, texts in (names, types, cores):
         width = max(len(texts), 1)
-        keys, combined = np.unique(combined * width + codes, return_inverse=True)
+        keys, combined = _unique_inverse(combined * width + codes)
         rows = [(*rows[k // width], texts[k % width]) for k in keys.tolist()]
-        combined = combined.ravel().astype(np.int64)
     decided = [ascend_one(nm, t, c) for nm, t, c in rows]
     return _expand(combined, [(k, f, g) for k, f, g, _ in decided], [d[3] for d in decided])
 
@@ -187,10 +186,22 @@ def _factorize(*columns: pd.Series) -> tuple[np.ndarray, list[tuple[str, ...]]]:
         codes, uniques = pd.factorize(pd.Series(col).reset_index(drop=True), use_na_sentinel=False)
         texts = [_str(v) for v in uniques]
         # keep the codes compact: renumber the combinations seen so far, then add this column
-        keys, combined = np.unique(combined * len(texts) + codes, return_inverse=True)
+        keys, combined = _unique_inverse(combined * len(texts) + codes)
         rows = [(*rows[k // len(texts)], texts[k % len(texts)]) for k in keys.tolist()]
-        combined = combined.ravel().astype(np.int64)
     return combined, rows
+
+
+def _unique_inverse(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """np.unique(keys, return_inverse=True) for small non-negative keys by a lookup table (no sort)."""
+    keys = np.asarray(keys, dtype=np.int64).ravel()
+    top = int(keys.max()) + 1 if keys.size else 0
+    if keys.size and (int(keys.min()) < 0 or top > max(4 * keys.size, 1 << 20)):
+        uniq, inverse = np.unique(keys, return_inverse=True)
+        return uniq, inverse.ravel().astype(np.int64)
+    present = np.zeros(top, dtype=bool)
+    present[keys] = True
+    rank = np.cumsum(present, dtype=np.int64) - 1
+    return np.flatnonzero(present), rank[keys]
 
 
 def _expand(codes: np.ndarray, decided: list[tuple[str, str, str]], labels: list[str | None]) -> Classified:

@@ -108,8 +108,9 @@ def union(starts, ends) -> Intervals:
     s, e = s[keep], e[keep]
     if s.size == 0:
         return Intervals.empty()
-    order = np.lexsort((e, s))
-    s, e = s[order], e[order]
+    if not bool((s[1:] >= s[:-1]).all()):  # the order among equal starts does not matter
+        order = np.argsort(s, kind="stable")
+        s, e = s[order], e[order]
     run_end = np.maximum.accumulate(e)
     new = np.empty(s.size, dtype=bool)
     new[0] = True
@@ -122,7 +123,8 @@ def union(starts, ends) -> Intervals:
 def _combine(a: Intervals, b: Intervals, keep_a: bool, keep_b: bool, both: bool) -> Intervals:
     """Boolean combination via elementary segments between all boundaries."""
     # sort + dedupe: np.unique on int64 is hash-based (and slow) in numpy >= 2.3
-    points = np.sort(np.concatenate([a.starts, a.ends, b.starts, b.ends]))
+    # four sorted runs: the stable sort (timsort) merges them in linear time
+    points = np.sort(np.concatenate([a.starts, a.ends, b.starts, b.ends]), kind="stable")
     points = points[np.concatenate([[True], points[1:] != points[:-1]])]
     if points.size < 2:
         return Intervals.empty()
@@ -132,8 +134,25 @@ def _combine(a: Intervals, b: Intervals, keep_a: bool, keep_b: bool, both: bool)
     return union(seg_s[mask], seg_e[mask])
 
 
+def _touching(b: Intervals, a: Intervals) -> Intervals:
+    """The intervals of ``b`` that overlap some interval of ``a`` (the rest cannot change a & b or a - b)."""
+    if len(b) <= 2 * len(a):
+        return b
+    lo = np.searchsorted(b.ends, a.starts, side="right")  # first b ending after each a starts
+    hi = np.searchsorted(b.starts, a.ends, side="left")  # first b starting at or after each a ends
+    some = hi > lo
+    marks = np.zeros(len(b) + 1, dtype=np.int64)
+    np.add.at(marks, lo[some], 1)
+    np.add.at(marks, hi[some], -1)
+    keep = np.cumsum(marks[:-1]) > 0
+    return Intervals(b.starts[keep], b.ends[keep])
+
+
 def intersection(a: Intervals, b: Intervals) -> Intervals:
     """Points in both sets."""
+    if not len(a) or not len(b):
+        return Intervals.empty()
+    a, b = _touching(a, b), _touching(b, a)
     if not len(a) or not len(b):
         return Intervals.empty()
     return _combine(a, b, keep_a=False, keep_b=False, both=True)
@@ -143,10 +162,22 @@ def difference(a: Intervals, b: Intervals) -> Intervals:
     """Points in a and not in b."""
     if not len(a) or not len(b):
         return a
+    b = _touching(b, a)
+    if not len(b):
+        return a
     return _combine(a, b, keep_a=True, keep_b=False, both=False)
 
 
 def gaps(iv: Intervals, lo: int, hi: int) -> Intervals:
-    """Complement of the set inside [lo, hi)."""
-    window = Intervals(np.array([lo], _I64), np.array([max(lo, hi)], _I64))
-    return difference(window, iv) if hi > lo else Intervals.empty()
+    """Complement of the set inside [lo, hi): the spaces between its intervals, clipped (linear time)."""
+    if hi <= lo:
+        return Intervals.empty()
+    first = int(np.searchsorted(iv.ends, lo, side="right"))  # intervals ending after lo
+    last = int(np.searchsorted(iv.starts, hi, side="left"))  # ... and starting before hi
+    s, e = iv.starts[first:last], iv.ends[first:last]
+    g_start = np.concatenate([np.array([lo], _I64), e])
+    g_end = np.concatenate([s, np.array([hi], _I64)])
+    g_start = np.maximum(g_start, lo)
+    g_end = np.minimum(g_end, hi)
+    keep = g_end > g_start
+    return Intervals(g_start[keep], g_end[keep])

@@ -91,7 +91,16 @@ class ProfileSet:
     bytes_from: dict[int, str] = field(default_factory=dict)
     #: ranks left out because their files are incomplete: {"rank": int | None, "path": str, "reason": str}
     skipped: list[dict] = field(default_factory=list)
+    #: set by load_profiles(per_rank=fn): rank -> fn(that rank's ProfileSet), computed where the rank
+    #: was read; ``events`` is then empty (each rank's events stayed in its worker)
+    rank_results: dict[int, object] | None = None
+    #: the function that made ``rank_results`` ("module.name"), so a reader of them can check
+    rank_results_of: str = ""
+    #: the ranks that had events, when ``events`` was left empty (per_rank)
+    event_ranks: list[int] | None = None
 
     @property
     def ranks(self) -> list[int]:
+        if self.event_ranks is not None:
+            return list(self.event_ranks)
         return sorted(int(r) for r in self.events["rank"].unique())

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
@@ -74,12 +74,17 @@ def _is_trace_name(name: str) -> bool:
 
 
 def load_profiles(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str],
-                  workers: int | None = None) -> ProfileSet:
+                  workers: int | None = None, per_rank: Callable[[ProfileSet], object] | None = None) -> ProfileSet:
     """Read every rank under ``paths`` into one ProfileSet (events of all ranks, side tables).
 
     Ranks are read in parallel processes (one per rank, at most one per usable core) when the
     profiles are large enough to pay for starting them; ``workers`` fixes the number (1 = serial).
     The result is the same either way: ranks are merged in the order they were found.
+
+    ``per_rank`` (a module-level function, so workers can run it) is applied to each rank's own
+    ProfileSet where that rank was read; its results come back in ``rank_results`` and the events
+    stay behind (``events`` is empty, ``ranks`` still lists the ranks with events): a per-rank
+    analysis of many large ranks then never ships or stacks their event tables.
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
@@ -104,8 +109,8 @@ def load_profiles(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[st
         raise InputError(f"mixed profile formats {examples}; give Ascend folders or Kineto traces, not both")
     fmt = formats[0]
     reads, kept, skipped = [], [], []
-    for loc, outcome in zip([loc for _, loc in unique], _read_each(fmt, [loc for _, loc in unique], workers),
-                            strict=True):
+    for loc, outcome in zip([loc for _, loc in unique],
+                            _read_each(fmt, [loc for _, loc in unique], workers, per_rank), strict=True):
         if isinstance(outcome, IncompleteRankError):
             if len(unique) == 1:
                 raise outcome
@@ -117,40 +122,60 @@ def load_profiles(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[st
         raise InputError(f"every rank is incomplete ({len(skipped)} of {len(unique)}); first: {skipped[0]['reason']}")
     ps = _combine(fmt, reads, kept)
     ps.skipped = skipped
+    if per_rank is not None:
+        ps.rank_results = {int(r): rd.rank_result for r, rd in zip(_assign_ranks(reads, kept), reads, strict=True)}
+        ps.event_ranks = sorted(int(r) for r, rd in zip(_assign_ranks(reads, kept), reads, strict=True)
+                                if rd.had_events)
+        ps.rank_results_of = _name_of(per_rank)
     return ps
+
+
+def _name_of(fn: Callable) -> str:
+    return f"{fn.__module__}.{fn.__qualname__}"
 
 
 #: below this many bytes of profile files, starting worker processes costs more than it saves
 PARALLEL_MIN_BYTES = 64 << 20
 
 
-def _read_one(fmt: str, loc: Path) -> object:
-    """One rank's read; an incomplete rank comes back as its error (the caller decides)."""
+def _read_one(fmt: str, loc: Path, per_rank: Callable[[ProfileSet], object] | None = None) -> object:
+    """One rank's read; an incomplete rank comes back as its error (the caller decides).
+
+    With ``per_rank``, the rank's ProfileSet is handed to it here and only its result is kept
+    (``rank_result``), with the event table emptied.
+    """
     try:
-        return ascend.read_rank(loc) if fmt == "ascend" else kineto.read_trace(loc)
+        result = ascend.read_rank(loc) if fmt == "ascend" else kineto.read_trace(loc)
     except IncompleteRankError as exc:
         return exc
+    if per_rank is not None:
+        one = _combine(fmt, [result], [loc])  # the rank numbered as in the whole set (one read: rank or 0)
+        result.had_events = not one.events.empty
+        result.rank_result = per_rank(one)
+        result.events = make_events({"rank": [], "start_ns": [], "dur_ns": []})
+    return result
 
 
-def _read_each(fmt: str, locs: list[Path], workers: int | None) -> list[object]:
+def _read_each(fmt: str, locs: list[Path], workers: int | None,
+               per_rank: Callable[[ProfileSet], object] | None = None) -> list[object]:
     """Read every location, serially or in worker processes; results in the order of ``locs``."""
     if workers is None:
         workers = _usable_cores() if _profile_bytes(fmt, locs) >= PARALLEL_MIN_BYTES else 1
     workers = max(1, min(int(workers), len(locs)))
     if workers == 1:
-        return [_read_one(fmt, loc) for loc in locs]
+        return [_read_one(fmt, loc, per_rank) for loc in locs]
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     # spawn: a fresh interpreter per worker, safe whatever threads this process already runs
     with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
                              initializer=_worker_start) as pool:
-        return [_unpack(r) for r in pool.map(_read_packed, [fmt] * len(locs), locs)]
+        return [_unpack(r) for r in pool.map(_read_packed, [fmt] * len(locs), locs, [per_rank] * len(locs))]
 
 
-def _read_packed(fmt: str, loc: Path) -> object:
+def _read_packed(fmt: str, loc: Path, per_rank: Callable[[ProfileSet], object] | None = None) -> object:
     """_read_one in a worker: text columns travel as codes and distinct values (small, fast to unpickle)."""
-    result = _read_one(fmt, loc)
+    result = _read_one(fmt, loc, per_rank)
     if isinstance(result, IncompleteRankError):
         return result
     ev = result.events

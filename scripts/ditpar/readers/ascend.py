@@ -191,7 +191,7 @@ def rank_of(rank_dir: Path) -> tuple[int | None, str]:
 
 
 def _read_kernel_details(path: Path) -> dict[str, object]:
-    """The needed columns of kernel_details.csv as Arrow string arrays (nothing else is parsed)."""
+    """The needed columns of kernel_details.csv as chunked Arrow string arrays (nothing else is parsed)."""
     import pyarrow as pa
     from pyarrow import csv as pacsv
 
@@ -219,7 +219,7 @@ def _read_kernel_details(path: Path) -> dict[str, object]:
         raise InputError(f"{path}: cannot parse as CSV ({_first_line(exc)})") from None
     if table.num_rows == 0:
         raise InputError(f"{path}: header only, no kernel rows (was the profiler stopped before a step ended?)")
-    return {want[k]: table.column(k).combine_chunks() for k in want} | {"__rows__": table.num_rows}
+    return {want[k]: table.column(k) for k in want} | {"__rows__": table.num_rows}  # chunked: no copy
 
 
 def _release_arrow_memory() -> None:
@@ -230,11 +230,20 @@ def _release_arrow_memory() -> None:
 
 def _coded(array: object) -> tuple[np.ndarray, list[str]]:
     """Codes and distinct stripped texts of an Arrow string array (one Python string per distinct value)."""
+    import pyarrow as pa
     import pyarrow.compute as pc
 
     encoded = pc.dictionary_encode(array)
-    codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
-    texts = [t.strip() for t in encoded.dictionary.to_pylist()]
+    if isinstance(encoded, pa.ChunkedArray):
+        chunks = encoded.chunks
+        # Arrow encodes every chunk against one dictionary; should a version not, combine first
+        if not chunks or any(not c.dictionary.equals(chunks[-1].dictionary) for c in chunks):
+            return _coded(array.combine_chunks())
+        indices, dictionary = pa.chunked_array([c.indices for c in chunks]), chunks[-1].dictionary
+    else:
+        indices, dictionary = encoded.indices, encoded.dictionary
+    codes = indices.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    texts = [t.strip() for t in dictionary.to_pylist()]
     return codes, texts
 
 
@@ -348,10 +357,19 @@ def _events(kernels: dict[str, object], trace: _TraceView | None, path: Path) ->
 def _duplicate_rows(name_codes: np.ndarray, start: np.ndarray, dur: np.ndarray, core_codes: np.ndarray,
                     stream: np.ndarray, step: pd.Series, path: Path) -> np.ndarray | None:
     """Mask of rows identical to an earlier one in every column read (warned once), else None."""
-    key = pd.DataFrame({"name": name_codes, "start": start, "dur": dur, "core": core_codes,
-                        "stream": pd.Series(stream, dtype=object).factorize()[0],
-                        "step": step.fillna(-1).to_numpy(dtype=np.int64)})
-    dup = key.duplicated(keep="first").to_numpy()
+    # identical rows share their start stamp: only rows whose start repeats are compared in full
+    if start.size < 2 or bool((start[1:] > start[:-1]).all()):
+        return None
+    ordered = np.sort(start)
+    repeated = ordered[1:][ordered[1:] == ordered[:-1]]
+    if not repeated.size:
+        return None
+    rows = np.flatnonzero(np.isin(start, repeated))  # in file order: 'first' stays the first
+    key = pd.DataFrame({"name": name_codes[rows], "start": start[rows], "dur": dur[rows],
+                        "core": core_codes[rows], "stream": pd.Series(stream[rows], dtype=object).factorize()[0],
+                        "step": step.iloc[rows].fillna(-1).to_numpy(dtype=np.int64)})
+    dup = np.zeros(start.size, dtype=bool)
+    dup[rows] = key.duplicated(keep="first").to_numpy()
     if not dup.any():
         return None
     first = int(np.flatnonzero(dup)[0])

@@ -151,6 +151,115 @@ def iter_trace(path: str | Path, on_key: Callable[[str, Any], None] | None = Non
         buf.close()
 
 
+class NotPlain(Exception):
+    """The trace holds a value of a type the typed block decoder does not take: read it the general way."""
+
+
+#: a block decoder tries this many cut points of one buffer before it takes one event at a time
+_CUT_TRIES = 8
+
+
+def iter_trace_blocks(path: str | Path, block_type: object,
+                      on_key: Callable[[str, Any], None] | None = None) -> Iterator[tuple[bool, Any]]:
+    """The events of a trace as ``(True, list)`` blocks decoded by msgspec as ``list[block_type]``,
+    and ``(False, dict)`` for single events decoded the general way (a stretch no cut fits, the last
+    event); ``on_key`` as in :func:`iter_trace`. Raises :class:`NotPlain` when msgspec rejects a
+    value's type: the caller then reads the file with :func:`iter_trace`.
+
+    A block runs from the cursor (the start of an event) to a ``}`` followed by ``,``. Wrapped in
+    ``[...]`` such a text is valid JSON only when that ``}`` closes an event of the array (inside a
+    string or a nested object the brackets or the string would be left open), so a block that
+    decodes is exactly the events it holds.
+    """
+    import msgspec
+
+    decoder = msgspec.json.Decoder(list[block_type])
+    path = Path(path)
+    buf = _Buffer(path)
+    try:
+        buf.more()
+        first = buf.peek()
+        if first == "[":
+            yield from _array_blocks(buf, decoder)
+            _end(buf)
+            return
+        if first != "{":
+            buf.fail("expected '[' or '{' at the start", first)
+        buf.pos += 1
+        seen_events = False
+        if buf.peek() == "}":
+            buf.pos += 1
+        else:
+            while True:
+                key = buf.value()
+                if not isinstance(key, str):
+                    buf.fail("expected a member name", str(key))
+                buf.expect(":", "':' after a member name")
+                if key == "traceEvents" and buf.peek() == "[":
+                    seen_events = True
+                    yield from _array_blocks(buf, decoder)
+                else:
+                    value = buf.value()
+                    if on_key is not None:
+                        on_key(key, value)
+                sep = buf.peek()
+                if sep == ",":
+                    buf.pos += 1
+                    continue
+                if sep == "}":
+                    buf.pos += 1
+                    break
+                buf.fail("expected ',' or '}' between members", sep)
+        _end(buf)
+        if not seen_events:
+            raise InputError(f"{path}: JSON object without a 'traceEvents' array; expected a Chrome trace")
+    finally:
+        buf.close()
+
+
+def _array_blocks(buf: _Buffer, decoder: Any) -> Iterator[tuple[bool, Any]]:
+    import msgspec
+
+    buf.expect("[", "'['")
+    if buf.peek() == "]":
+        buf.pos += 1
+        return
+    while True:
+        if len(buf.text) - buf.pos < _CHUNK:
+            buf.more()
+        text, pos = buf.text, buf.pos
+        cut, block = len(text), None
+        for _ in range(_CUT_TRIES):
+            cut = text.rfind("},", pos, cut)
+            if cut < 0:
+                break
+            try:
+                block = decoder.decode("[" + text[pos:cut + 1] + "]")
+            except msgspec.ValidationError as exc:
+                raise NotPlain(str(exc)) from None
+            except msgspec.DecodeError:
+                continue
+            break
+        if block is not None:
+            yield True, block
+            buf.pos = cut + 2  # past the '},'
+            buf.skip_ws()
+            continue
+        # no cut fits (the last event, or one larger than the buffer): one event the general way
+        item = buf.value()
+        if isinstance(item, dict):
+            yield False, item
+        got = buf.peek()
+        if got == ",":
+            buf.pos += 1
+            buf.skip_ws()
+            continue
+        if got == "]":
+            buf.pos += 1
+            return
+        buf.fail("expected ',' or ']' between events", got)
+
+
 def _array(buf: _Buffer) -> Iterator[dict]:
     buf.expect("[", "'['")
     if buf.peek() == "]":

@@ -10,6 +10,7 @@ launched it); ``distributedInfo`` (rank, pg_config); ``baseTimeNanoseconds`` (ad
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from ditpar.core.events import make_events
 from ditpar.core.profile import BYTES_MESSAGE, STEP_COLUMNS, GroupInfo
 from ditpar.errors import InputError
 from ditpar.readers.common import as_int, byte_counts, check_times, factorize, hashable, text_of
-from ditpar.readers.jsonstream import iter_trace
+from ditpar.readers.jsonstream import NotPlain, iter_trace, iter_trace_blocks
 from ditpar.timeparse import us_to_ns
 
 GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
@@ -52,27 +53,58 @@ class KinetoRank:
 
 
 def read_trace(path: Path) -> KinetoRank:
-    """Read one Kineto trace."""
-    meta: dict[str, object] = {}
+    """Read one Kineto trace.
 
-    def on_key(key: str, value: object) -> None:
+    Typed msgspec blocks first (several times faster); should a value have an unexpected type, or
+    anything fail, the general reader (json, one event at a time) reads the file again and its
+    result or its error stands: both give the same table wherever the first one succeeds.
+    """
+    try:
+        return _read(path, _collect_blocks)
+    except (ImportError, NotPlain, InputError):
+        return _read(path, _collect)
+
+
+def _read(path: Path, collect: Callable[[Path], tuple]) -> KinetoRank:
+    meta, cols, pg_desc, launches, notes, steps = collect(path)
+    base = _base_ns(path, meta.get("baseTimeNanoseconds"))
+    rank, rank_from = _rank(path, meta.get("distributedInfo"))
+    _annotate(path, cols, launches, notes, pg_desc)
+    events, unplaced = _events(path, cols, base)
+    step_table, step_of_event = _steps(path, events, cols["corr"], [(c, t) for c, t, *_ in launches], steps, base)
+    events["step"] = step_of_event
+    groups = _groups(meta.get("distributedInfo"), pg_desc)
+    return KinetoRank(rank, rank_from, make_events(events), step_table, groups, unplaced, [path])
+
+
+class _Collected:
+    """What a trace's events give: GPU activity columns, launches, annotations, steps, top-level members."""
+
+    def __init__(self) -> None:
+        self.meta: dict[str, object] = {}
+        self.cols: dict[str, list] = {k: [] for k in ("cat", "name", "pid", "stream", "ts", "dur", "corr",
+                                                       "coll", "pg", "in_n", "out_n", "dtype")}
+        self.pg_desc: dict[str, tuple[str, str]] = {}
+        self.launches: list[tuple[object, object, object, object, object]] = []
+        self.notes: list[_Note] = []
+        self.steps: list[tuple[int, object, object]] = []
+
+    def on_key(self, key: str, value: object) -> None:
         if key in ("distributedInfo", "baseTimeNanoseconds", "schemaVersion"):
-            meta[key] = value
+            self.meta[key] = value
 
-    cols: dict[str, list] = {k: [] for k in ("cat", "name", "pid", "stream", "ts", "dur", "corr",
-                                              "coll", "pg", "in_n", "out_n", "dtype")}
-    pg_desc: dict[str, tuple[str, str]] = {}
-    launches: list[tuple[object, object, object, object, object]] = []
-    notes: list[_Note] = []
-    steps: list[tuple[int, object, object]] = []
-    gpu_cats, launch_cats = GPU_CATS, LAUNCH_CATS
-    for i, ev in enumerate(iter_trace(path, on_key)):
+    def result(self) -> tuple:
+        return self.meta, self.cols, self.pg_desc, self.launches, self.notes, self.steps
+
+    def add(self, path: Path, i: int, ev: dict) -> None:
+        """Take event number ``i`` (a dict as json decodes it, floats as text)."""
         if ev.get("ph") != "X":
-            continue
+            return
         cat = ev.get("cat")
         if not isinstance(cat, str):
             cat = None
-        if cat in gpu_cats:
+        cols = self.cols
+        if cat in GPU_CATS:
             args = ev.get("args")
             if not isinstance(args, dict):
                 args = {}
@@ -97,35 +129,120 @@ def read_trace(path: Path) -> KinetoRank:
             cols["in_n"].append(args.get("In msg nelems"))
             cols["out_n"].append(args.get("Out msg nelems"))
             cols["dtype"].append(str(args.get("dtype")))
-            if pg is not None and str(pg) not in pg_desc:
-                pg_desc[str(pg)] = (str(args.get("Process Group Description", "")),
-                                    str(args.get("Process Group Ranks", "")))
-        elif cat in launch_cats:
+            if pg is not None and str(pg) not in self.pg_desc:
+                self.pg_desc[str(pg)] = (str(args.get("Process Group Description", "")),
+                                         str(args.get("Process Group Ranks", "")))
+        elif cat in LAUNCH_CATS:
             args = ev.get("args")
             if type(args) is dict:
                 corr = args.get("correlation")
                 if type(corr) is int:  # an int, not a bool (as_int, inlined: one per launch)
-                    launches.append((corr, ev.get("ts"), ev.get("pid"), ev.get("tid"), args.get("External id")))
+                    self.launches.append((corr, ev.get("ts"), ev.get("pid"), ev.get("tid"),
+                                          args.get("External id")))
         else:
             name = ev.get("name")
             if not isinstance(name, str):
-                continue
+                return
             if name.startswith("ProfilerStep#"):
                 m = _STEP_NAME.match(name)
                 if m and (cat is None or cat in ("user_annotation", "cpu_op")):
-                    steps.append((int(m.group("step")), ev.get("ts"), ev.get("dur", 0)))
+                    self.steps.append((int(m.group("step")), ev.get("ts"), ev.get("dur", 0)))
             elif (name == "record_param_comms" or name[:5] == "nccl:") and cat in ("cpu_op", "user_annotation"):
                 note = _comm_note(path, i, name, ev)
                 if note is not None:
-                    notes.append(note)
-    base = _base_ns(path, meta.get("baseTimeNanoseconds"))
-    rank, rank_from = _rank(path, meta.get("distributedInfo"))
-    _annotate(path, cols, launches, notes, pg_desc)
-    events, unplaced = _events(path, cols, base)
-    step_table, step_of_event = _steps(path, events, cols["corr"], [(c, t) for c, t, *_ in launches], steps, base)
-    events["step"] = step_of_event
-    groups = _groups(meta.get("distributedInfo"), pg_desc)
-    return KinetoRank(rank, rank_from, make_events(events), step_table, groups, unplaced, [path])
+                    self.notes.append(note)
+
+    def add_block(self, path: Path, i0: int, block: list) -> None:
+        """Take events ``i0, i0 + 1, ...`` decoded as :func:`_event_type` structs: GPU activities and
+        launches as whole columns; the few others (steps, annotations) one by one through :meth:`add`."""
+        X, gpu_cats, launch_cats = "X", GPU_CATS, LAUNCH_CATS
+        gpu = [e for e in block if e.cat in gpu_cats and e.ph == X]
+        if gpu:
+            cols = self.cols
+            args = [e.args if e.args is not None and e.args is not UNSET else _NO_ARGS for e in gpu]
+            cols["cat"].extend([e.cat for e in gpu])
+            cols["name"].extend([e.name for e in gpu])
+            cols["pid"].extend([as_int(e.pid) for e in gpu])
+            cols["stream"].extend([e.tid if a.stream is UNSET else a.stream for e, a in zip(gpu, args, strict=True)])
+            cols["ts"].extend(_texts([e.ts for e in gpu]))
+            cols["dur"].extend(_texts([e.dur for e in gpu], missing=0))
+            cols["corr"].extend([a.correlation for a in args])
+            cols["coll"].extend([a.collective if a.collective is not None else "" for a in args])
+            pgs = [a.pg for a in args]
+            cols["pg"].extend(["" if pg is None else str(pg) for pg in pgs])
+            cols["in_n"].extend([a.in_n for a in args])
+            cols["out_n"].extend([a.out_n for a in args])
+            cols["dtype"].extend(["None" if a.dtype is UNSET else a.dtype for a in args])
+            for a, pg in zip(args, pgs, strict=True):
+                if pg is not None and str(pg) not in self.pg_desc:
+                    self.pg_desc[str(pg)] = ("" if a.pg_desc is UNSET else a.pg_desc,
+                                             "" if a.pg_ranks is UNSET else str(a.pg_ranks))
+        launch = [e for e in block if e.cat in launch_cats and e.ph == X and e.args is not None
+                  and e.args is not UNSET and e.args.correlation is not None]
+        if launch:
+            self.launches.extend(zip([e.args.correlation for e in launch], _texts([e.ts for e in launch]),
+                                     [e.pid for e in launch], [e.tid for e in launch],
+                                     [e.args.external for e in launch], strict=True))
+        for k in [k for k, e in enumerate(block) if e.name.startswith(_OTHER_HEADS)]:  # steps, annotations
+            e = block[k]
+            if e.ph == X and e.cat not in gpu_cats and e.cat not in launch_cats:
+                self.add(path, i0 + k, _as_dict(e))
+
+
+_OTHER_HEADS = ("ProfilerStep#", "nccl:", "record_param_comms")
+#: msgspec.UNSET and an empty Args, once the fast path has imported them (never equal to a JSON value)
+UNSET: object = object()
+_NO_ARGS: object = None
+
+
+def _texts(raws: list, missing: object = None) -> list:
+    """Raw JSON values as their text: a number as json gives it with parse_float=str (ints are read the
+    same by us_to_ns). Anything else (a string, null) fails the exact parser, and the whole trace is
+    then read the general way (read_trace)."""
+    return [missing if r is UNSET else str(r, "utf-8") for r in raws]
+
+
+def _as_dict(e: object) -> dict:
+    """An event struct as the dict the general reader sees (members that were missing left out)."""
+    import msgspec
+
+    ev = {k: v for k, v in msgspec.structs.asdict(e).items() if v is not UNSET}
+    for key in ("ts", "dur"):
+        if key in ev:
+            ev[key] = _texts([ev[key]])[0]
+    if isinstance(ev.get("args"), msgspec.Struct):
+        from ditpar.readers.kineto_events import ARG_NAMES
+
+        ev["args"] = {ARG_NAMES[k]: v for k, v in msgspec.structs.asdict(ev["args"]).items()
+                      if v is not UNSET and v is not None}
+    return ev
+
+
+def _collect(path: Path) -> tuple:
+    """The event columns, launches, annotations and steps of a trace, one event at a time (any JSON)."""
+    got = _Collected()
+    for i, ev in enumerate(iter_trace(path, got.on_key)):
+        got.add(path, i, ev)
+    return got.result()
+
+
+def _collect_blocks(path: Path) -> tuple:
+    """:func:`_collect` with the events decoded in typed blocks by msgspec (NotPlain when one does not fit)."""
+    global UNSET, _NO_ARGS
+    from ditpar.readers import kineto_events
+
+    UNSET, _NO_ARGS = kineto_events.UNSET, kineto_events.NO_ARGS
+    event_type = kineto_events.Event
+    got = _Collected()
+    i = 0
+    for is_block, item in iter_trace_blocks(path, event_type, got.on_key):
+        if is_block:
+            got.add_block(path, i, item)
+            i += len(item)
+        else:
+            got.add(path, i, item)
+            i += 1
+    return got.result()
 
 
 @dataclass
