@@ -63,8 +63,9 @@ def step_breakdown(ps: ProfileSet) -> Breakdown:
     A set read with ``load_profiles(..., per_rank=rank_rows)`` carries each rank's rows already
     (computed where the rank was read); they are merged in rank order, as the serial loop does.
     """
-    if ps.rank_results is not None and ps.rank_results_of == f"{rank_rows.__module__}.{rank_rows.__qualname__}":
-        parts = [ps.rank_results[r] for r in sorted(ps.rank_results)]
+    per_rank = ps.rank_results_from(rank_rows)
+    if per_rank is not None:
+        parts = [per_rank[r] for r in sorted(per_rank)]
         if all(part is None for part in parts):
             raise InputError("no device tasks in the profile; nothing to break down")
         return _compare([row for part in parts if part for row in part], ps.step_trace)

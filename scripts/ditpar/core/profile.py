@@ -6,6 +6,7 @@ Readers (``ditpar.readers``) fill a :class:`ProfileSet`; analyses never open fil
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -74,6 +75,11 @@ class GroupInfo:
     full_hash: str = ""
 
 
+def function_name(fn: Callable) -> str:
+    """"module.name" of a module-level function: how a ProfileSet records what made its rank results."""
+    return f"{fn.__module__}.{fn.__qualname__}"
+
+
 @dataclass
 class ProfileSet:
     """Events of all ranks plus the side tables a profile may carry."""
@@ -98,6 +104,12 @@ class ProfileSet:
     rank_results_of: str = ""
     #: the ranks that had events, when ``events`` was left empty (per_rank)
     event_ranks: list[int] | None = None
+
+    def rank_results_from(self, fn: Callable) -> dict[int, object] | None:
+        """Each rank's result of ``fn`` when the set was read with ``load_profiles(per_rank=fn)``, else None."""
+        if self.rank_results is not None and self.rank_results_of == function_name(fn):
+            return self.rank_results
+        return None
 
     @property
     def ranks(self) -> list[int]:

@@ -19,7 +19,14 @@ import numpy as np
 import pandas as pd
 
 from ditpar.core.events import COLUMNS, concat_events, make_events, validate_events
-from ditpar.core.profile import COMM_OP_COLUMNS, LINK_COLUMNS, STEP_COLUMNS, GroupInfo, ProfileSet
+from ditpar.core.profile import (
+    COMM_OP_COLUMNS,
+    LINK_COLUMNS,
+    STEP_COLUMNS,
+    GroupInfo,
+    ProfileSet,
+    function_name,
+)
 from ditpar.errors import IncompleteRankError, InputError
 from ditpar.readers import ascend, kineto
 
@@ -126,12 +133,8 @@ def load_profiles(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[st
         ps.rank_results = {int(r): rd.rank_result for r, rd in zip(_assign_ranks(reads, kept), reads, strict=True)}
         ps.event_ranks = sorted(int(r) for r, rd in zip(_assign_ranks(reads, kept), reads, strict=True)
                                 if rd.had_events)
-        ps.rank_results_of = _name_of(per_rank)
+        ps.rank_results_of = function_name(per_rank)
     return ps
-
-
-def _name_of(fn: Callable) -> str:
-    return f"{fn.__module__}.{fn.__qualname__}"
 
 
 #: below this many bytes of profile files, starting worker processes costs more than it saves

@@ -108,13 +108,19 @@ def _why(exc: BaseException) -> str:
 
 def iter_trace(path: str | Path, on_key: Callable[[str, Any], None] | None = None) -> Iterator[dict]:
     """Yield the events of a trace; call ``on_key(name, value)`` for every other top-level member."""
-    path = Path(path)
+    return _walk(Path(path), _array, on_key)
+
+
+def _walk(path: Path, read_array: Callable[[_Buffer], Iterator[Any]],
+          on_key: Callable[[str, Any], None] | None) -> Iterator[Any]:
+    """Walk a bare event array or an object with a ``traceEvents`` array: ``read_array`` yields what the
+    array holds, ``on_key(name, value)`` gets every other top-level member."""
     buf = _Buffer(path)
     try:
         buf.more()
         first = buf.peek()
         if first == "[":
-            yield from _array(buf)
+            yield from read_array(buf)
             _end(buf)
             return
         if first != "{":
@@ -131,7 +137,7 @@ def iter_trace(path: str | Path, on_key: Callable[[str, Any], None] | None = Non
                 buf.expect(":", "':' after a member name")
                 if key == "traceEvents" and buf.peek() == "[":
                     seen_events = True
-                    yield from _array(buf)
+                    yield from read_array(buf)
                 else:
                     value = buf.value()
                     if on_key is not None:
@@ -174,47 +180,7 @@ def iter_trace_blocks(path: str | Path, block_type: object,
     import msgspec
 
     decoder = msgspec.json.Decoder(list[block_type])
-    path = Path(path)
-    buf = _Buffer(path)
-    try:
-        buf.more()
-        first = buf.peek()
-        if first == "[":
-            yield from _array_blocks(buf, decoder)
-            _end(buf)
-            return
-        if first != "{":
-            buf.fail("expected '[' or '{' at the start", first)
-        buf.pos += 1
-        seen_events = False
-        if buf.peek() == "}":
-            buf.pos += 1
-        else:
-            while True:
-                key = buf.value()
-                if not isinstance(key, str):
-                    buf.fail("expected a member name", str(key))
-                buf.expect(":", "':' after a member name")
-                if key == "traceEvents" and buf.peek() == "[":
-                    seen_events = True
-                    yield from _array_blocks(buf, decoder)
-                else:
-                    value = buf.value()
-                    if on_key is not None:
-                        on_key(key, value)
-                sep = buf.peek()
-                if sep == ",":
-                    buf.pos += 1
-                    continue
-                if sep == "}":
-                    buf.pos += 1
-                    break
-                buf.fail("expected ',' or '}' between members", sep)
-        _end(buf)
-        if not seen_events:
-            raise InputError(f"{path}: JSON object without a 'traceEvents' array; expected a Chrome trace")
-    finally:
-        buf.close()
+    return _walk(Path(path), lambda buf: _array_blocks(buf, decoder), on_key)
 
 
 def _array_blocks(buf: _Buffer, decoder: Any) -> Iterator[tuple[bool, Any]]:

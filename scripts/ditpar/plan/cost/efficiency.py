@@ -17,11 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ditpar.errors import InputError
-
-try:  # Python 3.11+
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+from ditpar.plan.presets import _read_toml, normalize, templates_dir
 
 TABLE_NAME = "gemm_efficiency.toml"
 LARGE = 1 << 30   # a dimension "as large as the table goes" (held at the grid edge)
@@ -80,8 +76,6 @@ def _interp(curve: GemmCurve, m: float, n: float, k: float) -> float:
 
 
 def table_path() -> Path:
-    from ditpar.plan.presets import templates_dir
-
     return templates_dir() / TABLE_NAME
 
 
@@ -89,12 +83,9 @@ def table_path() -> Path:
 def load_curves(path: str | None = None) -> tuple[GemmCurve, ...]:
     """Every family of the table; a malformed table is an InputError naming the file and key."""
     p = Path(path) if path else table_path()
-    try:
-        data = tomllib.loads(p.read_text())
-    except OSError:
-        return ()
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(f"{p}: not valid TOML ({exc})") from None
+    if not p.is_file():
+        return ()     # no table: every family at the preset mfu, and describe() says so
+    data = _read_toml(p)
     out = []
     for name, fam in (data.get("families") or {}).items():
         where = f"{p}: families.{name}"
@@ -118,15 +109,11 @@ def load_curves(path: str | None = None) -> tuple[GemmCurve, ...]:
 
 def curve_for(hw) -> GemmCurve | None:
     """The family curve of the machine's accelerator, or None when no family lists it."""
-    acc = _key(str(getattr(hw, "accelerator", "")))
+    acc = normalize(str(getattr(hw, "accelerator", "")))
     for curve in load_curves():
-        if acc and acc in {_key(a) for a in curve.accelerators}:
+        if acc and acc in {normalize(a) for a in curve.accelerators}:
             return curve
     return None
-
-
-def _key(text: str) -> str:
-    return "".join(ch for ch in text.lower() if ch.isalnum())
 
 
 @dataclass(frozen=True)
