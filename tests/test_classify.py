@@ -5,6 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 from ditpar.core.classify import ascend_one, classify_ascend, classify_kineto, kineto_one, op_family
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 
 @pytest.mark.parametrize(
@@ -92,3 +94,12 @@ def test_op_family_tokens():
     assert op_family("all_to_allv") == "alltoallv"
     assert op_family("reduce_scatter_tensor_coalesced") == "reducescatter"
     assert op_family("somethingElse") is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=20), st.text(max_size=12), st.sampled_from(["AI_CORE", "AI_VECTOR_CORE", "AI_CPU", "MIX_AIC",
+                                                                    "HCCL", "COMMUNICATION", "", "N/A"]))
+def test_an_hcom_task_is_never_compute(tail, type_, core):
+    """step_breakdown looks for hcom_receive tasks among the non-compute rows only: this must hold."""
+    assert ascend_one("hcom_" + tail, type_, core)[0] != "compute"
+    assert ascend_one("hcom_receive" + tail, type_, core)[0] != "compute"

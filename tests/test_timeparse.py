@@ -113,3 +113,48 @@ def test_arrow_matches_decimal(cells):
             us_to_ns_arrow(pa.array(texts))
         return
     assert us_to_ns_arrow(pa.array(texts)).tolist() == want == [decimal_ns(t) for t in texts]
+
+
+@settings(max_examples=400, deadline=None, derandomize=True, database=None)
+@given(st.integers(1, 17), st.integers(0, 4), st.sampled_from(["", "\t", " ", "\t\r"]),
+       st.lists(st.integers(0, 10**21), min_size=1, max_size=40), st.integers(0, 39),
+       st.sampled_from([None, "x", "-", "+", ".", " ", "\t", "/", ":", "0", "9", "e"]), st.integers(0, 25),
+       st.integers(1, 3))
+def test_arrow_one_layout_column_matches_the_object_parser(whole, decimals, pad, seeds, row, mutant, col, chunks):
+    """Columns whose cells share one layout (the fixed-width fast path), one cell possibly altered at one
+    byte: the same values, or the same error, as the cell-by-cell parser."""
+    import pyarrow as pa
+    from ditpar.timeparse import us_to_ns_arrow
+
+    def cell(seed: int) -> str:
+        digits = f"{seed:022d}"[-(whole + decimals):]
+        return digits[:whole] + (f".{digits[whole:]}" if decimals else "") + pad
+
+    texts = [cell(s) for s in seeds]
+    if mutant is not None:
+        r, text = row % len(texts), texts[row % len(texts)]
+        c = col % len(text)
+        texts[r] = text[:c] + mutant + text[c + 1:]
+    size = -(-len(texts) // chunks)
+    array = pa.chunked_array([pa.array(texts[i:i + size], pa.string()) for i in range(0, len(texts), size)])
+    args = {"where": "f.csv: column 'x'", "first_row": 2, "row_label": "line"}
+    try:
+        want = us_to_ns(texts, **args).tolist()
+    except InputError as exc:
+        with pytest.raises(InputError) as got:
+            us_to_ns_arrow(array, **args)
+        assert str(got.value) == str(exc)
+        return
+    assert us_to_ns_arrow(array, **args).tolist() == want == [decimal_ns(t) for t in texts]
+
+
+def test_arrow_one_layout_takes_the_byte_matrix_path():
+    """torch_npu's Start Time column (one width, trailing TAB) is read by the fixed-layout reader itself."""
+    import pyarrow as pa
+    from ditpar.timeparse import _fixed_layout_ns
+
+    texts = ["1736408883704643.212\t", "1736408883704801.156\t", "0000000000000000.000\t"]
+    got = _fixed_layout_ns(pa.chunked_array([pa.array(texts[:2]), pa.array(texts[2:])]))
+    assert got is not None and got.tolist() == [decimal_ns(t) for t in texts]
+    assert _fixed_layout_ns(pa.chunked_array([pa.array(["1.5", "12.5"])])) is None  # two widths
+    assert _fixed_layout_ns(pa.chunked_array([pa.array(["1.2345", "1.2346"])])) is None  # 4 decimals: rounding

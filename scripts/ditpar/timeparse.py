@@ -8,7 +8,8 @@ one integer dot product with powers of ten (vectorised; a million cells take a f
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 import pandas as pd
@@ -70,6 +71,9 @@ def us_to_ns_arrow(array: object, where: str = "value", first_row: int = 0, row_
     n = len(array)
     if n == 0:
         return np.zeros(0, dtype=np.int64)
+    fixed = _fixed_layout_ns(array)
+    if fixed is not None:
+        return fixed
     text = pc.ascii_trim(pc.fill_null(array, ""), characters=" \t\n\r\x00")  # nulls: careful path
     quick = _plain_decimal_ns(text)
     if quick is not None:
@@ -92,6 +96,73 @@ def us_to_ns_arrow(array: object, where: str = "value", first_row: int = 0, row_
         if not ok.all():
             _fail(where, row_label, first_row, int(rest[np.flatnonzero(~ok)[0]]), _CellsOf(whole))
     return ns
+
+
+_LAYOUT = re.compile(r"s*(d{0,16})(?:\.(d{0,3}))?s*")
+
+
+def _fixed_layout_ns(array: object) -> np.ndarray | None:
+    """int64 ns when every cell has the first cell's layout (same width, digits, point and whitespace in
+    the same places, e.g. ``1736408883704643.212<TAB>`` as torch_npu writes Start Time), else None.
+
+    Such a column is a byte matrix: the digits are read column by column as exact integers, in row
+    blocks that stay in cache; each block is checked to hold digits, the point and the whitespace
+    exactly where the first cell has them.
+    """
+    import pyarrow as pa
+
+    if array.null_count or not all(c.type in (pa.string(), pa.large_string()) for c in array.chunks):
+        return None
+    n, width, parts = len(array), None, []
+    for chunk in array.chunks:
+        if not len(chunk):
+            continue
+        offsets = np.frombuffer(chunk.buffers()[1], dtype=np.int32 if chunk.type == pa.string() else np.int64)
+        offsets = offsets[chunk.offset:chunk.offset + len(chunk) + 1]
+        lengths = np.diff(offsets)
+        width = int(lengths[0]) if width is None else width
+        if width == 0 or width > _MAX_WIDTH or bool((lengths != width).any()):
+            return None
+        parts.append(np.frombuffer(chunk.buffers()[2], dtype=np.uint8)[int(offsets[0]):int(offsets[-1])])
+    first = parts[0][:width].tolist()
+    kinds = "".join("d" if 48 <= b <= 57 else "." if b == 46 else "s" if _SPACE_LUT[b] else "x" for b in first)
+    m = _LAYOUT.fullmatch(kinds)
+    if m is None or not (m.group(1) or m.group(2)):
+        return None
+    decimals = len(m.group(2) or "")
+    digits = [*range(m.start(1), m.end(1)), *(range(m.start(2), m.end(2)) if decimals else ())]
+    fixed = [col for col in range(width) if col not in digits]  # the point and the whitespace
+    ns = np.empty(n, dtype=np.uint64)
+    lo = 0
+    for block in _row_blocks(parts, width):
+        if any(bool((block[:, col] != first[col]).any()) for col in fixed):
+            return None
+        value = np.zeros(len(block), dtype=np.uint64)
+        for col in digits:
+            digit = block[:, col] - np.uint8(48)  # anything but a digit wraps above 9
+            if int(digit.max()) > 9:
+                return None
+            np.multiply(value, np.uint64(10), out=value)
+            np.add(value, digit, out=value)
+        ns[lo:lo + len(block)] = value
+        lo += len(block)
+    np.multiply(ns, np.uint64(10 ** (3 - decimals)), out=ns)
+    if int(ns.max()) > _MAX_WHOLE_US * 1000:
+        return None
+    return ns.view(np.int64)
+
+
+def _row_blocks(parts: list[np.ndarray], width: int) -> Iterator[np.ndarray]:
+    """Byte matrices of about _CHUNK rows from consecutive cell buffers (small copies, reused memory)."""
+    group, rows = [], 0
+    for part in parts:
+        group.append(part)
+        rows += part.size // width
+        if rows >= _CHUNK:
+            yield np.concatenate(group).reshape(rows, width)
+            group, rows = [], 0
+    if group:
+        yield np.concatenate(group).reshape(rows, width)
 
 
 def _plain_decimal_ns(text: object) -> np.ndarray | None:

@@ -91,7 +91,8 @@ def _rank_rows(rank: int, events: pd.DataFrame, windows: pd.DataFrame) -> list[d
     start = events["start_ns"].to_numpy(np.int64)
     end = start + events["dur_ns"].to_numpy(np.int64)
     kind = events["kind"].to_numpy()
-    comp = Intervals.from_spans(start[kind == "compute"], end[kind == "compute"])
+    is_compute = kind == "compute"
+    comp = Intervals.from_spans(start[is_compute], end[is_compute])
     comm = Intervals.from_spans(start[kind == "comm"], end[kind == "comm"])
     not_overlapped = comm - comp
     busy = comp | comm
@@ -101,8 +102,7 @@ def _rank_rows(rank: int, events: pd.DataFrame, windows: pd.DataFrame) -> list[d
         free = busy.gaps(lo, hi)
     else:
         free = Intervals.empty()
-    codes, names = pd.factorize(events["name"], use_na_sentinel=False)
-    receive = np.array([str(x).startswith(RECEIVE_PREFIX) for x in names] or [False], dtype=bool)[codes]
+    receive = _receives(events["name"].to_numpy(), ~is_compute)
     if windows.empty:
         windows = pd.DataFrame({"step": pd.array([pd.NA], dtype="Int64"),
                                 "start_ns": [int(start.min())], "end_ns": [int(end.max())]})
@@ -176,6 +176,18 @@ def _rank_rows(rank: int, events: pd.DataFrame, windows: pd.DataFrame) -> list[d
         })
     rows.sort(key=lambda r: (r["step"] is not None, r["step"] or 0))
     return rows
+
+
+def _receives(names: np.ndarray, candidates: np.ndarray) -> np.ndarray:
+    """Mask of the hcom_receive tasks, looked for among the non-compute rows only: an hcom_ task is
+    never compute (classify.ascend_one), and compute kernels are most of a profile's rows."""
+    out = np.zeros(names.size, dtype=bool)
+    rows = np.flatnonzero(candidates)
+    if rows.size:
+        codes, uniques = pd.factorize(names[rows], use_na_sentinel=False)
+        hit = np.array([str(x).startswith(RECEIVE_PREFIX) for x in uniques], dtype=bool)
+        out[rows[hit[codes]]] = True
+    return out
 
 
 def _us(ns: int | np.integer) -> float:

@@ -120,52 +120,36 @@ def union(starts, ends) -> Intervals:
     return Intervals(s[first], run_end[last])
 
 
-def _combine(a: Intervals, b: Intervals, keep_a: bool, keep_b: bool, both: bool) -> Intervals:
-    """Boolean combination via elementary segments between all boundaries."""
-    # sort + dedupe: np.unique on int64 is hash-based (and slow) in numpy >= 2.3
-    # four sorted runs: the stable sort (timsort) merges them in linear time
-    points = np.sort(np.concatenate([a.starts, a.ends, b.starts, b.ends]), kind="stable")
-    points = points[np.concatenate([[True], points[1:] != points[:-1]])]
-    if points.size < 2:
-        return Intervals.empty()
-    seg_s, seg_e = points[:-1], points[1:]
-    in_a, in_b = a.covered_at(seg_s), b.covered_at(seg_s)
-    mask = (in_a & in_b & both) | (in_a & ~in_b & keep_a) | (~in_a & in_b & keep_b)
-    return union(seg_s[mask], seg_e[mask])
+def _overlaps(a: Intervals, b: Intervals) -> Intervals:
+    """a & b of two normalised sets: each interval of ``a`` cut by the intervals of ``b`` it meets.
 
-
-def _touching(b: Intervals, a: Intervals) -> Intervals:
-    """The intervals of ``b`` that overlap some interval of ``a`` (the rest cannot change a & b or a - b)."""
-    if len(b) <= 2 * len(a):
-        return b
+    The pieces come out in order, non-empty, and never touch (two pieces are separated by a gap of
+    ``a`` or of ``b``, both normalised), so the result needs no merge: two binary searches and a
+    linear expansion.
+    """
     lo = np.searchsorted(b.ends, a.starts, side="right")  # first b ending after each a starts
     hi = np.searchsorted(b.starts, a.ends, side="left")  # first b starting at or after each a ends
-    some = hi > lo
-    marks = np.zeros(len(b) + 1, dtype=np.int64)
-    np.add.at(marks, lo[some], 1)
-    np.add.at(marks, hi[some], -1)
-    keep = np.cumsum(marks[:-1]) > 0
-    return Intervals(b.starts[keep], b.ends[keep])
+    counts = np.maximum(hi - lo, 0)
+    total = int(counts.sum())
+    if total == 0:
+        return Intervals.empty()
+    owner = np.repeat(np.arange(len(a)), counts)  # the a interval of each piece
+    j = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts) + lo[owner]  # its b interval
+    return Intervals(np.maximum(a.starts[owner], b.starts[j]), np.minimum(a.ends[owner], b.ends[j]))
 
 
 def intersection(a: Intervals, b: Intervals) -> Intervals:
     """Points in both sets."""
     if not len(a) or not len(b):
         return Intervals.empty()
-    a, b = _touching(a, b), _touching(b, a)
-    if not len(a) or not len(b):
-        return Intervals.empty()
-    return _combine(a, b, keep_a=False, keep_b=False, both=True)
+    return _overlaps(a, b) if len(a) <= len(b) else _overlaps(b, a)
 
 
 def difference(a: Intervals, b: Intervals) -> Intervals:
-    """Points in a and not in b."""
+    """Points in a and not in b: a cut by the gaps of b over a's extent."""
     if not len(a) or not len(b):
         return a
-    b = _touching(b, a)
-    if not len(b):
-        return a
-    return _combine(a, b, keep_a=True, keep_b=False, both=False)
+    return _overlaps(a, gaps(b, int(a.starts[0]), int(a.ends[-1])))
 
 
 def gaps(iv: Intervals, lo: int, hi: int) -> Intervals:

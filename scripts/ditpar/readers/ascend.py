@@ -345,7 +345,7 @@ def _events(kernels: dict[str, object], trace: _TraceView | None, path: Path) ->
         "dur_ns": dur,
         "step": step,
         "bytes": pd.Series(pd.NA, index=range(n), dtype="Int64"),
-    })
+    }, copy=False)  # the columns are fresh: no consolidating copy
     if dup is not None:
         table = table.loc[~dup].reset_index(drop=True)
     unplaced = dict(decided.unclassified)
