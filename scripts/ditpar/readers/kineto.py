@@ -9,8 +9,10 @@ launched it); ``distributedInfo`` (rank, pg_config); ``baseTimeNanoseconds`` (ad
 
 from __future__ import annotations
 
+import gc
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -71,7 +73,7 @@ def _read(path: Path, collect: Callable[[Path], tuple]) -> KinetoRank:
     rank, rank_from = _rank(path, meta.get("distributedInfo"))
     _annotate(path, cols, launches, notes, pg_desc)
     events, unplaced = _events(path, cols, base)
-    step_table, step_of_event = _steps(path, events, cols["corr"], [(c, t) for c, t, *_ in launches], steps, base)
+    step_table, step_of_event = _steps(path, events, cols["corr"], launches, steps, base)
     events["step"] = step_of_event
     groups = _groups(meta.get("distributedInfo"), pg_desc)
     return KinetoRank(rank, rank_from, make_events(events), step_table, groups, unplaced, [path])
@@ -85,7 +87,8 @@ class _Collected:
         self.cols: dict[str, list] = {k: [] for k in ("cat", "name", "pid", "stream", "ts", "dur", "corr",
                                                        "coll", "pg", "in_n", "out_n", "dtype")}
         self.pg_desc: dict[str, tuple[str, str]] = {}
-        self.launches: list[tuple[object, object, object, object, object]] = []
+        #: launches as columns: correlation, ts, pid, tid, External id (raw JSON values)
+        self.launches: dict[str, list] = {k: [] for k in LAUNCH_COLUMNS}
         self.notes: list[_Note] = []
         self.steps: list[tuple[int, object, object]] = []
 
@@ -137,8 +140,9 @@ class _Collected:
             if type(args) is dict:
                 corr = args.get("correlation")
                 if type(corr) is int:  # an int, not a bool (as_int, inlined: one per launch)
-                    self.launches.append((corr, ev.get("ts"), ev.get("pid"), ev.get("tid"),
-                                          args.get("External id")))
+                    for key, value in zip(LAUNCH_COLUMNS, (corr, ev.get("ts"), ev.get("pid"), ev.get("tid"),
+                                                           args.get("External id")), strict=True):
+                        self.launches[key].append(value)
         else:
             name = ev.get("name")
             if not isinstance(name, str):
@@ -155,8 +159,19 @@ class _Collected:
     def add_block(self, path: Path, i0: int, block: list) -> None:
         """Take events ``i0, i0 + 1, ...`` decoded as :func:`_event_type` structs: GPU activities and
         launches as whole columns; the few others (steps, annotations) one by one through :meth:`add`."""
-        X, gpu_cats, launch_cats = "X", GPU_CATS, LAUNCH_CATS
-        gpu = [e for e in block if e.cat in gpu_cats and e.ph == X]
+        X, gpu_cats, launch_cats, host_cats, heads = "X", GPU_CATS, LAUNCH_CATS, _HOST_CATS, _OTHER_HEADS
+        gpu, launch, other = [], [], []
+        to_gpu, to_launch, to_other = gpu.append, launch.append, other.append
+        for k, e in enumerate(block):  # one pass: most events are host ops and flows, skipped here
+            cat = e.cat
+            if cat in gpu_cats:
+                if e.ph == X:
+                    to_gpu(e)
+            elif cat in launch_cats:
+                if e.ph == X and e.args is not None and e.args is not UNSET and e.args.correlation is not None:
+                    to_launch(e)
+            elif cat in host_cats and e.name.startswith(heads) and e.ph == X:  # steps, annotations
+                to_other(k)
         if gpu:
             cols = self.cols
             args = [e.args if e.args is not None and e.args is not UNSET else _NO_ARGS for e in gpu]
@@ -177,19 +192,21 @@ class _Collected:
                 if pg is not None and str(pg) not in self.pg_desc:
                     self.pg_desc[str(pg)] = ("" if a.pg_desc is UNSET else a.pg_desc,
                                              "" if a.pg_ranks is UNSET else str(a.pg_ranks))
-        launch = [e for e in block if e.cat in launch_cats and e.ph == X and e.args is not None
-                  and e.args is not UNSET and e.args.correlation is not None]
         if launch:
-            self.launches.extend(zip([e.args.correlation for e in launch], _texts([e.ts for e in launch]),
-                                     [e.pid for e in launch], [e.tid for e in launch],
-                                     [e.args.external for e in launch], strict=True))
-        for k in [k for k, e in enumerate(block) if e.name.startswith(_OTHER_HEADS)]:  # steps, annotations
-            e = block[k]
-            if e.ph == X and e.cat not in gpu_cats and e.cat not in launch_cats:
-                self.add(path, i0 + k, _as_dict(e))
+            put = self.launches
+            put["corr"].extend([e.args.correlation for e in launch])
+            put["ts"].extend(_texts([e.ts for e in launch]))
+            put["pid"].extend([e.pid for e in launch])
+            put["tid"].extend([e.tid for e in launch])
+            put["ext"].extend([e.args.external for e in launch])
+        for k in other:
+            self.add(path, i0 + k, _as_dict(block[k]))
 
 
 _OTHER_HEADS = ("ProfilerStep#", "nccl:", "record_param_comms")
+#: the categories of the host events :meth:`_Collected.add` takes (steps, collective annotations)
+_HOST_CATS = frozenset({None, "user_annotation", "cpu_op"})
+LAUNCH_COLUMNS = ("corr", "ts", "pid", "tid", "ext")
 #: msgspec.UNSET and an empty Args, once the fast path has imported them (never equal to a JSON value)
 UNSET: object = object()
 _NO_ARGS: object = None
@@ -221,8 +238,9 @@ def _as_dict(e: object) -> dict:
 def _collect(path: Path) -> tuple:
     """The event columns, launches, annotations and steps of a trace, one event at a time (any JSON)."""
     got = _Collected()
-    for i, ev in enumerate(iter_trace(path, got.on_key)):
-        got.add(path, i, ev)
+    with _no_cycle_collection():
+        for i, ev in enumerate(iter_trace(path, got.on_key)):
+            got.add(path, i, ev)
     return got.result()
 
 
@@ -235,14 +253,28 @@ def _collect_blocks(path: Path) -> tuple:
     event_type = kineto_events.Event
     got = _Collected()
     i = 0
-    for is_block, item in iter_trace_blocks(path, event_type, got.on_key):
-        if is_block:
-            got.add_block(path, i, item)
-            i += len(item)
-        else:
-            got.add(path, i, item)
-            i += 1
+    with _no_cycle_collection():
+        for is_block, item in iter_trace_blocks(path, event_type, got.on_key):
+            if is_block:
+                got.add_block(path, i, item)
+                i += len(item)
+            else:
+                got.add(path, i, item)
+                i += 1
     return got.result()
+
+
+@contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    """Pause the cyclic garbage collector: reading builds millions of small objects without cycles,
+    which it would otherwise walk again and again (about 10 % of a Kineto read)."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
 
 
 @dataclass
@@ -307,7 +339,8 @@ def _annotate(path: Path, cols: dict[str, list], launches: list, notes: list[_No
     if not todo:
         return
     by_ext = {n.external: n for n in notes if n.external is not None}
-    launch_of = {c: (ts, pid, tid, ext) for c, ts, pid, tid, ext in launches}  # raw JSON values
+    launch_of = {c: (ts, pid, tid, ext) for c, ts, pid, tid, ext in zip(*(launches[k] for k in LAUNCH_COLUMNS),
+                                                                        strict=True)}  # raw JSON values
     spans = _note_spans(path, notes)
     for k in todo:
         launch = launch_of.get(cols["corr"][k])
@@ -420,7 +453,7 @@ def _message_bytes(cols: dict[str, list], is_comm: np.ndarray) -> pd.Series:
     return byte_counts(raw)
 
 
-def _steps(path: Path, events: pd.DataFrame, corr: list, launches: list, steps: list,
+def _steps(path: Path, events: pd.DataFrame, corr: list, launches: dict[str, list], steps: list,
            base: int) -> tuple[pd.DataFrame, pd.Series]:
     """Step of each activity = the ProfilerStep#N host span holding its launch; windows from them.
 
@@ -431,7 +464,7 @@ def _steps(path: Path, events: pd.DataFrame, corr: list, launches: list, steps: 
     if n == 0:
         return pd.DataFrame(columns=list(STEP_COLUMNS)), no_step
     end = events["start_ns"] + events["dur_ns"]
-    if not steps or not launches:
+    if not steps or not launches["corr"]:
         whole = pd.DataFrame({"rank": [0], "step": pd.array([pd.NA], dtype="Int64"),
                               "start_ns": [int(events["start_ns"].min())], "end_ns": [int(end.max())]})
         return whole, no_step
@@ -443,13 +476,13 @@ def _steps(path: Path, events: pd.DataFrame, corr: list, launches: list, steps: 
     s_end = s_start + s_dur
     order = np.argsort(s_start, kind="stable")
     s_start, s_end, s_id = s_start[order], s_end[order], st["step"].to_numpy(np.int64)[order]
-    lc = pd.DataFrame(launches, columns=["corr", "ts"]).drop_duplicates("corr")
-    l_ts = us_to_ns(lc["ts"], where=f"{path}: launch ts")
+    l_corr, first = np.unique(np.asarray(launches["corr"], dtype=np.int64), return_index=True)  # first launch
+    l_ts = us_to_ns([launches["ts"][i] for i in first.tolist()], where=f"{path}: launch ts")
     check_times(l_ts, np.zeros(0, dtype=np.int64), f"{path}: launch")
     l_ts = l_ts + np.int64(base)
     idx = np.searchsorted(s_start, l_ts, side="right") - 1
     inside = (idx >= 0) & (l_ts < s_end[np.clip(idx, 0, None)])
-    launch_step = pd.Series(np.where(inside, s_id[np.clip(idx, 0, None)], -1), index=lc["corr"].to_numpy())
+    launch_step = pd.Series(np.where(inside, s_id[np.clip(idx, 0, None)], -1), index=l_corr)
     ev_step = pd.Series(corr, dtype=object).map(launch_step)
     ev_step = pd.to_numeric(ev_step, errors="coerce")
     ev_step = ev_step.where(ev_step >= 0).astype("Int64")
