@@ -165,6 +165,21 @@ def _row_blocks(parts: list[np.ndarray], width: int) -> Iterator[np.ndarray]:
         yield np.concatenate(group).reshape(rows, width)
 
 
+def texts_to_ns(values: list, where: str = "value") -> np.ndarray:
+    """:func:`us_to_ns` for a long list of cells (a reader's column): through Arrow when every cell is a
+    string (several times faster), else cell by cell; values and errors are the same either way."""
+    if len(values) >= 4096:
+        import pyarrow as pa
+
+        try:
+            array = pa.array(values, pa.string())
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            array = None  # not all strings (ints, None): the object parser reads and reports them
+        if array is not None:
+            return us_to_ns_arrow(array, where=where)
+    return us_to_ns(values, where=where)
+
+
 def _plain_decimal_ns(text: object) -> np.ndarray | None:
     """int64 ns when every cell is digits with at most one point and 3 decimals, in range; else None.
 

@@ -25,7 +25,7 @@ from ditpar.core.profile import BYTES_MESSAGE, STEP_COLUMNS, GroupInfo
 from ditpar.errors import InputError
 from ditpar.readers.common import as_int, byte_counts, check_times, factorize, hashable, text_of
 from ditpar.readers.jsonstream import NotPlain, iter_trace, iter_trace_blocks
-from ditpar.timeparse import us_to_ns
+from ditpar.timeparse import texts_to_ns, us_to_ns
 
 GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 LAUNCH_CATS = frozenset({"cuda_runtime", "cuda_driver"})
@@ -180,7 +180,7 @@ class _Collected:
             cols["pid"].extend([as_int(e.pid) for e in gpu])
             cols["stream"].extend([e.tid if a.stream is UNSET else a.stream for e, a in zip(gpu, args, strict=True)])
             cols["ts"].extend(_texts([e.ts for e in gpu]))
-            cols["dur"].extend(_texts([e.dur for e in gpu], missing=0))
+            cols["dur"].extend(_texts([e.dur for e in gpu], missing="0"))
             cols["corr"].extend([a.correlation for a in args])
             cols["coll"].extend([a.collective if a.collective is not None else "" for a in args])
             pgs = [a.pg for a in args]
@@ -406,8 +406,8 @@ def _rank(path: Path, dist: object) -> tuple[int | None, str]:
 def _events(path: Path, cols: dict[str, list], base: int) -> tuple[pd.DataFrame, dict]:
     n = len(cols["cat"])
     where = f"{path}: GPU activity"
-    start = us_to_ns(cols["ts"], where=f"{where} ts")
-    dur = us_to_ns(cols["dur"], where=f"{where} dur")
+    start = texts_to_ns(cols["ts"], where=f"{where} ts")
+    dur = texts_to_ns(cols["dur"], where=f"{where} dur")
     check_times(start, dur, where)
     start = start + np.int64(base)
     codes, uniques = factorize(cols["name"])
@@ -477,7 +477,7 @@ def _steps(path: Path, events: pd.DataFrame, corr: list, launches: dict[str, lis
     order = np.argsort(s_start, kind="stable")
     s_start, s_end, s_id = s_start[order], s_end[order], st["step"].to_numpy(np.int64)[order]
     l_corr, first = np.unique(np.asarray(launches["corr"], dtype=np.int64), return_index=True)  # first launch
-    l_ts = us_to_ns([launches["ts"][i] for i in first.tolist()], where=f"{path}: launch ts")
+    l_ts = texts_to_ns([launches["ts"][i] for i in first.tolist()], where=f"{path}: launch ts")
     check_times(l_ts, np.zeros(0, dtype=np.int64), f"{path}: launch")
     l_ts = l_ts + np.int64(base)
     idx = np.searchsorted(s_start, l_ts, side="right") - 1
