@@ -103,3 +103,16 @@ def test_an_hcom_task_is_never_compute(tail, type_, core):
     """step_breakdown looks for hcom_receive tasks among the non-compute rows only: this must hold."""
     assert ascend_one("hcom_" + tail, type_, core)[0] != "compute"
     assert ascend_one("hcom_receive" + tail, type_, core)[0] != "compute"
+
+
+def test_a_kind_outside_the_contract_is_refused(monkeypatch):
+    """The readers do not scan every row's kind again: the classifier checks its distinct decisions."""
+    import ditpar.core.classify as classify_module
+
+    monkeypatch.setattr(classify_module, "ascend_one", lambda n, t, c: ("bogus", "", "", None))
+    with pytest.raises(ValueError, match="unknown kind"):
+        classify_ascend(pd.Series(["k"]), pd.Series(["t"]), pd.Series(["AI_CORE"]))
+    monkeypatch.undo()
+    out = classify_ascend(pd.Series(["hcom_allReduce__586_0_1", "matmul"]), pd.Series(["", ""]),
+                          pd.Series(["HCCL", "AI_CORE"]))
+    assert out.comm.tolist() == [True, False] and out.kind.tolist() == ["comm", "compute"]

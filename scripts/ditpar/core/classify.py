@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ditpar.core.events import KINDS
+
 #: Ascend `Accelerator Core` values that mark a communication op (older CANN, CANN 8.3+)
 ASCEND_COMM_CORES = frozenset({"HCCL", "COMMUNICATION"})
 
@@ -60,6 +62,12 @@ class Classified:
     family: np.ndarray
     group: np.ndarray
     unclassified: Counter = field(default_factory=Counter)
+    #: rows of kind "comm" (from the distinct decisions: no string compare over every row)
+    comm: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.comm is None:
+            self.comm = np.asarray(self.kind == "comm", dtype=bool)
 
 
 def op_family(token: str) -> str | None:
@@ -167,7 +175,7 @@ def classify_kineto(names: pd.Series, cats: pd.Series, collectives: pd.Series,
     out = _expand(codes, [(k, f, "") for k, f, _ in decided], [d[2] for d in decided])
     g_codes, g_uniques = pd.factorize(pd.Series(groups).reset_index(drop=True), use_na_sentinel=False)
     group = np.array([_str(v) for v in g_uniques] or [""], dtype=object)[g_codes]
-    out.group = np.where(out.kind == "comm", group, "").astype(object)
+    out.group = np.where(out.comm, group, "").astype(object)
     return out
 
 
@@ -207,6 +215,9 @@ def _unique_inverse(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _expand(codes: np.ndarray, decided: list[tuple[str, str, str]], labels: list[str | None]) -> Classified:
     n_uniq = len(decided)
     kinds = np.array([d[0] for d in decided] or [""], dtype=object)
+    unknown = sorted({str(k) for k in kinds.tolist()} - set(KINDS) - {""})
+    if unknown:  # the event tables rely on it: the readers do not scan every row again
+        raise ValueError(f"classifier returned unknown kind(s) {unknown}; expected one of {list(KINDS)}")
     fams = np.array([d[1] for d in decided] or [""], dtype=object)
     grps = np.array([d[2] for d in decided] or [""], dtype=object)
     counts = np.bincount(codes, minlength=n_uniq) if len(codes) else np.zeros(n_uniq, dtype=np.int64)
@@ -214,4 +225,4 @@ def _expand(codes: np.ndarray, decided: list[tuple[str, str, str]], labels: list
     for i, label in enumerate(labels):
         if label:
             unplaced[label] += int(counts[i])
-    return Classified(kinds[codes], fams[codes], grps[codes], unplaced)
+    return Classified(kinds[codes], fams[codes], grps[codes], unplaced, (kinds == "comm")[codes])

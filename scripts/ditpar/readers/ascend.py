@@ -319,7 +319,7 @@ def _events(kernels: dict[str, object], trace: _TraceView | None, path: Path) ->
         stream = np.array(["" if t == "N/A" else t for t in s_texts] or [""], dtype=object)[s_codes]
     else:
         stream = np.full(n, "", dtype=object)
-    is_comm = decided.kind == "comm"
+    is_comm = decided.comm
     if is_comm.any():
         g_codes, g_uniques = factorize(decided.group[is_comm])
         stream[is_comm] = np.array([f"comm:{g}" for g in g_uniques], dtype=object)[g_codes]

@@ -418,7 +418,7 @@ def _events(path: Path, cols: dict[str, list], base: int) -> tuple[pd.DataFrame,
     device = pd.to_numeric(pd.Series(cols["pid"], dtype=object), errors="coerce").astype("Int64")
     codes, uniques = factorize(pd.Series(cols["stream"], dtype=object))
     stream = np.array([text_of(u) for u in uniques] or [""], dtype=object)[codes]
-    nbytes = _message_bytes(cols, decided.kind == "comm")
+    nbytes = _message_bytes(cols, decided.comm)
     def obj(values: np.ndarray) -> pd.Series:  # plain object columns (no string-dtype inference)
         return pd.Series(values, dtype=object, copy=False)
 
