@@ -62,7 +62,9 @@ class Intervals:
 
     def clip(self, lo: int, hi: int) -> Intervals:
         """The part of the set inside [lo, hi)."""
-        return intersection(self, Intervals(np.array([lo], _I64), np.array([max(lo, hi)], _I64)))
+        if hi <= lo:
+            return Intervals.empty()
+        return intersection(self, Intervals(np.array([lo], _I64), np.array([hi], _I64)))
 
     def gaps(self, lo: int | None = None, hi: int | None = None) -> Intervals:
         """Complement inside [lo, hi); by default between the first start and the last end."""
