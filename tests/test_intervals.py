@@ -107,3 +107,15 @@ def test_exact_at_profiler_magnitudes():
     assert iv.total == 4
     with pytest.raises(TypeError):
         Intervals.from_spans(np.array([1.5]), np.array([2.5]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(spans, spans)
+def test_length_in_each_interval_of_another_set(a, b):
+    x, y = build(a), build(b)
+    want = [len(covered(x) & set(range(s, e))) for s, e in zip(y.starts.tolist(), y.ends.tolist(), strict=True)]
+    got = x.length_in_each(y)
+    assert got.dtype == np.int64 and got.tolist() == want
+    assert got.tolist() == x.overlap_with_each(y.starts, y.ends).tolist()
+    inside = x & y  # a subset of y: the path that skips the intersection
+    assert inside.length_in_each(y).tolist() == want

@@ -57,19 +57,26 @@ class RankBubbles:
     candidates: pd.DataFrame | None = None
 
 
-def choose_stream(rev: pd.DataFrame, stream: str | None) -> str:
-    """The compute stream: the one given, else the stream with the largest compute busy time."""
-    compute = rev[rev["kind"] == "compute"]
-    if compute.empty:
+def choose_stream(rev: pd.DataFrame, stream: str | None, is_compute: np.ndarray | None = None) -> str:
+    """The compute stream: the one given, else the stream with the largest compute busy time.
+
+    ``is_compute`` (the rows of kind compute, when the caller has it) saves a pass over the kinds.
+    """
+    if is_compute is None:
+        is_compute = rev["kind"].to_numpy() == "compute"
+    if not is_compute.any():
         raise InputError(f"rank {int(rev['rank'].iloc[0])}: no compute kernels; kinds present: "
                          f"{rev['kind'].value_counts().to_dict()}")
-    present = sorted(set(compute["stream"]))
+    codes, streams = pd.factorize(rev["stream"].to_numpy()[is_compute], use_na_sentinel=False)
+    present = sorted(set(streams.tolist()))
     if stream is not None:
         if stream not in present:
             raise InputError(f"--stream {stream}: no compute kernels on it (rank {int(rev['rank'].iloc[0])});"
                              f" compute streams present: {present}")
         return stream
-    busy = {s: intervals_of(sub).total for s, sub in compute.groupby("stream", sort=True)}
+    start = rev["start_ns"].to_numpy(np.int64)[is_compute]
+    end = start + rev["dur_ns"].to_numpy(np.int64)[is_compute]
+    busy = {s: Intervals.from_spans(start[codes == k], end[codes == k]).total for k, s in enumerate(streams.tolist())}
     return max(busy, key=lambda s: (busy[s], s))
 
 
@@ -193,18 +200,23 @@ def rank_gaps(rev: pd.DataFrame, steps: pd.DataFrame | None, families: list[str]
               stream: str | None = None) -> _RankGaps:
     """Gaps of the compute stream inside the step windows and, per gap, its release candidate."""
     rank = int(rev["rank"].iloc[0])
-    label = choose_stream(rev, stream)
-    on_stream = (rev["kind"] == "compute") & (rev["stream"] == label)
-    compute = rev[on_stream]
-    busy = intervals_of(compute)
-    windows = step_windows(compute, steps)
+    kind = rev["kind"].to_numpy()
+    is_compute, is_comm = kind == "compute", kind == "comm"
+    label = choose_stream(rev, stream, is_compute)
+    on_stream = is_compute.copy()
+    on_stream[is_compute] = rev["stream"].to_numpy()[is_compute] == label
+    start = rev["start_ns"].to_numpy(np.int64)
+    end = start + rev["dur_ns"].to_numpy(np.int64)
+    busy = Intervals.from_spans(start[on_stream], end[on_stream])
+    windows = step_windows(rev.loc[on_stream, ["start_ns", "dur_ns", "step"]], steps)  # no copy of the rest
     span = Intervals.from_spans(windows["start_ns"].to_numpy(np.int64), windows["end_ns"].to_numpy(np.int64))
     gap_iv = span - busy
-    comm = rev[rev["kind"] == "comm"]
+    comm = rev[is_comm]
     rel = comm if not families else comm[comm["family"].isin(families)]
     fam, cut, lag = _release_candidates(gap_iv.starts, gap_iv.ends, rel)
+    elsewhere = ~on_stream & ~is_comm
     return _RankGaps(rank, label, windows, busy, span, gap_iv, comm, intervals_of(comm),
-                     intervals_of(rev[~on_stream & (rev["kind"] != "comm")]), fam, cut, lag)
+                     Intervals.from_spans(start[elsewhere], end[elsewhere]), fam, cut, lag)
 
 
 def classify_gaps(rg: _RankGaps, tolerance_ns: int) -> RankBubbles:
@@ -221,15 +233,18 @@ def classify_gaps(rg: _RankGaps, tolerance_ns: int) -> RankBubbles:
     other_cls = (rest - rg.comm_iv) & rg.other_iv
     idle_iv = rest - rg.comm_iv - rg.other_iv
 
-    per = {name: iv.overlap_with_each(gs, ge) for name, iv in
-           (("released", released_iv), ("running", running_iv), ("other", other_cls), ("idle", idle_iv))}
+    # every class lies inside the gaps: its length per gap by one search per class interval; the classes
+    # partition each gap, so idle is the rest of it
+    per = {name: iv.length_in_each(gap_iv) for name, iv in
+           (("released", released_iv), ("running", running_iv), ("other", other_cls))}
+    per["idle"] = (ge - gs) - per["released"] - per["running"] - per["other"]
     win_starts = windows["start_ns"].to_numpy(np.int64)
     w = np.clip(np.searchsorted(win_starts, gs, side="right") - 1, 0, max(len(windows) - 1, 0))
     gaps = pd.DataFrame({
         "step": windows["step"].to_numpy()[w] if len(windows) else pd.NA,
         "start_ns": gs, "end_ns": ge, "dur_ns": ge - gs,
-        **{f"{k}_ns": v for k, v in per.items()}, "release_family": fam,
-    })
+        **{f"{k}_ns": per[k] for k in CLASSES}, "release_family": fam,
+    }, copy=False)
     totals = {"gaps_total_ns": gap_iv.total, **{f"{k}_ns": int(v.sum()) for k, v in per.items()},
               "windows_ns": rg.span.total, "busy_ns": rg.busy.total}
     return RankBubbles(rank=rg.rank, stream=rg.stream, windows=windows, gaps=gaps,
@@ -252,17 +267,20 @@ def _by_family(comm: pd.DataFrame, gap_iv: Intervals, gaps: pd.DataFrame) -> pd.
 
 def consumer_lags(rev: pd.DataFrame, pattern: re.Pattern[str], families: list[str] | None) -> pd.DataFrame:
     """For each compute kernel matching the pattern: time since the latest producer collective ended."""
-    compute = rev[rev["kind"] == "compute"]
-    hit = compute[name_matches(compute["name"], pattern)]
-    comm = rev[rev["kind"] == "comm"]
+    kind = rev["kind"].to_numpy()
+    compute_rows = np.flatnonzero(kind == "compute")
+    names = rev["name"].to_numpy()[compute_rows]
+    hit = name_matches(names, pattern)
+    rows = compute_rows[hit]
+    comm = rev[kind == "comm"]
     prod = comm if not families else comm[comm["family"].isin(families)]
-    c = hit["start_ns"].to_numpy(np.int64)
+    c = rev["start_ns"].to_numpy(np.int64)[rows]
     e = np.sort(end_ns(prod))
     idx = np.searchsorted(e, c, side="right") - 1
     has = idx >= 0
     lag = np.where(has, c - e[np.maximum(idx, 0)], 0)
     during = intervals_of(prod).covered_at(c)
-    return pd.DataFrame({"rank": hit["rank"].to_numpy(), "name": hit["name"].to_numpy(), "start_ns": c,
+    return pd.DataFrame({"rank": rev["rank"].to_numpy()[rows], "name": names[hit], "start_ns": c,
                          "has_producer": has, "lag_ns": lag, "during_collective": during})
 
 
@@ -285,10 +303,11 @@ def summarise_lags(lags: pd.DataFrame, tolerance_ns: int) -> dict:
     return out
 
 
-def name_matches(names: pd.Series, pattern: re.Pattern[str]) -> np.ndarray:
+def name_matches(names: pd.Series | np.ndarray, pattern: re.Pattern[str]) -> np.ndarray:
     """Boolean mask of names the pattern finds (searched once per distinct name)."""
-    hits = [n for n in pd.unique(names) if pattern.search(str(n))]
-    return names.isin(hits).to_numpy()
+    codes, uniques = pd.factorize(np.asarray(names, dtype=object), use_na_sentinel=False)
+    found = np.array([bool(pattern.search(str(n))) for n in uniques.tolist()] or [False], dtype=bool)
+    return found[codes] if len(codes) else np.zeros(0, dtype=bool)
 
 
 def compile_consumer(events: pd.DataFrame, regex: str) -> re.Pattern[str]:

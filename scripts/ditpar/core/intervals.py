@@ -83,6 +83,27 @@ class Intervals:
         out[ok] = p[ok] < self.ends[idx[ok]]
         return out
 
+    def length_in_each(self, other: Intervals) -> np.ndarray:
+        """Covered length of this set inside each interval of ``other`` (itself a normalised set).
+
+        Each piece of the intersection lies in exactly one interval of ``other``: one search per piece
+        and a sum per run (exact int64), against two searches per query in overlap_with_each.
+        """
+        out = np.zeros(len(other), dtype=_I64)
+        if not len(self) or not len(other):
+            return out
+        owner = np.searchsorted(other.starts, self.starts, side="right") - 1
+        if bool(((owner >= 0) & (self.ends <= other.ends[np.maximum(owner, 0)])).all()):
+            pieces = self  # already inside ``other`` (e.g. a class of gaps against the gaps)
+        else:
+            pieces = intersection(self, other)
+            if not len(pieces):
+                return out
+            owner = np.searchsorted(other.starts, pieces.starts, side="right") - 1
+        first = np.flatnonzero(np.concatenate([[True], owner[1:] != owner[:-1]]))
+        out[owner[first]] = np.add.reduceat(pieces.ends - pieces.starts, first)
+        return out
+
     def overlap_with_each(self, starts, ends) -> np.ndarray:
         """Length of the intersection of this set with each span [starts[i], ends[i])."""
         s, e = _as_i64(starts), _as_i64(ends)
