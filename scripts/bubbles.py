@@ -43,6 +43,7 @@ def build_parser():
     parser.add_argument("--plot-step", type=int, help="step window drawn by --plot (default: the first)")
     parser.add_argument("--plot-range-us", type=float, nargs=2, metavar=("FROM", "TO"),
                         help="draw only this part of the window, in us from the window start")
+    cli.add_workers_arg(parser)
     cli.add_output_args(parser, csv=True, plot=True)
     return parser
 
@@ -124,7 +125,7 @@ def main() -> None:
         from ditpar.analysis.bubbles import analyse
         from ditpar.readers import load_profiles
 
-        ps = load_profiles(args.paths)
+        ps = load_profiles(args.paths, workers=args.workers)
         cli.warn_skipped(PROG, ps.skipped)
         families = [f.strip() for f in args.family.split(",") if f.strip()] if args.family else None
         report = analyse(ps, ranks=args.rank, families=families, tolerance_us=args.tolerance_us,

@@ -38,6 +38,7 @@ def build_parser():
     parser.add_argument("--layers", type=int, help="DiT layers per step, for the calls-per-layer check")
     parser.add_argument("--steps", type=int,
                         help="steps in the capture (default: the profile's step windows)")
+    cli.add_workers_arg(parser)
     cli.add_output_args(parser, csv=True, plot=False)
     return parser
 
@@ -114,7 +115,7 @@ def main() -> None:
         for flag, value in (("--layers", args.layers), ("--steps", args.steps)):
             if value is not None and value < 1:
                 raise cli.InputError(f"{flag} {value}: expected >= 1")
-        ps = load_profiles(args.paths)
+        ps = load_profiles(args.paths, workers=args.workers)
         cli.warn_skipped(PROG, ps.skipped, needs_all=len(ps.ranks) + len(ps.skipped) > 1)
         families = [f.strip() for f in args.family.split(",") if f.strip()] if args.family else None
         report = analyse(ps, ranks=args.rank, families=families, layers=args.layers, steps=args.steps)

@@ -41,6 +41,7 @@ def body() -> int:
     )
     parser.add_argument("paths", nargs="+", metavar="PATH",
                         help="*_ascend_pt folder(s), a parent of rank folders, or Kineto .json/.json.gz traces")
+    cli.add_workers_arg(parser)
     cli.add_output_args(parser, csv=True, plot=False)
     args = parser.parse_args()
 
@@ -49,7 +50,7 @@ def body() -> int:
     from ditpar.readers import load_profiles
 
     # each rank's rows are computed where it is read: 8 large ranks never meet in one table
-    profiles = load_profiles(args.paths, per_rank=breakdown.rank_rows)
+    profiles = load_profiles(args.paths, workers=args.workers, per_rank=breakdown.rank_rows)
     cli.warn_skipped(PROG, profiles.skipped)
     result = step_breakdown(profiles)
     rows = [{k: v for k, v in r.items() if not k.startswith("window_")} for r in result.rows]

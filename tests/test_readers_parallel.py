@@ -82,3 +82,29 @@ def test_per_rank_breakdown_equals_whole_set(tmp_path, workers):
     assert a.rows == b.rows and a.compared == b.compared > 0
     assert a.mismatches == b.mismatches and a.unmatched_reference == b.unmatched_reference
     assert [r["rank"] for r in b.rows] == sorted(r["rank"] for r in b.rows)
+
+
+def test_workers_flag_reaches_the_reader(monkeypatch):
+    """--workers N of the profile tools: N processes (1 = serial), the same JSON; 0 is a usage error."""
+    import subprocess
+    import sys
+
+    import ditpar.readers as readers
+
+    seen = []
+    real = readers._read_each
+    monkeypatch.setattr(readers, "_read_each", lambda fmt, locs, workers, per_rank=None:
+                        seen.append(workers) or real(fmt, locs, workers, per_rank))
+    for script in ("step_breakdown.py", "collectives.py", "bubbles.py"):
+        outs = []
+        for n in ("1", "2"):
+            proc = subprocess.run([sys.executable, str(ROOT / "scripts" / script), str(DATA), "--json", "--workers", n],
+                                  capture_output=True, text=True)
+            assert proc.returncode in (0, 1), proc.stderr
+            outs.append(proc.stdout)
+        assert outs[0] == outs[1] and outs[0].startswith("{")
+        bad = subprocess.run([sys.executable, str(ROOT / "scripts" / script), str(DATA), "--workers", "0"],
+                             capture_output=True, text=True)
+        assert bad.returncode == 2 and "--workers: expected an integer >= 1, got '0'" in bad.stderr
+    load_profiles([DATA], workers=2)
+    assert seen == [2]

@@ -59,6 +59,25 @@ def make_parser(prog: str, description: str, example: str) -> argparse.ArgumentP
     )
 
 
+def positive_int(text: str) -> int:
+    """argparse type for counts: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
+
+
+def add_workers_arg(parser: argparse.ArgumentParser) -> None:
+    """--workers: how many processes read ranks at once (each holds one rank while reading it)."""
+    parser.add_argument("--workers", type=positive_int, metavar="N",
+                        help="processes that read ranks in parallel (default: one per usable core when the "
+                             "profile files total 64 MB or more, else 1); lower it to bound memory, each "
+                             "holds one rank while reading it")
+
+
 def add_output_args(parser: argparse.ArgumentParser, csv: bool = True, plot: bool = False) -> None:
     """Add the common output flags: --json always, --csv and --plot where the tool has them."""
     parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
