@@ -363,17 +363,19 @@ def analyse(ps: ProfileSet, ranks: list[int] | None = None, families: list[str] 
     if tolerance_us is not None and not (np.isfinite(tolerance_us) and tolerance_us >= 0):
         raise InputError(f"--tolerance-us {tolerance_us}: expected a finite time >= 0")
     pattern = compile_consumer(events, consumer) if consumer else None
-    per_rank = [(rev, rank_gaps(rev, rank_steps(ps.steps, int(rank)), fams, stream))
-                for rank, rev in events.groupby("rank", sort=True)]
-    cands = pd.concat([rg.candidates() for _, rg in per_rank], ignore_index=True)
+    per_rank, lag_frames = [], []
+    for rank, rev in events.groupby("rank", sort=True):  # one rank's table at a time, then let go
+        per_rank.append(rank_gaps(rev, rank_steps(ps.steps, int(rank)), fams, stream))
+        if pattern is not None:
+            lag_frames.append(consumer_lags(rev, pattern, fams))
+    cands = pd.concat([rg.candidates() for rg in per_rank], ignore_index=True)
     if tolerance_us is None:
         choice = choose_tolerance(cands["lag_ns"].to_numpy(np.int64))
     else:
         choice = {"source": "given", "tolerance_ns": int(round(tolerance_us * 1000)), "lags": len(cands),
                   "break_us": None, "rule": "--tolerance-us"}
     tol_ns = choice["tolerance_ns"]
-    out = [classify_gaps(rg, tol_ns) for _, rg in per_rank]
-    lag_frames = [consumer_lags(rev, pattern, fams) for rev, _ in per_rank] if pattern is not None else []
+    out = [classify_gaps(rg, tol_ns) for rg in per_rank]
     report = BubbleReport(ranks=out, families=fams, tolerance_ns=tol_ns,
                           tolerance={k: v for k, v in choice.items() if k != "tolerance_ns"},
                           tolerance_sweep=sweep(cands, tol_ns))

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ditpar.core.events import COLUMNS, concat_events, make_events, validate_events
+from ditpar.core.events import COLUMNS, make_events, validate_events
 from ditpar.core.profile import (
     COMM_OP_COLUMNS,
     LINK_COLUMNS,
@@ -173,7 +173,8 @@ def _read_each(fmt: str, locs: list[Path], workers: int | None,
     # spawn: a fresh interpreter per worker, safe whatever threads this process already runs
     with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
                              initializer=_worker_start) as pool:
-        return [_unpack(r) for r in pool.map(_read_packed, [fmt] * len(locs), locs, [per_rank] * len(locs))]
+        # packed results stay packed: _combine expands them straight into the merged table
+        return list(pool.map(_read_packed, [fmt] * len(locs), locs, [per_rank] * len(locs)))
 
 
 def _read_packed(fmt: str, loc: Path, per_rank: Callable[[ProfileSet], object] | None = None) -> object:
@@ -182,6 +183,9 @@ def _read_packed(fmt: str, loc: Path, per_rank: Callable[[ProfileSet], object] |
     if isinstance(result, IncompleteRankError):
         return result
     ev = result.events
+    start = ev["start_ns"].to_numpy(np.int64)
+    if len(ev) > 1 and not bool((start[1:] >= start[:-1]).all()):
+        ev = ev.take(np.argsort(start, kind="stable")).reset_index(drop=True)  # sorted here, not in the parent
     packed = {}
     for col in ev.columns:
         if ev[col].dtype == object:
@@ -192,18 +196,53 @@ def _read_packed(fmt: str, loc: Path, per_rank: Callable[[ProfileSet], object] |
     return result
 
 
-def _unpack(result: object) -> object:
-    """Rebuild the event table of a worker's result, columns in their original order."""
-    packed = getattr(result, "packed", None)
-    if packed is None:
-        return result
-    ev = result.events
-    for col, (codes, uniques) in packed.items():
-        ev[col] = pd.Series(uniques[codes] if len(uniques) else np.array([], dtype=object), dtype=object,
-                            copy=False)
-    result.events = ev[list(COLUMNS)]
-    del result.packed
-    return result
+def _stack_events(reads: list, ranks: list[int]) -> pd.DataFrame:
+    """One event table from every rank's read, in the given order, numbered with ``ranks``.
+
+    Built column by column into its final arrays: a worker's packed text columns (codes and distinct
+    values) are expanded straight into place, and each read gives up its table once copied, so the
+    peak is the merged table plus the reads not yet copied (not twice the merged table).
+    """
+    if len(reads) == 1 and getattr(reads[0], "packed", None) is None:
+        events = reads[0].events
+        events["rank"] = ranks[0]
+        return events
+    sizes = [len(rd.events) for rd in reads]
+    total = sum(sizes)
+    out: dict[str, object] = {}
+    for col, dtype in COLUMNS.items():
+        if dtype == "object":
+            out[col] = np.empty(total, dtype=object)
+        elif dtype == "int64":
+            out[col] = np.empty(total, dtype=np.int64)
+        else:  # nullable Int64: values and mask
+            out[col] = (np.zeros(total, dtype=np.int64), np.ones(total, dtype=bool))
+    lo = 0
+    for rd, rank, n in zip(reads, ranks, sizes, strict=True):
+        packed = getattr(rd, "packed", None) or {}
+        here = slice(lo, lo + n)
+        for col, dtype in COLUMNS.items():
+            if col == "rank":
+                out[col][here] = rank
+            elif col in packed:
+                codes, uniques = packed[col]
+                if n:
+                    np.take(uniques, codes, out=out[col][here])
+            elif dtype in ("object", "int64"):
+                out[col][here] = rd.events[col].to_numpy(dtype=object if dtype == "object" else np.int64)
+            else:
+                values = rd.events[col].array
+                out[col][0][here] = values.to_numpy(dtype=np.int64, na_value=0)
+                out[col][1][here] = values.isna()
+        rd.events, rd.packed = make_events({"rank": [], "start_ns": [], "dur_ns": []}), None  # copied: free it
+        lo += n
+    columns = {}
+    for col, dtype in COLUMNS.items():
+        if dtype == "Int64":
+            columns[col] = pd.Series(pd.arrays.IntegerArray(*out[col]), copy=False)
+        else:
+            columns[col] = pd.Series(out[col], dtype=dtype, copy=False)
+    return pd.DataFrame(columns, copy=False)
 
 
 def _worker_start() -> None:
@@ -247,16 +286,13 @@ def _rank_hint(fmt: str, loc: Path) -> int | None:
 
 def _combine(fmt: str, reads: list, locations: list[Path]) -> ProfileSet:
     ranks = _assign_ranks(reads, locations)
-    events, steps, traces, comm_ops, links = [], [], [], [], []
+    steps, traces, comm_ops, links = [], [], [], []
     bytes_from: dict[int, str] = {}
     groups: dict[str, GroupInfo] = {}
     conflicted: set[str] = set()
     unplaced: Counter = Counter()
     sources: dict[int, list[Path]] = {}
     for rank, rd in zip(ranks, reads, strict=True):
-        ev = rd.events
-        ev["rank"] = rank
-        events.append(ev)
         st = rd.steps.copy()
         st["rank"] = rank
         steps.append(st)
@@ -278,10 +314,7 @@ def _combine(fmt: str, reads: list, locations: list[Path]) -> ProfileSet:
             _merge_group(groups, key, info, conflicted)
         unplaced.update(rd.unclassified)
         sources[rank] = list(rd.sources)
-    if events:
-        all_events = concat_events(events)  # each is already an event table (make_events in the reader)
-    else:
-        all_events = make_events({"rank": [], "start_ns": [], "dur_ns": []})
+    all_events = _stack_events(reads, ranks) if reads else make_events({"rank": [], "start_ns": [], "dur_ns": []})
     all_events = _sorted_by_rank_and_start(all_events)
     validate_events(all_events, check_kinds=False)  # every kind came from the classifier
     step_frame = (pd.concat(steps, ignore_index=True) if steps else pd.DataFrame(columns=list(STEP_COLUMNS)))
