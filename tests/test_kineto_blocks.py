@@ -79,6 +79,12 @@ def _doc():
     (lambda d: d["traceEvents"][5].pop("dur"), False),                       # missing dur: 0
     (lambda d: d["traceEvents"][3]["args"].pop("stream"), False),            # stream from tid
     (lambda d: d["traceEvents"].insert(2, 42), True),                        # a number among events
+    # other phases are skipped whole by both readers, whatever their members hold
+    (lambda d: d["traceEvents"].insert(1, {"ph": "s", "id": 7, "cat": "ac2g", "name": None, "ts": "x",
+                                          "pid": [1], "args": 3}), False),
+    (lambda d: d["traceEvents"].insert(1, {"ph": "M", "name": "process_name", "args": {"name": 5}}), False),
+    (lambda d: d["traceEvents"].insert(1, {"ph": "Q", "name": "no such phase"}), True),  # the general way
+    (lambda d: d["traceEvents"].insert(1, {"name": "no phase", "cat": "cpu_op"}), True),
 ])
 def test_unusual_values_give_what_the_general_reader_gives(tmp_path, monkeypatch, change, falls_back):
     doc = copy.deepcopy(_doc())

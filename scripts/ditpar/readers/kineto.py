@@ -223,7 +223,7 @@ def _as_dict(e: object) -> dict:
     """An event struct as the dict the general reader sees (members that were missing left out)."""
     import msgspec
 
-    ev = {k: v for k, v in msgspec.structs.asdict(e).items() if v is not UNSET}
+    ev = {"ph": e.ph, **{k: v for k, v in msgspec.structs.asdict(e).items() if v is not UNSET}}
     for key in ("ts", "dur"):
         if key in ev:
             ev[key] = _texts([ev[key]])[0]
@@ -250,7 +250,7 @@ def _collect_blocks(path: Path) -> tuple:
     from ditpar.readers import kineto_events
 
     UNSET, _NO_ARGS = kineto_events.UNSET, kineto_events.NO_ARGS
-    event_type = kineto_events.Event
+    event_type = kineto_events.AnyEvent
     got = _Collected()
     i = 0
     with _no_cycle_collection():

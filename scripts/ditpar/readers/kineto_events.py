@@ -8,10 +8,12 @@ to the general reader, the field is ``UNSET`` when missing.
 
 from __future__ import annotations
 
+from typing import ClassVar, Union
+
 import msgspec
 from msgspec import UNSET, Raw, Struct, UnsetType
 
-__all__ = ["UNSET", "Args", "Event", "NO_ARGS"]
+__all__ = ["UNSET", "AnyEvent", "Args", "Event", "NO_ARGS"]
 
 
 class Args(Struct, gc=False):
@@ -29,10 +31,10 @@ class Args(Struct, gc=False):
     dtype: str | UnsetType = UNSET
 
 
-class Event(Struct, gc=False):
-    """One trace event."""
+class Event(Struct, gc=False, tag_field="ph", tag="X"):
+    """One complete event (``"ph": "X"``): the only phase the reader takes anything from."""
 
-    ph: str | None = None
+    ph: ClassVar[str] = "X"
     cat: str | None = None
     name: str = ""  # missing: "" (as the general reader takes it); null: not plain
     pid: int | str | None = None
@@ -41,6 +43,23 @@ class Event(Struct, gc=False):
     dur: Raw | UnsetType = UNSET
     args: Args | None | UnsetType = UNSET
 
+
+class OtherPhase(Struct, gc=False, tag_field="ph"):
+    """An event of any other phase (flows, instants, counters, metadata...): skipped whole while parsing,
+    as the general reader ignores them. It reads as an event with no category and no name."""
+
+    ph: ClassVar[str] = ""
+    cat: ClassVar[None] = None
+    name: ClassVar[str] = ""
+
+
+#: the phases of the Trace Event Format (Google's "Trace Event Format" document) other than X. A phase
+#: outside this list (or a missing or non-string ph) fails the typed decoding: the general reader then
+#: reads the trace, with the same result
+OTHER_PHASES = ("B", "E", "i", "I", "C", "b", "n", "e", "S", "T", "p", "F", "s", "t", "f", "P", "O", "N", "D",
+                "M", "V", "v", "R", "c", "(", ")")
+AnyEvent = Union[(Event, *(msgspec.defstruct(f"Phase{ord(p)}", [], bases=(OtherPhase,), tag=p, gc=False)  # noqa: UP007
+                           for p in OTHER_PHASES))]
 
 #: the args of an event without any
 NO_ARGS = Args()
