@@ -108,3 +108,32 @@ def test_workers_flag_reaches_the_reader(monkeypatch):
         assert bad.returncode == 2 and "--workers: expected an integer >= 1, got '0'" in bad.stderr
     load_profiles([DATA], workers=2)
     assert seen == [2]
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_parallel_raises_the_first_bad_rank_in_order(tmp_path, workers):
+    """Two damaged ranks of four: the error is the one a serial read meets first, whatever process
+    (this one or a worker) read which rank."""
+    from ditpar.errors import InputError
+
+    for i in range(4):
+        src = DATA / ("node0_23101_20251127201437501_ascend_pt", "node0_23103_20251127201437507_ascend_pt")[i % 2]
+        dst = tmp_path / f"{i}_rank{i}_ascend_pt"
+        shutil.copytree(src, dst)
+        for info in dst.glob("profiler_info*.json"):
+            info.unlink()
+        (dst / f"profiler_info_{i}.json").write_text(f'{{"rank_id": {i}}}')
+    for bad in (1, 3):
+        csv = tmp_path / f"{bad}_rank{bad}_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+        lines = csv.read_text(encoding="utf-8").splitlines(keepends=True)
+        cells = lines[5].split(",")
+        header = lines[0].split(",")
+        cells[header.index("Duration(us)")] = "not-a-number"
+        lines[5] = ",".join(cells)
+        csv.write_text("".join(lines), encoding="utf-8")
+    with pytest.raises(InputError) as serial:
+        load_profiles([tmp_path], workers=1)
+    with pytest.raises(InputError) as parallel:
+        load_profiles([tmp_path], workers=workers)
+    assert "1_rank1_ascend_pt" in str(serial.value) and "line 6" in str(serial.value)
+    assert str(parallel.value) == str(serial.value)

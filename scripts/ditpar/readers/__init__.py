@@ -161,20 +161,63 @@ def _read_one(fmt: str, loc: Path, per_rank: Callable[[ProfileSet], object] | No
 
 def _read_each(fmt: str, locs: list[Path], workers: int | None,
                per_rank: Callable[[ProfileSet], object] | None = None) -> list[object]:
-    """Read every location, serially or in worker processes; results in the order of ``locs``."""
+    """Read every location, serially or in parallel; results in the order of ``locs``.
+
+    In parallel, this process is one of the ``workers`` readers: it reads ranks from the end of the
+    list while ``workers - 1`` worker processes (fed by one thread each) read from the front, so
+    no core waits while the workers start. Every rank is read even after an error; the error of the
+    first failing rank in list order is raised, as a serial read would.
+    """
     if workers is None:
         workers = _usable_cores() if _profile_bytes(fmt, locs) >= PARALLEL_MIN_BYTES else 1
     workers = max(1, min(int(workers), len(locs)))
     if workers == 1:
         return [_read_one(fmt, loc, per_rank) for loc in locs]
     import multiprocessing
+    import threading
+    from collections import deque
     from concurrent.futures import ProcessPoolExecutor
 
-    # spawn: a fresh interpreter per worker, safe whatever threads this process already runs
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                             initializer=_worker_start) as pool:
-        # packed results stay packed: _combine expands them straight into the merged table
-        return list(pool.map(_read_packed, [fmt] * len(locs), locs, [per_rank] * len(locs)))
+    import pyarrow
+
+    todo, lock = deque(range(len(locs))), threading.Lock()
+    results: list[object] = [None] * len(locs)
+    errors: dict[int, BaseException] = {}
+
+    def take(front: bool) -> int | None:
+        with lock:
+            return (todo.popleft() if front else todo.pop()) if todo else None
+
+    def run(i: int, read: Callable[[], object]) -> None:
+        try:
+            results[i] = read()
+        except Exception as exc:  # kept, raised below in rank order
+            errors[i] = exc
+
+    threads_before = pyarrow.cpu_count()
+    pyarrow.set_cpu_count(1)  # one core per reader: the processes are the parallelism
+    try:
+        # spawn: a fresh interpreter per worker, safe whatever threads this process already runs
+        with ProcessPoolExecutor(max_workers=workers - 1, mp_context=multiprocessing.get_context("spawn"),
+                                 initializer=_worker_start) as pool:
+
+            def feed() -> None:
+                while (i := take(front=True)) is not None:
+                    # packed results stay packed: _combine expands them straight into the merged table
+                    run(i, lambda i=i: pool.submit(_read_packed, fmt, locs[i], per_rank).result())
+
+            feeders = [threading.Thread(target=feed, daemon=True) for _ in range(workers - 1)]
+            for thread in feeders:
+                thread.start()
+            while (i := take(front=False)) is not None:
+                run(i, lambda i=i: _read_one(fmt, locs[i], per_rank))
+            for thread in feeders:
+                thread.join()
+    finally:
+        pyarrow.set_cpu_count(threads_before)
+    if errors:
+        raise errors[min(errors)]
+    return results
 
 
 def _read_packed(fmt: str, loc: Path, per_rank: Callable[[ProfileSet], object] | None = None) -> object:
