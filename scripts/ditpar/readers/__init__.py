@@ -84,8 +84,9 @@ def load_profiles(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[st
                   workers: int | None = None, per_rank: Callable[[ProfileSet], object] | None = None) -> ProfileSet:
     """Read every rank under ``paths`` into one ProfileSet (events of all ranks, side tables).
 
-    Ranks are read in parallel processes (one per rank, at most one per usable core) when the
-    profiles are large enough to pay for starting them; ``workers`` fixes the number (1 = serial).
+    Ranks are read by several processes at once (this one and worker processes, at most one per
+    usable core and per rank) when the profiles are large enough to pay for starting them;
+    ``workers`` fixes the number of readers (1 = serial).
     The result is the same either way: ranks are merged in the order they were found.
 
     ``per_rank`` (a module-level function, so workers can run it) is applied to each rank's own
