@@ -310,18 +310,20 @@ def name_matches(names: pd.Series | np.ndarray, pattern: re.Pattern[str]) -> np.
     return found[codes] if len(codes) else np.zeros(0, dtype=bool)
 
 
-def compile_consumer(events: pd.DataFrame, regex: str) -> re.Pattern[str]:
-    """Compile --consumer and check it matches at least one compute kernel (else list what is there)."""
+def compile_consumer(regex: str) -> re.Pattern[str]:
+    """Compile --consumer (a bad pattern is a usage error naming it)."""
     try:
-        pattern = re.compile(regex)
+        return re.compile(regex)
     except re.error as exc:
         raise InputError(f"--consumer {regex!r}: not a valid regular expression ({exc})") from None
+
+
+def no_consumer_error(events: pd.DataFrame, regex: str) -> InputError:
+    """--consumer matched no compute kernel: the error lists the most common ones."""
     names = events.loc[events["kind"] == "compute", "name"]
-    if not name_matches(names, pattern).any():
-        common = names.value_counts().head(8)
-        listed = "; ".join(f"{n[:60]} x{c}" for n, c in common.items())
-        raise InputError(f"--consumer {regex!r}: matches no compute kernel; most common kernels: {listed}")
-    return pattern
+    common = names.value_counts().head(8)
+    listed = "; ".join(f"{n[:60]} x{c}" for n, c in common.items())
+    return InputError(f"--consumer {regex!r}: matches no compute kernel; most common kernels: {listed}")
 
 
 @dataclass
@@ -362,12 +364,14 @@ def analyse(ps: ProfileSet, ranks: list[int] | None = None, families: list[str] 
         raise InputError(f"profile: no communication events; kinds present: {events['kind'].value_counts().to_dict()}")
     if tolerance_us is not None and not (np.isfinite(tolerance_us) and tolerance_us >= 0):
         raise InputError(f"--tolerance-us {tolerance_us}: expected a finite time >= 0")
-    pattern = compile_consumer(events, consumer) if consumer else None
+    pattern = compile_consumer(consumer) if consumer else None
     per_rank, lag_frames = [], []
     for rank, rev in events.groupby("rank", sort=True):  # one rank's table at a time, then let go
         per_rank.append(rank_gaps(rev, rank_steps(ps.steps, int(rank)), fams, stream))
         if pattern is not None:
             lag_frames.append(consumer_lags(rev, pattern, fams))
+    if pattern is not None and not any(len(lags) for lags in lag_frames):
+        raise no_consumer_error(events, consumer)  # checked on the lags themselves: one pass over the names
     cands = pd.concat([rg.candidates() for rg in per_rank], ignore_index=True)
     if tolerance_us is None:
         choice = choose_tolerance(cands["lag_ns"].to_numpy(np.int64))
