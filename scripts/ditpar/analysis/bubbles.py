@@ -62,22 +62,29 @@ def choose_stream(rev: pd.DataFrame, stream: str | None, is_compute: np.ndarray 
 
     ``is_compute`` (the rows of kind compute, when the caller has it) saves a pass over the kinds.
     """
+    return _choose_stream(rev, stream, is_compute)[0]
+
+
+def _choose_stream(rev: pd.DataFrame, stream: str | None,
+                   is_compute: np.ndarray | None) -> tuple[str, np.ndarray, list[object]]:
+    """choose_stream, plus the stream code of every compute row and the distinct streams."""
     if is_compute is None:
         is_compute = rev["kind"].to_numpy() == "compute"
     if not is_compute.any():
         raise InputError(f"rank {int(rev['rank'].iloc[0])}: no compute kernels; kinds present: "
                          f"{rev['kind'].value_counts().to_dict()}")
-    codes, streams = pd.factorize(rev["stream"].to_numpy()[is_compute], use_na_sentinel=False)
-    present = sorted(set(streams.tolist()))
+    codes, uniques = pd.factorize(rev["stream"].to_numpy()[is_compute], use_na_sentinel=False)
+    streams = uniques.tolist()
+    present = sorted(set(streams))
     if stream is not None:
         if stream not in present:
             raise InputError(f"--stream {stream}: no compute kernels on it (rank {int(rev['rank'].iloc[0])});"
                              f" compute streams present: {present}")
-        return stream
+        return stream, codes, streams
     start = rev["start_ns"].to_numpy(np.int64)[is_compute]
     end = start + rev["dur_ns"].to_numpy(np.int64)[is_compute]
-    busy = {s: Intervals.from_spans(start[codes == k], end[codes == k]).total for k, s in enumerate(streams.tolist())}
-    return max(busy, key=lambda s: (busy[s], s))
+    busy = {s: Intervals.from_spans(start[codes == k], end[codes == k]).total for k, s in enumerate(streams)}
+    return max(busy, key=lambda s: (busy[s], s)), codes, streams
 
 
 def step_windows(compute: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFrame:
@@ -196,15 +203,23 @@ class _RankGaps:
                              "credit_ns": self.gap_iv.ends[ok] - self.cut[ok], "family": self.fam[ok]})
 
 
+def kind_masks(rev: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(compute rows, comm rows) of an event table, for the functions below to share."""
+    kind = rev["kind"].to_numpy()
+    is_compute = kind == "compute"
+    is_comm = np.zeros(kind.size, dtype=bool)
+    is_comm[~is_compute] = kind[~is_compute] == "comm"  # compute rows are most of a profile
+    return is_compute, is_comm
+
+
 def rank_gaps(rev: pd.DataFrame, steps: pd.DataFrame | None, families: list[str] | None,
-              stream: str | None = None) -> _RankGaps:
+              stream: str | None = None, masks: tuple[np.ndarray, np.ndarray] | None = None) -> _RankGaps:
     """Gaps of the compute stream inside the step windows and, per gap, its release candidate."""
     rank = int(rev["rank"].iloc[0])
-    kind = rev["kind"].to_numpy()
-    is_compute, is_comm = kind == "compute", kind == "comm"
-    label = choose_stream(rev, stream, is_compute)
+    is_compute, is_comm = masks if masks is not None else kind_masks(rev)
+    label, codes, streams = _choose_stream(rev, stream, is_compute)
     on_stream = is_compute.copy()
-    on_stream[is_compute] = rev["stream"].to_numpy()[is_compute] == label
+    on_stream[is_compute] = codes == streams.index(label)
     start = rev["start_ns"].to_numpy(np.int64)
     end = start + rev["dur_ns"].to_numpy(np.int64)
     busy = Intervals.from_spans(start[on_stream], end[on_stream])
@@ -230,8 +245,9 @@ def classify_gaps(rg: _RankGaps, tolerance_ns: int) -> RankBubbles:
     released_iv = Intervals.from_spans(rg.cut[released_mask], ge[released_mask])
     rest = gap_iv - released_iv
     running_iv = rest & rg.comm_iv
-    other_cls = (rest - rg.comm_iv) & rg.other_iv
-    idle_iv = rest - rg.comm_iv - rg.other_iv
+    no_comm = rest - rg.comm_iv
+    other_cls = no_comm & rg.other_iv
+    idle_iv = no_comm - rg.other_iv
 
     # every class lies inside the gaps: its length per gap by one search per class interval; the classes
     # partition each gap, so idle is the rest of it
@@ -265,14 +281,15 @@ def _by_family(comm: pd.DataFrame, gap_iv: Intervals, gaps: pd.DataFrame) -> pd.
     return pd.DataFrame(rows, columns=["family", "count", "union_ns", "exposed_ns", "releases", "released_ns"])
 
 
-def consumer_lags(rev: pd.DataFrame, pattern: re.Pattern[str], families: list[str] | None) -> pd.DataFrame:
+def consumer_lags(rev: pd.DataFrame, pattern: re.Pattern[str], families: list[str] | None,
+                  masks: tuple[np.ndarray, np.ndarray] | None = None) -> pd.DataFrame:
     """For each compute kernel matching the pattern: time since the latest producer collective ended."""
-    kind = rev["kind"].to_numpy()
-    compute_rows = np.flatnonzero(kind == "compute")
+    is_compute, is_comm = masks if masks is not None else kind_masks(rev)
+    compute_rows = np.flatnonzero(is_compute)
     names = rev["name"].to_numpy()[compute_rows]
     hit = name_matches(names, pattern)
     rows = compute_rows[hit]
-    comm = rev[kind == "comm"]
+    comm = rev[is_comm]
     prod = comm if not families else comm[comm["family"].isin(families)]
     c = rev["start_ns"].to_numpy(np.int64)[rows]
     e = np.sort(end_ns(prod))
@@ -367,9 +384,10 @@ def analyse(ps: ProfileSet, ranks: list[int] | None = None, families: list[str] 
     pattern = compile_consumer(consumer) if consumer else None
     per_rank, lag_frames = [], []
     for rank, rev in events.groupby("rank", sort=True):  # one rank's table at a time, then let go
-        per_rank.append(rank_gaps(rev, rank_steps(ps.steps, int(rank)), fams, stream))
+        masks = kind_masks(rev)
+        per_rank.append(rank_gaps(rev, rank_steps(ps.steps, int(rank)), fams, stream, masks))
         if pattern is not None:
-            lag_frames.append(consumer_lags(rev, pattern, fams))
+            lag_frames.append(consumer_lags(rev, pattern, fams, masks))
     if pattern is not None and not any(len(lags) for lags in lag_frames):
         raise no_consumer_error(events, consumer)  # checked on the lags themselves: one pass over the names
     cands = pd.concat([rg.candidates() for rg in per_rank], ignore_index=True)
