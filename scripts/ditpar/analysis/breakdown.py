@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ditpar.core.events import kind_masks
 from ditpar.core.intervals import Intervals
 from ditpar.core.profile import ProfileSet
 from ditpar.errors import InputError
@@ -90,10 +91,9 @@ def _rows(ps: ProfileSet) -> list[dict]:
 def _rank_rows(rank: int, events: pd.DataFrame, windows: pd.DataFrame) -> list[dict]:
     start = events["start_ns"].to_numpy(np.int64)
     end = start + events["dur_ns"].to_numpy(np.int64)
-    kind = events["kind"].to_numpy()
-    is_compute = kind == "compute"
+    is_compute, is_comm = kind_masks(events)
     comp = Intervals.from_spans(start[is_compute], end[is_compute])
-    comm = Intervals.from_spans(start[kind == "comm"], end[kind == "comm"])
+    comm = Intervals.from_spans(start[is_comm], end[is_comm])
     not_overlapped = comm - comp
     busy = comp | comm
     if len(busy):

@@ -24,7 +24,7 @@ import pandas as pd
 
 from ditpar.analysis.collectives import intervals_of, require_families, select_ranks, us
 from ditpar.analysis.steps import assign_steps, has_steps, rank_steps
-from ditpar.core.events import end_ns
+from ditpar.core.events import end_ns, kind_masks
 from ditpar.core.intervals import Intervals
 from ditpar.core.profile import ProfileSet
 from ditpar.errors import InputError
@@ -57,19 +57,10 @@ class RankBubbles:
     candidates: pd.DataFrame | None = None
 
 
-def choose_stream(rev: pd.DataFrame, stream: str | None, is_compute: np.ndarray | None = None) -> str:
-    """The compute stream: the one given, else the stream with the largest compute busy time.
-
-    ``is_compute`` (the rows of kind compute, when the caller has it) saves a pass over the kinds.
-    """
-    return _choose_stream(rev, stream, is_compute)[0]
-
-
-def _choose_stream(rev: pd.DataFrame, stream: str | None,
-                   is_compute: np.ndarray | None) -> tuple[str, np.ndarray, list[object]]:
-    """choose_stream, plus the stream code of every compute row and the distinct streams."""
-    if is_compute is None:
-        is_compute = rev["kind"].to_numpy() == "compute"
+def choose_stream(rev: pd.DataFrame, stream: str | None,
+                  is_compute: np.ndarray) -> tuple[str, np.ndarray, list[object]]:
+    """The compute stream (the one given, else the one with the largest compute busy time), the stream
+    code of every compute row and the distinct streams those codes index."""
     if not is_compute.any():
         raise InputError(f"rank {int(rev['rank'].iloc[0])}: no compute kernels; kinds present: "
                          f"{rev['kind'].value_counts().to_dict()}")
@@ -203,21 +194,12 @@ class _RankGaps:
                              "credit_ns": self.gap_iv.ends[ok] - self.cut[ok], "family": self.fam[ok]})
 
 
-def kind_masks(rev: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """(compute rows, comm rows) of an event table, for the functions below to share."""
-    kind = rev["kind"].to_numpy()
-    is_compute = kind == "compute"
-    is_comm = np.zeros(kind.size, dtype=bool)
-    is_comm[~is_compute] = kind[~is_compute] == "comm"  # compute rows are most of a profile
-    return is_compute, is_comm
-
-
 def rank_gaps(rev: pd.DataFrame, steps: pd.DataFrame | None, families: list[str] | None,
               stream: str | None = None, masks: tuple[np.ndarray, np.ndarray] | None = None) -> _RankGaps:
     """Gaps of the compute stream inside the step windows and, per gap, its release candidate."""
     rank = int(rev["rank"].iloc[0])
     is_compute, is_comm = masks if masks is not None else kind_masks(rev)
-    label, codes, streams = _choose_stream(rev, stream, is_compute)
+    label, codes, streams = choose_stream(rev, stream, is_compute)
     on_stream = is_compute.copy()
     on_stream[is_compute] = codes == streams.index(label)
     start = rev["start_ns"].to_numpy(np.int64)

@@ -61,18 +61,13 @@ def make_events(data: dict[str, object] | pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, copy=False)
 
 
-def concat_events(tables: list[pd.DataFrame]) -> pd.DataFrame:
-    """Stack event tables (each already made by make_events) column by column, without re-conversion."""
-    if len(tables) == 1:
-        return tables[0]
-    out: dict[str, object] = {}
-    for col, dtype in COLUMNS.items():
-        parts = [t[col].array for t in tables]
-        if dtype == "object" or dtype == "int64":
-            out[col] = pd.Series(np.concatenate([np.asarray(p) for p in parts]), dtype=dtype, copy=False)
-        else:
-            out[col] = pd.Series(type(parts[0])._concat_same_type(parts), copy=False)
-    return pd.DataFrame(out, copy=False)
+def kind_masks(events: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(compute rows, comm rows) of an event table; comm is looked for among the few non-compute rows."""
+    kind = events["kind"].to_numpy()
+    is_compute = kind == "compute"
+    is_comm = np.zeros(kind.size, dtype=bool)
+    is_comm[~is_compute] = kind[~is_compute] == "comm"
+    return is_compute, is_comm
 
 
 def validate_events(events: pd.DataFrame, check_kinds: bool = True) -> None:

@@ -15,7 +15,7 @@ import re
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from ditpar.errors import InputError
 
@@ -95,7 +95,7 @@ class _Buffer:
             self.pos = end
             return value
 
-    def fail(self, what: str, got: str | None) -> None:
+    def fail(self, what: str, got: str | None) -> NoReturn:
         if got == "":
             raise InputError(f"{self.path}: file ends early ({what}); the trace is truncated")
         shown = "" if got is None else f", found {got!r}"
@@ -212,18 +212,11 @@ def _array_blocks(buf: _Buffer, decoder: Any) -> Iterator[tuple[bool, Any]]:
             buf.skip_ws()
             continue
         # no cut fits (the last event, or one larger than the buffer): one event the general way
-        item = buf.value()
+        item, more = _careful_event(buf)
         if isinstance(item, dict):
             yield False, item
-        got = buf.peek()
-        if got == ",":
-            buf.pos += 1
-            buf.skip_ws()
-            continue
-        if got == "]":
-            buf.pos += 1
+        if not more:
             return
-        buf.fail("expected ',' or ']' between events", got)
 
 
 def _array(buf: _Buffer) -> Iterator[dict]:
@@ -257,19 +250,25 @@ def _array(buf: _Buffer) -> Iterator[dict]:
                 return
             buf.fail("expected ',' or ']' between events", text[after])
         buf.pos = pos
-        # careful path: one value with refills, then its separator
-        item = buf.value()
+        item, more = _careful_event(buf)
         if isinstance(item, dict):
             yield item
-        got = buf.peek()
-        if got == ",":
-            buf.pos += 1
-            buf.skip_ws()
-            continue
-        if got == "]":
-            buf.pos += 1
+        if not more:
             return
-        buf.fail("expected ',' or ']' between events", got)
+
+
+def _careful_event(buf: _Buffer) -> tuple[Any, bool]:
+    """One array element decoded with refills, then its separator: (the element, whether more follow)."""
+    item = buf.value()
+    got = buf.peek()
+    if got == ",":
+        buf.pos += 1
+        buf.skip_ws()
+        return item, True
+    if got == "]":
+        buf.pos += 1
+        return item, False
+    buf.fail("expected ',' or ']' between events", got)
 
 
 def _end(buf: _Buffer) -> None:
