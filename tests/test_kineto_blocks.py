@@ -73,10 +73,8 @@ def _doc():
     (lambda d: None, False),
     (lambda d: d["traceEvents"][3].update(ts="1712345678901234.567"), True),  # a string stamp
     (lambda d: d["traceEvents"][1].update(name=None), True),                  # null name off the GPU
-    (lambda d: d["traceEvents"][5].update(args=[1, 2]), True),               # args not an object
     (lambda d: d["traceEvents"][3].update(pid=0.5), True),                   # a float pid
     (lambda d: d["traceEvents"][3]["args"].update(correlation=True), True),  # a bool correlation
-    (lambda d: d["traceEvents"][5].pop("dur"), False),                       # missing dur: 0
     (lambda d: d["traceEvents"][3]["args"].pop("stream"), False),            # stream from tid
     (lambda d: d["traceEvents"].insert(2, 42), True),                        # a number among events
     # other phases are skipped whole by both readers, whatever their members hold
@@ -97,3 +95,25 @@ def test_unusual_values_give_what_the_general_reader_gives(tmp_path, monkeypatch
     _same(fast, slow)
     kernels = fast.events[fast.events["name"].str.startswith("nccl")]
     assert kernels["start_ns"].tolist() == [1712345678901234567]  # exact, whichever reader
+
+
+@pytest.mark.parametrize("change, phrase", [
+    (lambda d: d["traceEvents"][5].update(args=[1, 2]), "'args' is a list"),
+    (lambda d: d["traceEvents"][5].pop("dur"), "no 'dur'"),
+    (lambda d: d["traceEvents"][0].pop("dur"), "no 'dur'"),  # ProfilerStep#3 without its span
+])
+def test_kernel_args_not_an_object_or_no_dur_is_an_error_of_both_readers(tmp_path, monkeypatch, change, phrase):
+    """Issue 22: such a kernel was dropped or timed 0 ns; both readers now name the event (number 5)."""
+    from ditpar.errors import InputError
+
+    doc = copy.deepcopy(_doc())
+    change(doc)
+    path = tmp_path / "rank0.json"
+    path.write_text(re.sub(r'"#([-0-9.eE]+)"', r"\1", json.dumps(doc, indent=1)))
+    with pytest.raises(InputError, match=re.escape(phrase)) as fast:
+        kineto.read_trace(path)
+    monkeypatch.setattr(kineto, "_collect_blocks", kineto._collect)  # force the general reader
+    with pytest.raises(InputError, match=re.escape(phrase)) as slow:
+        kineto.read_trace(path)
+    assert str(fast.value) == str(slow.value)
+    assert "event 5 " in str(fast.value) or "event 0 " in str(fast.value)

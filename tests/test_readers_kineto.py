@@ -210,3 +210,65 @@ def test_unknown_rank_with_several_files_is_an_error(tmp_path):
 def test_not_a_trace_object(tmp_path):
     with pytest.raises(InputError, match="without a 'traceEvents' array"):
         load_profiles([write(tmp_path / "x.json", {"foo": 1})])
+
+
+# --- issue 22: silent acceptance -----------------------------------------------------------------
+
+def test_duplicated_kernels_are_counted_once_with_the_ascend_warning(tmp_path, capsys):
+    events = [kernel("gemm", 10, 4), kernel("gemm", 10, 4), kernel("gemm", 20, 6), kernel("gemm", 20, 6, stream=8)]
+    ps = load_profiles([write(tmp_path / "t.json", {"traceEvents": events})])
+    # the copy of the first kernel goes; the one at ts 20 on another stream is another kernel
+    assert ps.events["dur_ns"].tolist() == [4000, 6000, 6000]
+    assert sorted(ps.events["stream"].tolist()) == ["7", "7", "8"]
+    err = capsys.readouterr().err
+    assert "1 duplicate row(s)" in err and "each kernel counted once" in err
+
+
+def test_all_zero_durations_are_an_input_error(tmp_path):
+    events = [kernel("gemm", 10, 0), kernel("ncclKernel_AllReduce", 12, 0, stream=9)]
+    with pytest.raises(InputError, match="all 2 kernel durations are 0"):
+        load_profiles([write(tmp_path / "t.json", {"traceEvents": events})])
+
+
+def _stepped(steps):
+    evs = [host(f"ProfilerStep#{n}", ts, dur, cat="user_annotation") for n, ts, dur in steps]
+    return evs + [launch(11, 120), kernel("k1", 130, 5, corr=11)]
+
+
+def test_a_step_written_twice_is_an_input_error(tmp_path):
+    with pytest.raises(InputError, match=r"ProfilerStep#2 appears 2 times \(starting at 100 us, 140 us\)"):
+        load_profiles([write(tmp_path / "t.json", _stepped([(2, 100, 50), (2, 140, 50)]))])
+
+
+def test_overlapping_steps_are_an_input_error(tmp_path):
+    with pytest.raises(InputError, match=r"ProfilerStep#2 and ProfilerStep#3 overlap"):
+        load_profiles([write(tmp_path / "t.json", _stepped([(2, 100, 50), (3, 140, 50)]))])
+    ps = load_profiles([write(tmp_path / "u.json", _stepped([(2, 100, 40), (3, 140, 50)]))])  # touching: fine
+    assert ps.events["step"].tolist() == [2]
+
+
+def test_ranks_of_jobs_with_different_world_sizes_are_refused(tmp_path):
+    for r, world in ((0, 2), (1, 8)):
+        write(tmp_path / f"worker{r}.json",
+              {"traceEvents": [kernel("gemm", 10 + r, 1)], "distributedInfo": {"rank": r, "world_size": world}})
+    with pytest.raises(InputError, match="different jobs") as err:
+        load_profiles([tmp_path])
+    text = str(err.value)
+    assert "world size 2: " in text and "worker0.json (rank 0)" in text
+    assert "world size 8: " in text and "worker1.json (rank 1)" in text
+
+
+def test_communication_matrix_that_is_a_folder_is_an_input_error(tmp_path):
+    import shutil
+
+    from conftest import ROOT
+
+    src = ROOT / "tests" / "data" / "ascend_cann83" / "node0_23101_20251127201437501_ascend_pt"
+    rank = tmp_path / src.name
+    shutil.copytree(src, rank)
+    matrix = rank / "ASCEND_PROFILER_OUTPUT" / "communication_matrix.json"
+    if matrix.exists():
+        matrix.unlink()
+    matrix.mkdir()
+    with pytest.raises(InputError, match="communication_matrix.json: is a folder"):
+        load_profiles([rank])

@@ -128,6 +128,7 @@ def load_profiles(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[st
             kept.append(loc)
     if not reads:
         raise InputError(f"every rank is incomplete ({len(skipped)} of {len(unique)}); first: {skipped[0]['reason']}")
+    _check_one_job(reads, kept)
     ps = _combine(fmt, reads, kept)
     ps.skipped = skipped
     if per_rank is not None:
@@ -403,6 +404,19 @@ def _assign_ranks(reads: list, locations: list[Path]) -> list[int]:
             raise InputError(f"{loc}: rank {rd.rank} ({rd.rank_from}) is also the rank of {seen[rd.rank]}")
         seen[rd.rank] = loc
     return [int(r) for r in known]
+
+
+def _check_one_job(reads: list, locations: list[Path]) -> None:
+    """Ranks read together must come from one job: traces that state different world sizes do not."""
+    sizes: dict[int, list[str]] = {}
+    for rd, loc in zip(reads, locations, strict=True):
+        size = getattr(rd, "world_size", None)
+        if size is not None:
+            sizes.setdefault(size, []).append(f"{loc} (rank {rd.rank})")
+    if len(sizes) > 1:
+        listed = "; ".join(f"world size {size}: {', '.join(where[:3])}{' ...' if len(where) > 3 else ''}"
+                           for size, where in sorted(sizes.items()))
+        raise InputError(f"traces of different jobs read together ({listed}); give the traces of one run")
 
 
 def _merge_group(groups: dict[str, GroupInfo], key: str, info: GroupInfo, conflicted: set[str]) -> None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import csv
 import math
 import re
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,7 +34,17 @@ from ditpar.core.profile import (
     GroupInfo,
 )
 from ditpar.errors import IncompleteRankError, InputError
-from ditpar.readers.common import as_int, byte_counts, check_times, factorize, hashable, text_of
+from ditpar.readers.common import (
+    as_int,
+    byte_counts,
+    check_times,
+    duplicate_mask,
+    factorize,
+    hashable,
+    require_durations,
+    text_of,
+    warn_duplicates,
+)
 from ditpar.readers.jsonstream import iter_trace, load_json
 from ditpar.timeparse import us_to_ns, us_to_ns_arrow
 
@@ -133,7 +142,7 @@ def read_rank(folder: Path) -> AscendRank:
         sources.append(meta_path)
     links = None
     matrix_path = out_dir / "communication_matrix.json"
-    if matrix_path.is_file():
+    if _optional_file(matrix_path):
         links = read_matrix(matrix_path)
         sources.append(matrix_path)
     events, unplaced = _events(kernels, trace, kernel_path)  # empties ``kernels`` as it goes
@@ -310,6 +319,7 @@ def _events(kernels: dict[str, object], trace: _TraceView | None, path: Path) ->
         i = int(np.flatnonzero(dur < 0)[0])
         raise InputError(f"{path}: line {i + 2}: negative Duration(us) {kernels['Duration(us)'][i].as_py()!r}")
     check_times(start, dur, f"{path}: row")
+    require_durations(dur, f"{path}: column 'Duration(us)'")
     names = _coded(kernels["Name"])
     types = _coded(kernels["Type"]) if "Type" in kernels else (np.zeros(n, dtype=np.int64), [""])
     cores = _coded(kernels["Accelerator Core"])
@@ -363,24 +373,11 @@ def _events(kernels: dict[str, object], trace: _TraceView | None, path: Path) ->
 def _duplicate_rows(name_codes: np.ndarray, start: np.ndarray, dur: np.ndarray, core_codes: np.ndarray,
                     stream: np.ndarray, step: pd.Series, path: Path) -> np.ndarray | None:
     """Mask of rows identical to an earlier one in every column read (warned once), else None."""
-    # identical rows share their start stamp: only rows whose start repeats are compared in full
-    if start.size < 2 or bool((start[1:] > start[:-1]).all()):
-        return None
-    ordered = np.sort(start)
-    repeated = ordered[1:][ordered[1:] == ordered[:-1]]
-    if not repeated.size:
-        return None
-    rows = np.flatnonzero(np.isin(start, repeated))  # in file order: 'first' stays the first
-    key = pd.DataFrame({"name": name_codes[rows], "start": start[rows], "dur": dur[rows],
-                        "core": core_codes[rows], "stream": pd.Series(stream[rows], dtype=object).factorize()[0],
-                        "step": step.iloc[rows].fillna(-1).to_numpy(dtype=np.int64)})
-    dup = np.zeros(start.size, dtype=bool)
-    dup[rows] = key.duplicated(keep="first").to_numpy()
-    if not dup.any():
-        return None
-    first = int(np.flatnonzero(dup)[0])
-    sys.stderr.write(f"{Path(sys.argv[0]).name}: warning: {path}: {int(dup.sum())} duplicate row(s), "
-                     f"identical in every column read (first at line {first + 2}); each kernel counted once\n")
+    dup = duplicate_mask(start, lambda rows: {
+        "name": name_codes[rows], "dur": dur[rows], "core": core_codes[rows], "stream": stream[rows],
+        "step": step.iloc[rows].fillna(-1).to_numpy(dtype=np.int64)})
+    if dup is not None:
+        warn_duplicates(path, int(dup.sum()), f"line {int(np.flatnonzero(dup)[0]) + 2}")
     return dup
 
 

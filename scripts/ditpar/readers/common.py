@@ -1,6 +1,11 @@
-"""Small guards shared by the readers: untrusted JSON values, and int64 ranges of times and sizes."""
+"""Small guards shared by the readers: untrusted JSON values, int64 ranges of times and sizes, and the
+policies every reader applies alike (rows repeated verbatim counted once, a capture without any duration)."""
 
 from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -52,3 +57,34 @@ def text_of(value: object) -> str:
     if value is None or (isinstance(value, float) and value != value) or value is pd.NA:
         return ""
     return str(value).strip()
+
+
+def require_durations(dur: np.ndarray, where: str) -> None:
+    """A capture whose every kernel lasts 0 ns measured nothing: an input error, never an empty table."""
+    if dur.size and not bool(dur.any()):
+        raise InputError(f"{where}: all {dur.size} kernel durations are 0; expected a profile with timed kernels "
+                         f"(a capture that recorded no durations measures nothing)")
+
+
+def duplicate_mask(start: np.ndarray, keys: Callable[[np.ndarray], dict[str, np.ndarray]]) -> np.ndarray | None:
+    """Mask of rows identical to an earlier one in ``start`` and every key column, else None.
+
+    Identical rows share their start stamp, so only rows whose start repeats are compared in full:
+    ``keys(rows)`` gives the other columns at those rows only (a large capture has few such rows).
+    """
+    if start.size < 2 or bool((start[1:] > start[:-1]).all()):
+        return None
+    rows = np.flatnonzero(pd.Series(start).duplicated(keep=False).to_numpy())  # in file order
+    if not rows.size:
+        return None
+    key = pd.DataFrame({"start": start[rows],
+                        **{k: pd.Series(v, dtype=object).factorize()[0] for k, v in keys(rows).items()}})
+    dup = np.zeros(start.size, dtype=bool)
+    dup[rows] = key.duplicated(keep="first").to_numpy()
+    return dup if dup.any() else None
+
+
+def warn_duplicates(path: object, count: int, first: str) -> None:
+    """The one warning every reader gives for rows repeated verbatim (they are then counted once)."""
+    sys.stderr.write(f"{Path(sys.argv[0]).name}: warning: {path}: {count} duplicate row(s), identical in every "
+                     f"column read (first at {first}); each kernel counted once\n")

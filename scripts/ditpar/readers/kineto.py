@@ -23,7 +23,17 @@ from ditpar.core import classify
 from ditpar.core.events import make_events
 from ditpar.core.profile import BYTES_MESSAGE, STEP_COLUMNS, GroupInfo
 from ditpar.errors import InputError
-from ditpar.readers.common import as_int, byte_counts, check_times, factorize, hashable, text_of
+from ditpar.readers.common import (
+    as_int,
+    byte_counts,
+    check_times,
+    duplicate_mask,
+    factorize,
+    hashable,
+    require_durations,
+    text_of,
+    warn_duplicates,
+)
 from ditpar.readers.jsonstream import NotPlain, iter_trace, iter_trace_blocks
 from ditpar.timeparse import texts_to_ns, us_to_ns
 
@@ -52,6 +62,7 @@ class KinetoRank:
     unclassified: dict[str, int] = field(default_factory=dict)
     sources: list[Path] = field(default_factory=list)
     bytes_from: str = BYTES_MESSAGE
+    world_size: int | None = None   # distributedInfo.world_size: ranks of one job agree on it
 
 
 def read_trace(path: Path) -> KinetoRank:
@@ -72,11 +83,13 @@ def _read(path: Path, collect: Callable[[Path], tuple]) -> KinetoRank:
     base = _base_ns(path, meta.get("baseTimeNanoseconds"))
     rank, rank_from = _rank(path, meta.get("distributedInfo"))
     _annotate(path, cols, launches, notes, pg_desc)
-    events, unplaced = _events(path, cols, base)
-    step_table, step_of_event = _steps(path, events, cols["corr"], launches, steps, base)
+    events, unplaced, kept = _events(path, cols, base)
+    corr = cols["corr"] if kept is None else [c for c, k in zip(cols["corr"], kept.tolist(), strict=True) if k]
+    step_table, step_of_event = _steps(path, events, corr, launches, steps, base)
     events["step"] = step_of_event
     groups = _groups(meta.get("distributedInfo"), pg_desc)
-    return KinetoRank(rank, rank_from, make_events(events), step_table, groups, unplaced, [path])
+    return KinetoRank(rank, rank_from, make_events(events), step_table, groups, unplaced, [path],
+                      world_size=_world_size(path, meta.get("distributedInfo")))
 
 
 class _Collected:
@@ -109,12 +122,18 @@ class _Collected:
         cols = self.cols
         if cat in GPU_CATS:
             args = ev.get("args")
-            if not isinstance(args, dict):
-                args = {}
             name = ev.get("name", "")
             if not isinstance(name, str):
                 raise InputError(f"{path}: event {i}: 'name' of a {cat} event: expected a string, got "
                                  f"{type(name).__name__} {_clip(name)}")
+            if args is None:
+                args = {}
+            elif not isinstance(args, dict):
+                raise InputError(f"{path}: event {i} ({cat} {_clip(name)}): 'args' is a {type(args).__name__}; "
+                                 f"expected an object of named members (stream, correlation, ...)")
+            if "dur" not in ev:
+                raise InputError(f"{path}: event {i} ({cat} {_clip(name)}): no 'dur'; a GPU activity without "
+                                 f"its duration cannot be timed")
             coll = args.get("Collective name")
             if coll is not None and not isinstance(coll, str):
                 raise InputError(f"{path}: event {i}: args 'Collective name': expected a string, got "
@@ -124,7 +143,7 @@ class _Collected:
             cols["pid"].append(as_int(ev.get("pid")))
             cols["stream"].append(hashable(args.get("stream", ev.get("tid"))))
             cols["ts"].append(ev.get("ts"))
-            cols["dur"].append(ev.get("dur", 0))
+            cols["dur"].append(ev["dur"])
             cols["corr"].append(as_int(args.get("correlation")))
             cols["coll"].append(coll if coll is not None else "")
             pg = args.get("Process Group Name")
@@ -150,7 +169,10 @@ class _Collected:
             if name.startswith("ProfilerStep#"):
                 m = _STEP_NAME.match(name)
                 if m and (cat is None or cat in ("user_annotation", "cpu_op")):
-                    self.steps.append((int(m.group("step")), ev.get("ts"), ev.get("dur", 0)))
+                    if "dur" not in ev:
+                        raise InputError(f"{path}: event {i} ({name}): no 'dur'; a step without its span cannot "
+                                         f"hold kernels")
+                    self.steps.append((int(m.group("step")), ev.get("ts"), ev["dur"]))
             elif (name == "record_param_comms" or name[:5] == "nccl:") and cat in ("cpu_op", "user_annotation"):
                 note = _comm_note(path, i, name, ev)
                 if note is not None:
@@ -173,6 +195,8 @@ class _Collected:
             elif cat in host_cats and e.name.startswith(heads) and e.ph == X:  # steps, annotations
                 to_other(k)
         if gpu:
+            if any(e.dur is UNSET for e in gpu):
+                raise NotPlain  # the general reader names the event without a duration
             cols = self.cols
             args = [e.args if e.args is not None and e.args is not UNSET else _NO_ARGS for e in gpu]
             cols["cat"].extend([e.cat for e in gpu])
@@ -180,7 +204,7 @@ class _Collected:
             cols["pid"].extend([as_int(e.pid) for e in gpu])
             cols["stream"].extend([e.tid if a.stream is UNSET else a.stream for e, a in zip(gpu, args, strict=True)])
             cols["ts"].extend(_texts([e.ts for e in gpu]))
-            cols["dur"].extend(_texts([e.dur for e in gpu], missing="0"))
+            cols["dur"].extend(_texts([e.dur for e in gpu]))
             cols["corr"].extend([a.correlation for a in args])
             cols["coll"].extend([a.collective if a.collective is not None else "" for a in args])
             pgs = [a.pg for a in args]
@@ -403,13 +427,36 @@ def _rank(path: Path, dist: object) -> tuple[int | None, str]:
     return None, "unknown"
 
 
-def _events(path: Path, cols: dict[str, list], base: int) -> tuple[pd.DataFrame, dict]:
-    n = len(cols["cat"])
+def _world_size(path: Path, dist: object) -> int | None:
+    """distributedInfo.world_size, when the trace gives one."""
+    if not isinstance(dist, dict) or dist.get("world_size") is None:
+        return None
+    size = as_int(dist["world_size"])
+    if size is None or not 1 <= size <= 2**31:
+        raise InputError(f"{path}: distributedInfo.world_size: expected a positive integer, got "
+                         f"{_clip(dist['world_size'])}")
+    return size
+
+
+def _events(path: Path, cols: dict[str, list], base: int) -> tuple[pd.DataFrame, dict, np.ndarray | None]:
+    """The GPU activity table, the unclassified names, and the mask of events kept (None: all kept;
+    events repeated verbatim are counted once, with the warning the Ascend reader gives)."""
     where = f"{path}: GPU activity"
     start = texts_to_ns(cols["ts"], where=f"{where} ts")
     dur = texts_to_ns(cols["dur"], where=f"{where} dur")
     check_times(start, dur, where)
+    require_durations(dur, where)
     start = start + np.int64(base)
+    dup = duplicate_mask(start, lambda rows: {"dur": dur[rows], **{
+        k: np.array([hashable(cols[k][r]) for r in rows.tolist()] or [None], dtype=object)[:rows.size]
+        for k in ("cat", "name", "pid", "stream", "corr")}})
+    if dup is not None:
+        i = int(np.flatnonzero(dup)[0])
+        warn_duplicates(path, int(dup.sum()), f"{cols['cat'][i]} {_clip(cols['name'][i])} at ts {cols['ts'][i]} us")
+        kept = ~dup
+        cols = {k: [v for v, keep in zip(vals, kept.tolist(), strict=True) if keep] for k, vals in cols.items()}
+        start, dur = start[kept], dur[kept]
+    n = len(cols["cat"])
     codes, uniques = factorize(cols["name"])
     names = pd.Series(np.array([text_of(u) for u in uniques] or [""], dtype=object)[codes], dtype=object)
     cats = pd.Series(cols["cat"], dtype=object)
@@ -436,7 +483,7 @@ def _events(path: Path, cols: dict[str, list], base: int) -> tuple[pd.DataFrame,
         "step": pd.Series(pd.NA, index=range(n), dtype="Int64"),
         "bytes": nbytes,
     }, copy=False)  # the columns are fresh: no consolidating copy
-    return table, dict(decided.unclassified)
+    return table, dict(decided.unclassified), (None if dup is None else ~dup)
 
 
 def _message_bytes(cols: dict[str, list], is_comm: np.ndarray) -> pd.Series:
@@ -464,18 +511,12 @@ def _steps(path: Path, events: pd.DataFrame, corr: list, launches: dict[str, lis
     if n == 0:
         return pd.DataFrame(columns=list(STEP_COLUMNS)), no_step
     end = events["start_ns"] + events["dur_ns"]
-    if not steps or not launches["corr"]:
+    spans = _step_spans(path, steps, base) if steps else None
+    if spans is None or not launches["corr"]:
         whole = pd.DataFrame({"rank": [0], "step": pd.array([pd.NA], dtype="Int64"),
                               "start_ns": [int(events["start_ns"].min())], "end_ns": [int(end.max())]})
         return whole, no_step
-    st = pd.DataFrame(steps, columns=["step", "ts", "dur"])
-    s_start = us_to_ns(st["ts"], where=f"{path}: ProfilerStep ts")
-    s_dur = us_to_ns(st["dur"], where=f"{path}: ProfilerStep dur")
-    check_times(s_start, s_dur, f"{path}: ProfilerStep")
-    s_start = s_start + np.int64(base)
-    s_end = s_start + s_dur
-    order = np.argsort(s_start, kind="stable")
-    s_start, s_end, s_id = s_start[order], s_end[order], st["step"].to_numpy(np.int64)[order]
+    s_start, s_end, s_id = spans
     l_corr, first = np.unique(np.asarray(launches["corr"], dtype=np.int64), return_index=True)  # first launch
     l_ts = texts_to_ns([launches["ts"][i] for i in first.tolist()], where=f"{path}: launch ts")
     check_times(l_ts, np.zeros(0, dtype=np.int64), f"{path}: launch")
@@ -496,6 +537,31 @@ def _steps(path: Path, events: pd.DataFrame, corr: list, launches: dict[str, lis
     win.insert(0, "rank", 0)
     win["step"] = win["step"].astype("Int64")
     return win[list(STEP_COLUMNS)].astype({"start_ns": np.int64, "end_ns": np.int64}), ev_step
+
+
+def _step_spans(path: Path, steps: list, base: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """ProfilerStep#N host spans (start, end, N) in time order; a step number written twice or two
+    overlapping steps (two captures in one file?) are an input error, never merged into one window."""
+    st = pd.DataFrame(steps, columns=["step", "ts", "dur"])
+    s_start = us_to_ns(st["ts"], where=f"{path}: ProfilerStep ts")
+    s_dur = us_to_ns(st["dur"], where=f"{path}: ProfilerStep dur")
+    check_times(s_start, s_dur, f"{path}: ProfilerStep")
+    s_start = s_start + np.int64(base)
+    s_end = s_start + s_dur
+    order = np.argsort(s_start, kind="stable")
+    s_start, s_end, s_id = s_start[order], s_end[order], st["step"].to_numpy(np.int64)[order]
+    twice = pd.Series(s_id).duplicated(keep=False).to_numpy()
+    if twice.any():
+        step = int(s_id[twice][0])
+        at = ", ".join(f"{int(t) // 1000} us" for t in s_start[s_id == step][:3])
+        raise InputError(f"{path}: ProfilerStep#{step} appears {int((s_id == step).sum())} times (starting at {at}); "
+                         f"expected one span per step (two captures written into one trace?)")
+    if s_start.size > 1 and bool((s_start[1:] < s_end[:-1]).any()):
+        i = int(np.flatnonzero(s_start[1:] < s_end[:-1])[0])
+        raise InputError(f"{path}: ProfilerStep#{int(s_id[i])} and ProfilerStep#{int(s_id[i + 1])} overlap "
+                         f"({int(s_start[i + 1]) // 1000} us < {int(s_end[i]) // 1000} us); steps of one capture "
+                         f"follow one another")
+    return s_start, s_end, s_id
 
 
 def _groups(dist: object, pg_desc: dict[str, tuple[str, str]]) -> dict[str, GroupInfo]:
