@@ -7,6 +7,7 @@ import dataclasses
 from pathlib import Path
 
 from ditpar.errors import InputError
+from ditpar.plan import schema
 from ditpar.plan.presets import ModelPreset, _read_toml
 
 REQUIRED = ("name", "heads", "kv_heads", "head_dim", "layers", "hidden", "ffn", "text_tokens", "cfg")
@@ -36,6 +37,7 @@ def load(path_text: str) -> ModelPreset:
     missing = [k for k in REQUIRED if k not in data]
     if missing:
         raise InputError(f"{path}: missing key(s) {', '.join(missing)} (template: templates/models/custom-example.toml)")
+    schema.check(data, schema.CUSTOM_MODEL, path)
     has_tokens, has_latent = "tokens" in data, "latent" in data
     if has_tokens == has_latent:
         raise InputError(f"{path}: give either 'tokens' or 'latent' = [t, h, w] with 'patch' = [t, h, w]")

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ditpar.errors import InputError
+from ditpar.plan import schema
 
 try:  # Python 3.11+
     import tomllib
@@ -323,7 +324,8 @@ def _need_sources(sources: Mapping[str, str], keys: Iterable[str], path: Path) -
 
 
 def parse_model(data: Mapping[str, Any], path: Path) -> ModelPreset:
-    """Build and check a ModelPreset from one parsed TOML table."""
+    """Build and check a ModelPreset from one parsed TOML table (keys, types and ranges: plan/schema.py)."""
+    schema.check(data, schema.MODEL, path)
     name = _req(data, "name", path, str)
     kind = _req(data, "kind", path, str)
     if kind not in ("image", "video"):
@@ -429,7 +431,8 @@ def _alltoall_table(data: Any, where: str, path: Path) -> tuple[tuple[int, float
 
 
 def parse_hardware(data: Mapping[str, Any], path: Path) -> HardwarePreset:
-    """Build and check a HardwarePreset from one parsed TOML table."""
+    """Build and check a HardwarePreset from one parsed TOML table (keys, types and ranges: plan/schema.py)."""
+    schema.check(data, schema.HARDWARE, path)
     name = _req(data, "name", path, str)
     vendor = _req(data, "vendor", path, str)
     if vendor not in ("nvidia", "ascend"):
