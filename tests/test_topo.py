@@ -201,3 +201,44 @@ def test_group_inside_one_fabric_domain_can_still_be_illegal():
     islands = parse_topology((DATA / "npu_910a_2x4_islands.txt").read_text(encoding="utf-8"))
     assert not islands.check_group([0, 1, 4, 5])["legal"] and islands.check_group([4, 5, 6, 7])["legal"]
     assert islands.check_group(list(range(8)))["legal"]  # all cards: SYS is the best 8 cards get
+
+
+# --- issue 22: a topology must match the preset it is applied to ----------------------------------------
+
+@pytest.mark.parametrize("fname, hardware, fabric", [
+    ("nvidia_h100_nv18.txt", "A100 PCIe", "NVLink"),       # an all-NVLink box on a PCIe preset
+    ("nvidia_l40_pcie_2socket.txt", "H100", "PCIe"),       # a PCIe box on an NVLink preset
+    ("npu_910b_hccs_8.txt", "L20", "HCCS"),
+])
+def test_topology_of_another_fabric_is_refused_naming_both(fname, hardware, fabric):
+    from ditpar.plan import presets
+    from ditpar.plan.topology import apply_topology
+
+    base = presets.load_hardware(hardware)
+    with pytest.raises(InputError) as err:
+        apply_topology(parse_topology((DATA / fname).read_text(encoding="utf-8")), base, f"--topo {fname}")
+    text = str(err.value)
+    assert text.startswith(f"--topo {fname}: the matrix shows a {fabric} box")
+    assert f"preset '{base.name}'" in text and f"is {base.interconnect}" in text
+
+
+def test_two_islands_on_a_one_domain_preset_is_refused_naming_the_missing_figure():
+    """910A islands (HCCS inside, SYS between) on the 910B preset, whose node is one HCCS domain: the
+    cross-island hop has no figure there and was priced at the HCCS speed."""
+    from ditpar.plan import presets
+    from ditpar.plan.topology import apply_topology
+
+    base = presets.load_hardware("Atlas 800T A2")
+    assert base.implied_links == ("inter_domain",)
+    with pytest.raises(InputError, match=r"has 2 domains \(joined by SYS\).*gives no links.inter_domain figure"):
+        apply_topology(parse_topology((DATA / "npu_910a_2x4_islands.txt").read_text(encoding="utf-8")), base)
+    # the 910A preset states its cross-island figure: accepted
+    hw = apply_topology(parse_topology((DATA / "npu_910a_2x4_islands.txt").read_text(encoding="utf-8")),
+                        presets.load_hardware("910A"))
+    assert hw.domain_size == 4 and hw.links["inter_domain"].bandwidth_GBps < hw.links["intra_domain"].bandwidth_GBps
+
+
+def test_plan_topo_mismatch_exits_2_with_one_line():
+    proc = run_script("plan.py", "--model", "FLUX.1-dev", "--hardware", "A100 PCIe", "--devices", "8", "--topo",
+                      str(DATA / "nvidia_h100_nv18.txt"), check=2)
+    assert proc.stderr.count("\n") == 1 and "NVLink box" in proc.stderr and "is PCIe" in proc.stderr

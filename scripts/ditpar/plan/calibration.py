@@ -201,7 +201,7 @@ def load_topology(path: str, hw):
     except OSError as exc:
         raise InputError(f"--topo {path}: cannot read ({exc.strerror})") from None
     topo = parse_topology(text, path)
-    return apply_topology(topo, hw), topo.warnings
+    return apply_topology(topo, hw, f"--topo {path}"), topo.warnings
 
 
 SET_HW = ("mfu", "peak_tflops_bf16", "hbm_bandwidth_GBps")

@@ -169,6 +169,7 @@ class HardwarePreset:
     domains: tuple[tuple[int, ...], ...] = ()
     notes: str = ""
     path: str = ""
+    implied_links: tuple[str, ...] = ()   # link keys the file does not give (inter_domain of a one-domain node)
 
     @property
     def n_devices(self) -> int:
@@ -454,10 +455,12 @@ def parse_hardware(data: Mapping[str, Any], path: Path) -> HardwarePreset:
     if "intra_domain" not in links_raw:
         raise InputError(f"{path}: missing links.intra_domain")
     links = {k: _link(v, k, path) for k, v in links_raw.items()}
+    implied = ()
     if "inter_domain" not in links:
         if dom != dpn:
             raise InputError(f"{path}: missing links.inter_domain (node has {dpn // dom} domains)")
         links["inter_domain"] = links["intra_domain"]
+        implied = ("inter_domain",)
     nodes = _pos(data, "nodes", path, default=1)
     if nodes > 1 and "inter_node" not in links:
         raise InputError(f"{path}: nodes = {nodes} needs links.inter_node")
@@ -479,7 +482,7 @@ def parse_hardware(data: Mapping[str, Any], path: Path) -> HardwarePreset:
         domain_size=dom, links=links, sources=sources,
         hbm_bandwidth_GBps=float(_pos(data, "hbm_bandwidth_GBps", path, (int, float), default=0.0,
                                       allow_zero=True)),
-        domains=domains, notes=data.get("notes", ""), path=str(path),
+        domains=domains, notes=data.get("notes", ""), path=str(path), implied_links=implied,
     )
 
 

@@ -106,6 +106,13 @@ class Topology:
             return self.components(is_fabric)
         return self.components(lambda c: link_rank(c) < _RANK["SYS"])
 
+    def interconnect(self) -> str:
+        """The device fabric the matrix shows, as presets name it: NVLink (NV# links), HCCS (HCCS, SIO,
+        UB links) or PCIe (host paths only)."""
+        if any(_NV_RE.match(c) for c in self.classes):
+            return "NVLink"
+        return "HCCS" if any(c in FABRIC for c in self.classes) else "PCIe"
+
     def levels(self) -> list[dict]:
         """Partition of the cards at each link class: joined by that class or anything faster."""
         out = []
@@ -360,21 +367,33 @@ def _is_header(toks: list[str], lead: list[str]) -> bool:
     return not rest or not (rest[0].upper() in _RANK or rest[0].upper() == "X" or _NV_RE.match(rest[0]))
 
 
-def apply_topology(topo: Topology, base):
+def apply_topology(topo: Topology, base, where: str = "topology"):
     """A HardwarePreset like `base` whose node layout (devices, domain size) comes from the matrix.
 
     Ranks map onto devices in `summary()["visible_devices_order"]`; when that is not the natural
-    order, launch with CUDA_VISIBLE_DEVICES / ASCEND_RT_VISIBLE_DEVICES set to it.
+    order, launch with CUDA_VISIBLE_DEVICES / ASCEND_RT_VISIBLE_DEVICES set to it. The matrix must
+    show the preset's fabric, and domains the preset has a link figure between.
     """
     from dataclasses import replace
 
+    preset = base.path or base.name
+    fabric = topo.interconnect()
+    if fabric != base.interconnect:
+        raise InputError(f"{where}: the matrix shows a {fabric} box (links {', '.join(topo.classes)}) but preset "
+                         f"'{base.name}' ({preset}) is {base.interconnect}: its link figures would price another "
+                         f"fabric; pass --hardware for this box, or a copy of the preset with interconnect = "
+                         f"\"{fabric}\" and {fabric} link figures")
     s = topo.summary()
     if s["domain_size"] is None:
         raise InputError("topology: domains have unequal sizes "
                          + " ".join("{" + ",".join(map(str, d)) + "}" for d in topo.domains())
                          + "; a preset needs equal domains")
-    if s["n_domains"] > 1 and "inter_domain" not in base.links:
-        raise InputError(f"{base.name}: the matrix has {s['n_domains']} domains but the preset has no links.inter_domain")
+    if s["n_domains"] > 1 and ("inter_domain" not in base.links or "inter_domain" in base.implied_links):
+        raise InputError(f"{where}: the matrix has {s['n_domains']} domains (joined by {s['inter_domain_class']}) but "
+                         f"preset '{base.name}' ({preset}) gives no links.inter_domain figure (one domain per node): "
+                         f"cross-domain bytes would be priced at the in-domain {base.links['intra_domain'].name} "
+                         f"speed; add [links.inter_domain] (name, bandwidth_GBps, latency_us; sources.inter_domain) "
+                         f"to a copy of the preset and pass that with --hardware")
     if topo.devices != list(range(len(topo.devices))):
         raise InputError("topology: device ids are not 0..n-1 (" + ",".join(map(str, topo.devices))
                          + "); renumber them as the ranks will see them")
