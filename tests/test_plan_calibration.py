@@ -233,3 +233,103 @@ def test_shipped_band_half_width_is_the_all_sources_fit():
     res = heldout.evaluate_heldout(frames, Tunables())
     assert res["band_half_width_all_sources"] == uncertainty.MODEL_HALF_WIDTH
     assert res["pooled"].short_hits == res["pooled"].top1_scenarios       # recall 1.00 held out
+
+
+# ---------------------------------------------------------------- issue 22: measured figures must be possible
+
+def _rows(path, rows, head=BENCH_HEAD):
+    """rows: (op, bytes, ranks, busbw, group)."""
+    lines = [head] + [f"{op},{b},{n},100,1,{bw},True,0,1,float32,1,1,\"{g}\",1,20,90,110,5,nccl,x"
+                      for op, b, n, bw, g in rows]
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def test_line_rates_per_link_class_of_the_presets():
+    from ditpar.plan import presets
+    from ditpar.plan.link_limits import line_rate
+
+    def rate(hw, key):
+        h = presets.load_hardware(hw)
+        return line_rate(key, h.links[key].name, h.interconnect, h.accelerator)
+
+    # PCIe Gen4 x16: 16 GT/s x 16 lanes x 128/130 / 8 = 31.5 GB/s per direction
+    assert rate("L20", "intra_domain").GBps == pytest.approx(16 * 16 * 128 / 130 / 8, rel=0.01)
+    assert rate("T4", "intra_domain").GBps == pytest.approx(8 * 16 * 128 / 130 / 8, rel=0.01)   # Gen3
+    assert rate("L20", "inter_domain").technology == "PCIe"      # SYS (UPI/QPI): the fastest PCIe, 128
+    assert rate("H100", "intra_domain").GBps == 450.0 and rate("A100", "intra_domain").GBps == 300.0
+    assert rate("H100", "inter_node").technology == "network" and rate("H100", "inter_node").GBps == 100.0
+    assert rate("Atlas 800T A2", "intra_domain").technology == "HCCS"
+    assert rate("910C", "inter_node").technology == "HCCS"      # HCCS-L2 inside a SuperPoD
+    assert rate("Atlas 800I A2", "inter_node").technology == "network"   # RoCE 200GE
+    # every figure of every shipped preset lies inside its own class's range
+    for name in presets.list_hardware():
+        h = presets.load_hardware(name)
+        for key, link in h.links.items():
+            r = line_rate(key, link.name, h.interconnect, h.accelerator)
+            figures = [link.bandwidth_GBps, link.ring_GBps, link.per_peer_GBps] + [v for _, v in link.alltoall_GBps]
+            assert max(figures) <= r.ceiling_GBps, (name, key)
+
+
+@pytest.mark.parametrize("group, busbw, phrase", [
+    ("0,1", 900.0, "busbw_GBps 900 is outside"),                 # MB/s of a 0.9 GB/s run, or a typo
+    ("0,1", 1e300, "is outside"),
+    ("0,1", 20000.0, "(a figure in MB/s?)"),
+    ("0,1", 64.0, "63 GB/s, the plausible range of intra_domain (PCIe Gen4 (same socket), PCIe)"),
+    ("0,4", 300.0, "inter_domain (SYS (UPI/QPI between sockets), PCIe)"),
+])
+def test_implausible_busbw_is_refused_naming_file_row_value_and_range(tmp_path, group, busbw, phrase):
+    from ditpar.errors import InputError
+    from ditpar.plan import presets
+    from ditpar.plan.calibration import read_bench
+
+    path = _rows(tmp_path / "b.csv", [("all_reduce", 1 << 20, 2, 12.0, "0,1"), ("all_reduce", 1 << 22, 2, busbw, group)])
+    with pytest.raises(InputError) as err:
+        read_bench([path], presets.load_hardware("L20"))
+    text = str(err.value)
+    assert text.startswith(f"--bench {path}:3: ") and phrase in text
+
+
+def test_nvls_busbw_above_the_link_rate_is_plausible_on_nvlink(tmp_path):
+    """NVIDIA/nccl-tests#212: ~480 GB/s NVLS all-reduce busbw on 450 GB/s NVLink4: accepted; 1000 is not."""
+    from ditpar.errors import InputError
+    from ditpar.plan import presets
+    from ditpar.plan.calibration import read_bench
+
+    hw = presets.load_hardware("H100")
+    curves = read_bench([_rows(tmp_path / "ok.csv", [("all_reduce", 1 << 30, 8, 480.0, "world")])], hw)
+    assert curves[0].points == [(1 << 30, 480.0)]
+    with pytest.raises(InputError, match="outside .*900 GB/s"):
+        read_bench([_rows(tmp_path / "no.csv", [("all_reduce", 1 << 30, 8, 1000.0, "world")])], hw)
+
+
+@pytest.mark.parametrize("row, phrase", [
+    (("all_to_all", 1 << 20, 4, 3.0, "0,1,1,2"), "names rank(s) [1] twice"),
+    (("all_to_all", 1 << 20, "4.5", 3.0, "world"), "column 'ranks' is '4.5'; expected a whole number"),
+    (("all_to_all", 1 << 20, "1e30", 3.0, "world"), "expected a whole number in 2..1024"),
+    (("all_to_all", "1048576.5", 4, 3.0, "world"), "column 'bytes' is '1048576.5'"),
+    (("all_to_all", 1 << 20, 4, 3.0, "0;1;2;3"), "expected 'world' or rank numbers joined by ','"),
+])
+def test_bench_rows_that_cannot_be_a_group_are_refused(tmp_path, row, phrase):
+    from ditpar.errors import InputError
+    from ditpar.plan import presets
+    from ditpar.plan.calibration import read_bench
+
+    with pytest.raises(InputError, match=None) as err:
+        read_bench([_rows(tmp_path / "b.csv", [row])], presets.load_hardware("L20"))
+    assert phrase in str(err.value) and ":2: " in str(err.value)
+
+
+def test_a_bench_file_that_contributes_nothing_is_said(tmp_path, capsys):
+    from ditpar.errors import InputError
+    from ditpar.plan import presets
+    from ditpar.plan.calibration import read_bench
+
+    hw = presets.load_hardware("L20")
+    good = _rows(tmp_path / "good.csv", [("all_to_all", 1 << 20, 4, 3.0, "world")])
+    empty = _rows(tmp_path / "empty.csv", [])
+    with pytest.raises(InputError, match=r"empty.csv: no rows \(a header only\)"):
+        read_bench([good, empty], hw)
+    other = _rows(tmp_path / "other.csv", [("broadcast", 1 << 20, 4, 3.0, "world")])
+    assert len(read_bench([good, other], hw)) == 1
+    assert f"--bench {other}: no row used" in capsys.readouterr().err

@@ -51,13 +51,58 @@ def _truthy(text: str, where: str) -> bool:
     raise InputError(f"{where}: column 'correct' is {text!r}, expected True or False")
 
 
+def _whole(text: str, column: str, where: str, lo: int, hi: int) -> int:
+    """A count column: a whole number in [lo, hi] (4.5 ranks or 1e30 bytes are not a measurement)."""
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise InputError(f"{where}: column '{column}' is {text!r}; expected a whole number") from None
+    if not (math.isfinite(value) and value == int(value) and lo <= value <= hi):
+        raise InputError(f"{where}: column '{column}' is {text!r}; expected a whole number in {lo}..{hi}")
+    return int(value)
+
+
+def _group(label: str, n: int, where: str) -> list[int]:
+    """The ranks of a bench row's group: 'world' (0..n-1) or comma-separated distinct rank numbers."""
+    if label in ("", "world"):
+        return list(range(n))
+    try:
+        ranks = [int(x) for x in label.split(",")]
+    except ValueError:
+        raise InputError(f"{where}: group {label!r}: expected 'world' or rank numbers joined by ','") from None
+    if len(set(ranks)) != len(ranks) or min(ranks) < 0:
+        twice = sorted({r for r in ranks if ranks.count(r) > 1})
+        raise InputError(f"{where}: group {label!r} names rank(s) {twice or [min(ranks)]} "
+                         f"{'twice' if twice else '(negative)'}; expected distinct ranks >= 0")
+    if len(ranks) != n:
+        raise InputError(f"{where}: group {label!r} has {len(ranks)} ranks but ranks={n}")
+    return ranks
+
+
+def _plausible(hw, link: str, bw: float, nbytes: int, where: str) -> None:
+    """A measured busbw inside the physical range of its link class (link_limits.py), else an InputError."""
+    from ditpar.plan.link_limits import line_rate, plausible_range
+
+    name = hw.links[link].name if link in hw.links else link
+    rate = line_rate(link, name, hw.interconnect, hw.accelerator)
+    lo, hi = plausible_range(rate, nbytes)
+    if not lo <= bw <= hi:
+        unit = " (a figure in MB/s?)" if bw > hi else ""
+        raise InputError(f"{where}: busbw_GBps {bw:.6g} is outside {lo:.3g}..{hi:g} GB/s, the plausible range of "
+                         f"{link} ({name}, {rate.technology}){unit}; ceiling: 2 x the {rate.GBps:g} GB/s line rate "
+                         f"({rate.source}); floor: {nbytes} B in 10 s")
+
+
 def read_bench(paths: list[str], hw) -> list[Curve]:
-    """Curves of every comm_bench.py CSV; a failed `correct` row, a missing column or a group the
-    machine does not have is an InputError naming the file and line."""
+    """Curves of every comm_bench.py CSV; a failed `correct` row, a missing column, a group the machine
+    does not have, a figure outside its link's physical range or a file without rows is an InputError
+    naming the file and line; a file none of whose rows could be used is said on stderr."""
     import csv
+    import sys
 
     raw: dict[tuple, dict] = {}
     skipped: list[str] = []
+    unused: list[str] = []
     for path in paths:
         try:
             text = Path(path).read_text()
@@ -69,7 +114,9 @@ def read_bench(paths: list[str], hw) -> list[Curve]:
         if missing:
             raise InputError(f"--bench {path}: missing column(s) {', '.join(missing)}; present: {', '.join(cols)} "
                              f"(expected a comm_bench.py --csv file)")
+        rows = used = 0
         for line, row in enumerate(reader, 2):
+            rows += 1
             where = f"--bench {path}:{line}"
             if not _truthy(row["correct"], where):
                 raise InputError(f"{where}: {row['op']} at {row['bytes']} B received wrong data (correct=False); "
@@ -81,22 +128,29 @@ def read_bench(paths: list[str], hw) -> list[Curve]:
             pattern = "alltoall" if op in ALLTOALL_OPS else "ring" if op in RING_OPS else None
             if pattern is None:
                 continue
+            nbytes = _whole(row["bytes"], "bytes", where, 1, 2**50)
+            n = _whole(row["ranks"], "ranks", where, 2, 1024)  # the bound of --devices
             try:
-                nbytes, n, bw = int(float(row["bytes"])), int(float(row["ranks"])), float(row["busbw_GBps"])
-            except ValueError:
-                raise InputError(f"{where}: bytes, ranks and busbw_GBps must be numbers") from None
-            if not (nbytes > 0 and n >= 2 and math.isfinite(bw) and bw > 0):
-                raise InputError(f"{where}: expected bytes > 0, ranks >= 2 and a positive finite busbw_GBps")
+                bw = float(row["busbw_GBps"])
+            except (TypeError, ValueError):
+                raise InputError(f"{where}: column 'busbw_GBps' is {row['busbw_GBps']!r}; expected a number") from None
+            if not (math.isfinite(bw) and bw > 0):
+                raise InputError(f"{where}: busbw_GBps {row['busbw_GBps']!r}: expected a positive finite number")
             label = str(row["group"]).strip()
-            ranks = list(range(n)) if label in ("", "world") else [int(x) for x in label.split(",")]
-            if len(ranks) != n:
-                raise InputError(f"{where}: group {label!r} has {len(ranks)} ranks but ranks={n}")
+            ranks = _group(label, n, where)
             if max(ranks) >= hw.n_devices:
                 raise InputError(f"{where}: group {label!r} needs {max(ranks) + 1} devices; {hw.name} has "
                                  f"{hw.n_devices} (pass --hardware/--topo for the benchmarked box)")
             link = hw.class_for(ranks)
+            _plausible(hw, link, bw, nbytes, where)
             entry = raw.setdefault((link, pattern, n, op), {"points": {}, "source": path})
             entry["points"].setdefault(nbytes, []).append(bw)
+            used += 1
+        if rows == 0:
+            raise InputError(f"--bench {path}: no rows (a header only): a benchmark that measured nothing; rerun "
+                             f"comm_bench.py or leave the file out")
+        if used == 0:
+            unused.append(path)
     curves = []
     for (link, pattern, n, op), e in raw.items():
         pts = sorted((b, min(v)) for b, v in e["points"].items())   # the slower group decides
@@ -104,9 +158,11 @@ def read_bench(paths: list[str], hw) -> list[Curve]:
     if not curves:
         raise InputError(f"--bench {', '.join(paths)}: no all_to_all, all_reduce, all_gather, reduce_scatter or "
                          f"sendrecv rows with concurrent=1")
+    for path in unused:
+        sys.stderr.write(f"plan.py: warning: --bench {path}: no row used (no all_to_all, all_reduce, all_gather, "
+                         f"reduce_scatter or sendrecv row with concurrent=1); the figures come from the other "
+                         f"file(s)\n")
     if skipped:
-        import sys
-
         sys.stderr.write(f"plan.py: note: --bench rows with concurrent > 1 not used (contention runs, not one "
                          f"group's busbw): {', '.join(skipped[:5])}{' ...' if len(skipped) > 5 else ''}\n")
     return curves
