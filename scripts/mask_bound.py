@@ -61,7 +61,8 @@ def build_parser():
                    help="with --overhead-us: the chunk count at which --comm-us was measured (default: --chunks); "
                         "C0 = C - M*o")
     p.add_argument("--max-chunks", type=int, default=64, help="largest n tried by the search (default 64)")
-    p.add_argument("--heads", type=int, help="local heads per rank: the search tries only its divisors")
+    p.add_argument("--heads", type=cli.positive_int,
+                   help="with --overhead-us: local heads per rank, the search tries only its divisors")
     p.add_argument("--measured", type=float, help="measured masking rate: report the achieved fraction of the ceiling")
     cli.add_output_args(p, csv=True)
 
@@ -91,8 +92,7 @@ def build_parser():
 def _calc(args) -> int:
     layer = _layer(args)
     cands = None
-    if args.measured_at_chunks is not None and args.overhead_us is None:
-        raise InputError("--measured-at-chunks: only meaningful with --overhead-us")
+    cli.require_partners(args, {"--measured-at-chunks": "--overhead-us", "--heads": "--overhead-us"})
     if args.overhead_us is not None:
         if args.heads is not None:
             cands = bound.divisors(bound.check_chunks("--heads", args.heads))

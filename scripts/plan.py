@@ -156,6 +156,7 @@ def _calibration_args(p) -> None:
                    help="override a preset figure for a what-if (e.g. links.intra_domain.alltoall_GBps.4=12, "
                         "mfu=0.4, overlap_efficiency=0.5); repeatable; every override is listed")
     g.add_argument("--compare", nargs="+", default=None, metavar="PLAN",
+                   action=cli.distinct(lambda name: " ".join(name.lower().split())),
                    help='plans to compare as printed, e.g. "cfg2 U4" U8: G6, G7 and the sensitivity for them')
     g.add_argument("--emit-matrix", default=None, metavar="FILE.csv",
                    help="write the few-step matrix for the short list and print the fewstep.py run command")

@@ -69,6 +69,9 @@ def main() -> None:
                                  ("--limit", args.limit, 0)):
             if value is not None and value < low:
                 raise InputError(f"{flag} {value}: expected >= {low}")
+        if args.heads is not None and args.kv_heads is not None and args.heads % args.kv_heads:
+            raise InputError(f"--kv-heads {args.kv_heads} does not divide --heads {args.heads}: every key/value head "
+                             f"serves the same number of query heads (GQA), so no model has these counts")
         plan = Plan(args.ulysses, args.ring, args.kv_allgather, args.tp)
         records = load_records(args.paths, tag=args.tag)
         full = baseline = None

@@ -116,6 +116,8 @@ def main() -> None:
     def body() -> int:
         from ditpar.analysis.stage_delta import compare, linearity
 
+        cli.require_partners(args, {"--cards": "--linearity", "--stage-us": "--linearity",
+                                    "--exposed-us": "--stage-us"})
         if args.linearity:
             if not args.cards:
                 raise InputError("--linearity needs --cards N1 N2")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ditpar import cli
 from ditpar.errors import InputError
-from ditpar.plan.topology import LEGAL_RULE, parse_topology
+from ditpar.plan.topology import LEGAL_RULE, MAX_DEVICE_ID, parse_topology
 
 PROG = "topo.py"
 
@@ -23,21 +23,12 @@ def _parser():
     p = cli.make_parser(PROG, __doc__.splitlines()[0],
                         "npu-smi info -t topo | python scripts/topo.py - --group 0,1,4,5")
     p.add_argument("path", metavar="FILE", help="saved topology text, or - for stdin")
-    p.add_argument("--group", metavar="IDS", help="comma-separated device ids to check, e.g. 0,1,4,5")
-    p.add_argument("--sizes", metavar="K,K", default="2,4,8",
+    p.add_argument("--group", metavar="IDS", type=cli.int_list(0, MAX_DEVICE_ID, "device ids"),
+                   help="comma-separated device ids to check, e.g. 0,1,4,5")
+    p.add_argument("--sizes", metavar="K,K", default=[2, 4, 8], type=cli.int_list(1, MAX_DEVICE_ID + 1, "sizes"),
                    help="group sizes to list (default 2,4,8; domain sizes and all cards are always added)")
     cli.add_output_args(p, csv=True)
     return p
-
-
-def _ints(text: str, flag: str) -> list[int]:
-    try:
-        vals = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise InputError(f"{flag}: expected comma-separated integers, got '{text}'") from None
-    if not vals:
-        raise InputError(f"{flag}: no values in '{text}'")
-    return vals
 
 
 def _read(path: str) -> tuple[str, str]:
@@ -58,12 +49,10 @@ def _fmt_groups(groups: list[list[int]]) -> str:
 
 def body() -> int:
     args = _parser().parse_args()
-    sizes = _ints(args.sizes, "--sizes")
-    if any(k < 1 for k in sizes):
-        raise InputError(f"--sizes: sizes must be >= 1, got {args.sizes}")
+    sizes = args.sizes
     text, source = _read(args.path)
     topo = parse_topology(text, source)
-    group = topo.check_group(_ints(args.group, "--group")) if args.group else None
+    group = topo.check_group(args.group) if args.group is not None else None
     domains = topo.domains()
     groups = topo.groups(sizes)
     levels = topo.levels()

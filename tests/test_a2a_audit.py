@@ -226,3 +226,28 @@ def test_logger_api_fingerprints_and_switch(tmp_path, monkeypatch):
     assert on.begin(x, [2, 4], call=8).end() is None  # line cap reached
     with pytest.raises(audit.InputError):
         audit.A2AAudit(lines.append, "g", 0, 2, enabled=True).begin(x, [2, 4], 0).end()
+
+
+# --- issue 22: a record cut mid-line, a newer format ----------------------------------------------------
+
+def test_record_cut_mid_line_is_an_incomplete_record_not_a_packing_problem(tmp_path):
+    """The last line stops inside src ('...,10' of 1002): read, it looked like a packing problem (exit 1)."""
+    r0 = write(tmp_path, "r0.log", [line("g", 0, 2, 0, 0, ["1", "2"], ["1", "2"], ["1", "1001"], src=["1", "2"])])
+    r1 = tmp_path / "r1.log"
+    r1.write_text(line("g", 1, 2, 0, 0, ["1001", "1002"], ["1001", "1002"], ["2", "1002"], src=["1001", "1002"])[:-2])
+    proc = run_script("a2a_audit.py", r0, str(r1), "--json", check=2)
+    doc = json.loads(proc.stdout)
+    assert doc["verdict"] != "packing problem" and doc["packing_bad"] == 0
+    assert doc["malformed"][0]["where"] == f"{r1}:1"
+    assert doc["malformed"][0]["reason"].startswith("incomplete record")
+    assert proc.stderr.count("\n") == 1 and "incomplete record" in proc.stderr
+    # the same line with its newline is whole: the transport is faithful
+    r1.write_text(line("g", 1, 2, 0, 0, ["1001", "1002"], ["1001", "1002"], ["2", "1002"], src=["1001", "1002"]) + "\n")
+    assert json.loads(run_script("a2a_audit.py", r0, str(r1), "--json", check=0).stdout)["verdict"] == "transport faithful"
+
+
+def test_newer_record_format_is_refused_naming_the_version(tmp_path):
+    path = write(tmp_path, "r0.log", [line("g", 0, 2, 0, 0, ["1", "2"], ["1", "2"], ["1", "3"]).replace("v=1", "v=2")])
+    proc = run_script("a2a_audit.py", path, check=2)
+    assert proc.stderr.count("\n") == 1 and "format v=2 is newer than this reader (v=1)" in proc.stderr
+    assert f"{path}:1" in proc.stderr

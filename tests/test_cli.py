@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from ditpar import cli
 from ditpar.errors import InputError
@@ -130,3 +132,36 @@ def test_closed_pipe_keeps_exit_1_of_collectives():
         os.close(write_end)
     assert proc.returncode == 1, proc.stderr
     assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr
+
+
+# --- issue 22: shared argument validators ------------------------------------------------------------
+
+def test_int_list_type():
+    import argparse
+
+    from ditpar.cli import int_list
+
+    parse = int_list(0, 7, "device ids")
+    assert parse("0,1, 4,5") == [0, 1, 4, 5]
+    for text, phrase in (("", "(none)"), (",", "(none)"), ("0,x", "integer device ids"), ("0,0", "[0] more than once"),
+                         ("0,8", "[8] outside 0..7"), ("-1", "[-1] outside")):
+        with pytest.raises(argparse.ArgumentTypeError, match=re.escape(phrase)):
+            parse(text)
+
+
+def test_distinct_action_and_partners():
+    from ditpar import cli
+    from ditpar.errors import InputError
+
+    p = cli.make_parser("t", "d", "t --compare a b")
+    p.add_argument("--compare", nargs="+", action=cli.distinct(lambda s: s.lower()))
+    p.add_argument("--cards", type=int, nargs=2)
+    p.add_argument("--linearity", action="store_true")
+    assert p.parse_args(["--compare", "a", "b"]).compare == ["a", "b"]
+    with pytest.raises(SystemExit) as exc:
+        p.parse_args(["--compare", "a", "A"])
+    assert exc.value.code == 2
+    cli.require_partners(p.parse_args(["--cards", "4", "8", "--linearity"]), {"--cards": "--linearity"})
+    cli.require_partners(p.parse_args([]), {"--cards": "--linearity"})
+    with pytest.raises(InputError, match="--cards is only used with --linearity"):
+        cli.require_partners(p.parse_args(["--cards", "4", "8"]), {"--cards": "--linearity"})

@@ -70,6 +70,55 @@ def positive_int(text: str) -> int:
     return value
 
 
+def int_list(lo: int = 0, hi: int | None = None, what: str = "ids") -> Callable[[str], list[int]]:
+    """argparse type of a comma-separated list of distinct integers in [lo, hi] ('0,1,4,5'): an empty
+    list, a value twice or out of range is a usage error, never an empty selection silently ignored."""
+    def parse(text: str) -> list[int]:
+        try:
+            values = [int(x) for x in text.split(",") if x.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected comma-separated integer {what}, got {text!r}") from None
+        if not values:
+            raise argparse.ArgumentTypeError(f"expected comma-separated integer {what}, got {text!r} (none)")
+        twice = sorted({v for v in values if values.count(v) > 1})
+        if twice:
+            raise argparse.ArgumentTypeError(f"{text!r} names {twice} more than once")
+        bad = [v for v in values if v < lo or (hi is not None and v > hi)]
+        if bad:
+            raise argparse.ArgumentTypeError(f"{text!r}: {bad} outside {lo}..{'' if hi is None else hi}")
+        return values
+
+    return parse
+
+
+def distinct(key: Callable[[str], object] = str) -> type[argparse.Action]:
+    """argparse action for an nargs list whose items must differ (after ``key``): `--compare U8 U8` asks
+    for one comparison twice, which is a usage error rather than a comparison of a plan with itself."""
+    class _Distinct(argparse.Action):
+        def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[override]
+            seen: dict[object, object] = {}
+            for v in values:
+                k = key(v)
+                if k in seen:
+                    parser.error(f"argument {option_string}: {v!r} given twice (as {seen[k]!r})")
+                seen[k] = v
+            setattr(namespace, self.dest, values)
+
+    return _Distinct
+
+
+def require_partners(args: argparse.Namespace, partners: Mapping[str, str]) -> None:
+    """Flags that only mean something beside another (`--cards` beside `--linearity`): given alone they
+    would be ignored without a word, so that is an InputError naming both."""
+    def given(flag: str) -> bool:
+        value = getattr(args, flag.lstrip("-").replace("-", "_"), None)
+        return value is not None and value is not False
+
+    for flag, partner in partners.items():
+        if given(flag) and not given(partner):
+            raise InputError(f"{flag} is only used with {partner}; add {partner} or leave {flag} out")
+
+
 def add_workers_arg(parser: argparse.ArgumentParser) -> None:
     """--workers: how many processes read ranks at once (each holds one rank while reading it)."""
     parser.add_argument("--workers", type=positive_int, metavar="N",

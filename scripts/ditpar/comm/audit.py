@@ -22,6 +22,8 @@ from typing import Any, TextIO
 from ditpar.errors import InputError, NoEvidenceError
 
 TAG = "A2AUD"
+#: the record format this reader knows (``v=`` of every line); a newer one may mean fields it would misread
+FORMAT_VERSION = 1
 ENV_SWITCH = "DITPAR_A2A_AUDIT"
 FP_EMPTY = 0x0E3779B97F4A7C15  # fingerprint of a leg with no bytes
 _MASK64 = (1 << 64) - 1
@@ -228,6 +230,12 @@ def parse_line(line: str, where: str) -> Record:
         if key in kv:
             raise ValueError(f"key {key!r} appears twice")
         kv[key] = value
+    if "v" in kv:
+        if not re.fullmatch(r"\d+", kv["v"]):
+            raise ValueError(f"v={kv['v']!r} is not a format version")
+        if int(kv["v"]) > FORMAT_VERSION:
+            raise InputError(f"{where}: A2AUD record format v={kv['v']} is newer than this reader (v={FORMAT_VERSION}); "
+                             f"its fields may mean something else: read it with the dit-parallel-opt that wrote it")
     missing = [k for k in ("comm", "rank", "n", "call", "chunk", "spre", "spost", "got") if k not in kv]
     if missing:
         raise ValueError(f"missing key(s) {missing}")
@@ -286,10 +294,16 @@ def read_logs(paths: Iterable[str]) -> ParsedLogs:
             text = f.read_text(encoding="utf-8", errors="replace")
         except OSError as exc:
             raise InputError(f"{f}: cannot read ({exc.strerror})") from None
-        for i, line in enumerate(text.splitlines(), 1):
+        lines = text.splitlines()
+        cut = len(lines) if text and not text.endswith(("\n", "\r")) else 0  # the writer stopped mid-line
+        for i, line in enumerate(lines, 1):
             if TAG not in line:
                 continue
             seen += 1
+            if i == cut:
+                malformed.append({"where": f"{f}:{i}", "reason": "incomplete record: the file ends inside this line "
+                                                                 "(the writer stopped mid-line); not read"})
+                continue
             try:
                 rec = parse_line(line, f"{f}:{i}")
             except ValueError as exc:
@@ -448,11 +462,19 @@ def _counts(t: Tally) -> dict:
             "send_buffer_rewritten": t.send_buffer_rewritten}
 
 
+def _malformed_note(result: dict) -> str:
+    """'N malformed line(s) (first: file:line: reason)': the cause named, e.g. an incomplete record."""
+    first = result["malformed"][0] if result["malformed"] else None
+    return f"{result['malformed_lines']} malformed line(s)" + (f" (first: {first['where']}: {first['reason']})"
+                                                               if first else "")
+
+
 def exit_code(result: dict, allow_incomplete: bool = False) -> int:
     """0 faithful and complete; 1 a problem found; raises NoEvidenceError for no or partial evidence."""
     v = result["verdict"]
     if v == VERDICT_NO_EVIDENCE:
-        raise NoEvidenceError(f"no evidence: 0 cross-rank legs compared in {result['records']} record(s); "
+        unread = f"; {_malformed_note(result)}" if result["malformed_lines"] else ""
+        raise NoEvidenceError(f"no evidence: 0 cross-rank legs compared in {result['records']} record(s){unread}; "
                               f"{NEXT_STEP[v]}")
     if v != VERDICT_FAITHFUL:
         return 1
@@ -461,7 +483,7 @@ def exit_code(result: dict, allow_incomplete: bool = False) -> int:
         if result["missing_ranks"]:
             why.append(f"ranks missing {result['missing_ranks']}")
         if result["malformed_lines"]:
-            why.append(f"{result['malformed_lines']} malformed line(s)")
+            why.append(_malformed_note(result))
         if result["conflicting_duplicates"]:
             why.append(f"{result['conflicting_duplicates']} conflicting duplicate record(s)")
         raise NoEvidenceError("transport faithful on the legs compared, but the evidence is incomplete: "

@@ -59,7 +59,7 @@ def size_sweep(min_bytes: int, max_bytes: int, factor: int) -> list[int]:
 
 def parse_groups(text: str | None, world: int) -> list[list[int]]:
     """'0,1;0,4' -> [[0, 1], [0, 4]]; None -> the whole world."""
-    if text is None or text.strip() in ("", "world"):
+    if text is None or text.strip() == "world":
         return [list(range(world))]
     groups = []
     for part in [p for p in text.replace(" ", "").split(";") if p]:
@@ -72,6 +72,9 @@ def parse_groups(text: str | None, world: int) -> list[list[int]]:
             raise InputError(f"--groups {part!r}: rank(s) {bad} outside the launched world of {world}")
         if len(set(ranks)) != len(ranks):
             raise InputError(f"--groups {part!r}: a rank appears twice")
+        if len(ranks) < 2:
+            raise InputError(f"--groups {part!r}: a group of one rank moves nothing (busbw 0); a collective "
+                             f"needs at least 2 ranks")
         groups.append(ranks)
     if not groups:
         raise InputError("--groups: no group given")
