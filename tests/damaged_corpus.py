@@ -518,10 +518,177 @@ def flag_cases(base: Path) -> list[Case]:
     ]
 
 
+# --- round 2, silent acceptance (issue 22): inputs that used to give an answer without a word ----------
+
+def _trace_events(zero: bool = False) -> list[dict]:
+    """A small Kineto rank: two steps, launches, two GEMMs and one NCCL all-reduce per step."""
+    events = []
+    for k, step in enumerate((1, 2)):
+        t0 = 1000 + 100 * k
+        events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": 1, "tid": 1,
+                       "ts": t0, "dur": 100})
+        for j, (name, stream, dur, args) in enumerate((
+                ("sm90_gemm", 7, 20, {}), ("sm90_gemm", 7, 15, {}),
+                ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevComm*)", 20, 30,
+                 {"Collective name": "allreduce", "In msg nelems": 4096, "Out msg nelems": 4096, "dtype": "BFloat16",
+                  "Process Group Name": "0", "Process Group Ranks": "[0, 1]"}))):
+            corr = 10 * step + j
+            events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+                           "ts": t0 + 1 + j, "dur": 1, "args": {"correlation": corr}})
+            events.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": stream,
+                           "ts": t0 + 5 + 25 * j, "dur": 0 if zero else dur,
+                           "args": {"stream": stream, "correlation": corr, **args}})
+    return events
+
+
+def _trace(path: Path, events: list[dict], rank: int = 0, world: int = 2) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"traceEvents": events, "distributedInfo": {"rank": rank, "world_size": world}}),
+                    encoding="utf-8")
+    return str(path)
+
+
+def _bench(path: Path, rows: list[tuple]) -> str:
+    """comm_bench.py CSV rows: (op, bytes, ranks, busbw_GBps, group)."""
+    head = ("op,bytes,ranks,time_us,algbw_GBps,busbw_GBps,correct,wrong,count,dtype,wire_bytes,bus_factor,group,"
+            "concurrent,iters,time_min_us,time_max_us,spread_pct,backend,api")
+    lines = [head] + [f'{op},{b},{n},100,1,{bw},True,0,1,float32,1,1,"{g}",1,20,90,110,5,nccl,x'
+                      for op, b, n, bw, g in rows]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return str(path)
+
+
+def _zero_durations(text: str) -> str:
+    """Every Duration(us) cell 0 (a capture that recorded no durations)."""
+    out = text
+    for row in range(len(text.splitlines()) - 1):
+        out = _csv_cell(out, "Duration(us)", "0", row)
+    return out
+
+
+def round2_silent_cases(base: Path) -> list[Case]:
+    """One case (at least) per class of issue 22's "Silent acceptance", with the phrase the line must hold."""
+    folder = base / "round2-silent"
+    folder.mkdir()
+    cases: list[Case] = []
+    # Kineto: duplicated kernels (counted once, warned), all-zero durations, a kernel without dur, args as a list,
+    # a step written twice, ranks of two jobs
+    ev = _trace_events()
+    dup = _trace(folder / "kineto-dup" / "rank0.json", ev + [e for e in ev if e["cat"] == "kernel"][:2])
+    cases.append(Case("step_breakdown:kineto-dup-kernels", "step_breakdown.py", [dup, "--json"], expect="any",
+                      warn="duplicate"))
+    no_dur = [dict(e) for e in ev]
+    del next(e for e in no_dur if e["cat"] == "kernel")["dur"]
+    args_list = [dict(e) for e in ev]
+    next(e for e in args_list if e["cat"] == "kernel")["args"] = [7, 11]
+    twice = [dict(e) for e in ev]
+    twice[0]["name"] = "ProfilerStep#2"  # two ProfilerStep#2 spans
+    for name, events, reason in (("kineto-zero-dur", _trace_events(zero=True), "kernel durations are 0"),
+                                 ("kineto-no-dur", no_dur, "no 'dur'"),
+                                 ("kineto-args-list", args_list, "'args' is a list"),
+                                 ("kineto-step-twice", twice, "ProfilerStep#2 appears 2 times")):
+        path = _trace(folder / name / "rank0.json", events)
+        cases += [Case(f"step_breakdown:{name}", "step_breakdown.py", [path, "--json", "--csv", f"{OUT}/s.csv"],
+                       outputs=["s.csv"], reason=reason),
+                  Case(f"bubbles:{name}", "bubbles.py", [path, "--json"], reason=reason)]
+    jobs = folder / "kineto-two-jobs"
+    _trace(jobs / "rank0.json", ev, rank=0, world=2)
+    _trace(jobs / "rank1.json", ev, rank=1, world=8)
+    cases.append(Case("collectives:kineto-two-jobs", "collectives.py", [str(jobs), "--json"],
+                      reason="traces of different jobs"))
+    # Ascend: communication_matrix.json that is a folder; all-zero kernel durations
+    matrix = _damaged_profile(folder, "comm-matrix-dir", "communication.json", None)
+    (matrix / OUT_DIR / "communication_matrix.json").mkdir()
+    cases.append(Case("collectives:comm-matrix-dir", "collectives.py", [str(matrix), "--json"], reason="is a folder"))
+    zero = _damaged_profile(folder, "kd-zero-dur", "kernel_details.csv", _zero_durations)
+    cases.append(Case("step_breakdown:kd-zero-dur", "step_breakdown.py", [str(zero), "--json"],
+                      reason="kernel durations are 0"))
+    # plan.py --bench: figures outside the link's physical range, a rank twice, fractional ranks, a header-only file
+    l20 = ["--model", "FLUX.1-dev", "--hardware", "L20", "--devices", "4"]
+    good = _bench(folder / "bench-good.csv", [("all_to_all", 1 << 20, 4, 3.0, "world")])
+    for name, rows, reason in (
+            ("mbps", [("all_to_all", 1 << 20, 4, 900.0, "world")], "busbw_GBps 900 is outside"),
+            ("1e300", [("all_to_all", 1 << 20, 4, 1e300, "world")], "is outside"),
+            ("rank-twice", [("all_to_all", 1 << 20, 4, 3.0, "0,1,1,2")], "twice"),
+            ("fractional-ranks", [("all_to_all", 1 << 20, "4.5", 3.0, "world")], "expected a whole number")):
+        cases.append(Case(f"plan-bench:{name}", "plan.py",
+                          [*l20, "--bench", _bench(folder / f"bench-{name}.csv", rows), "--json"], reason=reason))
+    cases.append(Case("plan-bench:header-only-second", "plan.py",
+                      [*l20, "--bench", good, _bench(folder / "bench-empty.csv", []), "--json"],
+                      reason="no rows (a header only)"))
+    # presets and model files: unknown keys named with the closest known one; params that cannot be
+    custom = (ROOT / "templates" / "models" / "custom-example.toml").read_text(encoding="utf-8")
+    wan = (ROOT / "templates" / "models" / "wan2.1-t2v-14b.toml").read_text(encoding="utf-8")
+    hw = HARDWARE.read_text(encoding="utf-8")
+    files = {
+        "model-file-typo": ("custom.toml", custom.replace("cfg = true", 'cfg = true\ntext_atention = "joint"'),
+                            "did you mean 'text_attention'?"),
+        "model-file-params-negative": ("custom.toml", custom.replace("cfg = true", "cfg = true\nparams_b = -14.0"),
+                                       "key 'params_b' must be a number in (0, 10000]"),
+        "model-file-encoder-zero": ("custom.toml", custom.replace("cfg = true", "cfg = true\ntext_encoder_params_b = 0"),
+                                    "key 'text_encoder_params_b'"),
+        "model-toml-params-zero": ("model.toml", wan.replace("params_b = 14.0", "params_b = 0"), "key 'params_b'"),
+        "model-toml-table-typo": ("model.toml", wan.replace("[blocks]", "[block]"), "did you mean 'blocks'?"),
+        "hardware-toml-typo": ("hw.toml", hw.replace("hbm_bandwidth_GBps =", "hbm_bandwith_GBps =", 1),
+                               "did you mean 'hbm_bandwidth_GBps'?"),
+    }
+    for name, (fname, text, reason) in files.items():
+        path = folder / name / fname
+        path.parent.mkdir()
+        path.write_text(text, encoding="utf-8")
+        if fname == "custom.toml":
+            args = ["--model-file", str(path), "--hardware", "H100", "--devices", "8"]
+        elif fname == "model.toml":
+            args = ["--model", str(path), "--hardware", "H100", "--devices", "8"]
+        else:
+            args = ["--model", "FLUX.1-dev", "--hardware", str(path), "--devices", "4"]
+        cases.append(Case(f"plan-schema:{name}", "plan.py", [*args, "--json"], reason=reason))
+    # --topo against the preset: another fabric; two islands where the preset has no cross-island figure
+    topo = DATA / "topo"
+    cases += [
+        Case("plan-topo:nvlink-on-pcie", "plan.py", ["--model", "FLUX.1-dev", "--hardware", "A100 PCIe", "--devices",
+                                                      "8", "--topo", str(topo / "nvidia_h100_nv18.txt")],
+             reason="the matrix shows a NVLink box"),
+        Case("plan-topo:islands-without-cross-link", "plan.py",
+             ["--model", "FLUX.1-dev", "--hardware", "Atlas 800T A2", "--devices", "8", "--topo",
+              str(topo / "npu_910a_2x4_islands.txt")], reason="gives no links.inter_domain figure"),
+    ]
+    # flags that were ignored or taken at face value
+    full = 32768
+    scope = folder / "scope"
+    scope.mkdir()
+    for r in range(4):
+        (scope / f"scope-rank{r}-0.jsonl").write_text(json.dumps(_scope(r, 4, full // 4)) + "\n")
+    a2a = folder / "a2a"
+    a2a.mkdir()
+    (a2a / "r0.log").write_text(_a2a_line("world", 0, 2, 0, 0, [1, 2]))
+    (a2a / "r1.log").write_text(_a2a_line("world", 1, 2, 0, 0, [1001, 1002]).rstrip("\n")[:-3])
+    (a2a / "v2.log").write_text(_a2a_line("world", 0, 2, 0, 0, [1, 2]).replace("v=1", "v=2"))
+    cases += [
+        Case("plan:compare-twice", "plan.py", [*PLAN, "--compare", "U8", "U8"], reason="given twice"),
+        Case("stage_delta:cards-without-linearity", "stage_delta.py", [str(RANK0), str(RANK2), "--cards", "4", "8"],
+             reason="--cards is only used with --linearity"),
+        Case("topo:group-empty", "topo.py", [str(TOPO), "--group", ""], reason="(none)"),
+        Case("mask_bound:calc-heads-0", "mask_bound.py", ["calc", "--comm-us", "700", "--compute-us", "538",
+                                                          "--chunks", "2", "--heads", "0"],
+             reason="expected an integer >= 1"),
+        Case("scope_probe:kv-heads-not-dividing", "scope_probe.py",
+             [str(scope), "--ulysses", "4", "--full-seq", str(full), "--heads", "40", "--kv-heads", "7"],
+             reason="--kv-heads 7 does not divide --heads 40"),
+        Case("a2a_audit:cut-mid-line", "a2a_audit.py", [str(a2a / "r0.log"), str(a2a / "r1.log")],
+             reason="incomplete record"),
+        Case("a2a_audit:newer-format", "a2a_audit.py", [str(a2a / "v2.log")], reason="newer than this reader"),
+        Case("comm_bench:groups-of-one", "comm_bench.py", ["--groups", "0", "--iters", "1"],
+             reason="a group of one rank"),
+    ]
+    return cases
+
+
 def build(base: Path) -> list[Case]:
     """Write every damaged input under base; return the cases."""
     cases = (profile_cases(base) + stage_delta_cases(base) + topo_cases(base) + plan_cases(base)
-             + fewstep_cases(base) + a2a_audit_cases(base) + scope_cases(base) + flag_cases(base))
+             + fewstep_cases(base) + a2a_audit_cases(base) + scope_cases(base) + flag_cases(base)
+             + round2_silent_cases(base))
     ids = [c.id for c in cases]
     assert len(ids) == len(set(ids)), "case ids must be unique"
     return cases
