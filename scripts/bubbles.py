@@ -32,7 +32,7 @@ def build_parser():
     )
     parser.add_argument("paths", nargs="+", metavar="PATH", help="profile folder(s) or file(s), one or many ranks")
     parser.add_argument("--rank", type=int, action="append", help="analyse only this rank (repeatable)")
-    parser.add_argument("--family", help="comma-separated families that may release a gap (default: any collective)")
+    parser.add_argument("--family", type=cli.name_list("families"), help="comma-separated families that may release a gap (default: any collective)")
     parser.add_argument("--tolerance-us", type=float, default=None,
                         help="a release ends at most this long before the gap end (default: chosen from the "
                              "profile's release lags and printed, with what other tolerances would credit)")
@@ -127,8 +127,7 @@ def main() -> None:
 
         ps = load_profiles(args.paths, workers=args.workers)
         cli.warn_skipped(PROG, ps.skipped)
-        families = [f.strip() for f in args.family.split(",") if f.strip()] if args.family else None
-        report = analyse(ps, ranks=args.rank, families=families, tolerance_us=args.tolerance_us,
+        report = analyse(ps, ranks=args.rank, families=args.family, tolerance_us=args.tolerance_us,
                          consumer=args.consumer, stream=args.stream)
         if args.plot:
             from ditpar.analysis.timeline_plot import plot_window

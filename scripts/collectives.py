@@ -34,7 +34,7 @@ def build_parser():
     parser.add_argument("paths", nargs="+", metavar="PATH",
                         help="profile folders or files (Ascend *_ascend_pt, Kineto .json/.json.gz); one or many ranks")
     parser.add_argument("--rank", type=int, action="append", help="analyse only this rank (repeatable)")
-    parser.add_argument("--family", help="comma-separated families to keep (e.g. alltoall,allgather); ranks[] then merges only these")
+    parser.add_argument("--family", type=cli.name_list("families"), help="comma-separated families to keep (e.g. alltoall,allgather); ranks[] then merges only these")
     parser.add_argument("--layers", type=int, help="DiT layers per step, for the calls-per-layer check")
     parser.add_argument("--steps", type=int,
                         help="steps in the capture (default: the profile's step windows)")
@@ -117,8 +117,7 @@ def main() -> None:
                 raise cli.InputError(f"{flag} {value}: expected >= 1")
         ps = load_profiles(args.paths, workers=args.workers)
         cli.warn_skipped(PROG, ps.skipped, needs_all=len(ps.ranks) + len(ps.skipped) > 1)
-        families = [f.strip() for f in args.family.split(",") if f.strip()] if args.family else None
-        report = analyse(ps, ranks=args.rank, families=families, layers=args.layers, steps=args.steps)
+        report = analyse(ps, ranks=args.rank, families=args.family, layers=args.layers, steps=args.steps)
         if args.csv:
             cli.write_csv(args.csv, report.table[JSON_COLS])
         if args.json:

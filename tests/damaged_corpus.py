@@ -680,7 +680,18 @@ def round2_silent_cases(base: Path) -> list[Case]:
         Case("a2a_audit:newer-format", "a2a_audit.py", [str(a2a / "v2.log")], reason="newer than this reader"),
         Case("comm_bench:groups-of-one", "comm_bench.py", ["--groups", "0", "--iters", "1"],
              reason="a group of one rank"),
+        Case("comm_bench:ops-twice", "comm_bench.py", ["--ops", "all_reduce,all_reduce"], reason="named twice"),
+        Case("collectives:family-empty", "collectives.py", [str(RANK0), "--family", ""], reason="(none)"),
+        Case("bubbles:family-twice", "bubbles.py", [str(RANK0), "--family", "allreduce,allreduce"],
+             reason="more than once"),
+        Case("plan:set-out-of-range", "plan.py", [*l20, "--set", "links.intra_domain.bandwidth_GBps=1e300"],
+             reason="must be a number in (0, 10000]"),
     ]
+    pcie = (ROOT / "templates" / "hardware" / "a100-pcie.toml").read_text(encoding="utf-8")
+    fast = folder / "pcie-900.toml"
+    fast.write_text(pcie.replace("bandwidth_GBps = 24.0", "bandwidth_GBps = 900.0", 1), encoding="utf-8")
+    cases.append(Case("plan-schema:pcie-link-above-line-rate", "plan.py",
+                      ["--model", "FLUX.1-dev", "--hardware", str(fast), "--devices", "4"], reason="is above 63 GB/s"))
     return cases
 
 

@@ -165,3 +165,15 @@ def test_distinct_action_and_partners():
     cli.require_partners(p.parse_args([]), {"--cards": "--linearity"})
     with pytest.raises(InputError, match="--cards is only used with --linearity"):
         cli.require_partners(p.parse_args(["--cards", "4", "8"]), {"--cards": "--linearity"})
+
+
+def test_name_list_type():
+    import argparse
+
+    from ditpar.cli import name_list
+
+    parse = name_list("families")
+    assert parse(" alltoall, allgather ") == ["alltoall", "allgather"]
+    for text, phrase in (("", "(none)"), (",,", "(none)"), ("a,b,a", "['a'] more than once")):
+        with pytest.raises(argparse.ArgumentTypeError, match=re.escape(phrase)):
+            parse(text)

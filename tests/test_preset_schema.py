@@ -117,3 +117,25 @@ def test_key_descriptions():
     assert schema.Key("number", 0, 1, above=True).describe() == "a number in (0, 1]"
     assert schema.Key("int", 0, 1 << 20).describe() == "an integer in [0, 1048576]"
     assert schema.Key("choice", choices=(2, 3)).describe() == "one of 2, 3"
+
+
+def test_link_figure_above_its_technology_ceiling_is_refused(tmp_path):
+    """900 GB/s on a PCIe Gen4 link (MB/s of a 0.9 GB/s figure?) is above 2 x 31.5 GB/s."""
+    path = _write(tmp_path, "box.toml", _hw_text("bandwidth_GBps = 24.0", "bandwidth_GBps = 900.0"))
+    with pytest.raises(InputError, match=r"links.intra_domain.bandwidth_GBps = 900 is above 63 GB/s"):
+        presets.resolve_hardware(path)
+
+
+@pytest.mark.parametrize("item, phrase", [
+    ("links.intra_domain.bandwidth_GBps=1e300", "must be a number in (0, 10000], got 1e+300"),
+    ("mfu=2", "key 'mfu' must be a number in (0, 1], got 2.0"),
+    ("hbm_bandwidth_GBps=5e6", "key 'hbm_bandwidth_GBps' must be a number in (0, 100000]"),
+    ("links.intra_domain.alltoall_GBps.4=20000", "must be a number in (0, 10000]"),
+])
+def test_set_overrides_obey_the_schema_ranges(item, phrase):
+    from ditpar.plan.calibration import apply_sets
+    from ditpar.plan.cost import Tunables
+
+    with pytest.raises(InputError) as err:
+        apply_sets([item], presets.load_hardware("L20"), Tunables())
+    assert phrase in str(err.value)

@@ -272,3 +272,9 @@ def test_communication_matrix_that_is_a_folder_is_an_input_error(tmp_path):
     matrix.mkdir()
     with pytest.raises(InputError, match="communication_matrix.json: is a folder"):
         load_profiles([rank])
+
+
+def test_rank_outside_its_world_size_is_refused(tmp_path):
+    path = write(tmp_path / "t.json", {"traceEvents": [kernel("gemm", 10, 1)], "distributedInfo": {"rank": 5, "world_size": 2}})
+    with pytest.raises(InputError, match=r"rank 5 \(distributedInfo.rank\) is outside its job's world size 2"):
+        load_profiles([path])

@@ -91,6 +91,21 @@ def int_list(lo: int = 0, hi: int | None = None, what: str = "ids") -> Callable[
     return parse
 
 
+def name_list(what: str = "names") -> Callable[[str], list[str]]:
+    """argparse type of a comma-separated list of distinct names ('alltoall,allgather'): an empty list
+    (which would mean "all" without a word) or a name twice is a usage error."""
+    def parse(text: str) -> list[str]:
+        names = [t.strip() for t in text.split(",") if t.strip()]
+        if not names:
+            raise argparse.ArgumentTypeError(f"expected comma-separated {what}, got {text!r} (none)")
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise argparse.ArgumentTypeError(f"{text!r} names {twice} more than once")
+        return names
+
+    return parse
+
+
 def distinct(key: Callable[[str], object] = str) -> type[argparse.Action]:
     """argparse action for an nargs list whose items must differ (after ``key``): `--compare U8 U8` asks
     for one comparison twice, which is a usage error rather than a comparison of a plan with itself."""

@@ -362,6 +362,9 @@ def parse_ops(text: str) -> list[OpSpec]:
     unknown = [t for t in names if t not in OPS]
     if unknown or not names:
         raise InputError(f"--ops {text!r}: unknown op(s) {unknown}; known: {', '.join(OPS)} or 'all'")
+    twice = sorted({t for t in names if names.count(t) > 1})
+    if twice:
+        raise InputError(f"--ops {text!r}: {twice} named twice (each op is measured once per size)")
     return [OPS[t] for t in names]
 
 

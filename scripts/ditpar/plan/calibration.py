@@ -272,6 +272,21 @@ def set_keys(hw) -> list[str]:
     return out
 
 
+def _in_schema(key: str, parts: list[str], value: float, item: str) -> None:
+    """An override obeys the range its key has in a preset file (plan/schema.py): 1e300 GB/s is no what-if."""
+    from ditpar.plan import schema
+
+    spec = None
+    if key in schema.HARDWARE.keys:
+        spec = schema.HARDWARE.keys[key]
+    elif len(parts) == 3 and parts[0] == "links" and parts[2] in schema.LINK.keys:
+        spec = schema.LINK.keys[parts[2]]
+    elif len(parts) == 4 and parts[0] == "links" and parts[2] == "alltoall_GBps":
+        spec = schema.LINK.keys["alltoall_GBps"].table.free
+    if spec is not None:
+        schema.check_value(value, spec, f"--set {item!r}", key)
+
+
 def apply_sets(items: list[str], hw, tun) -> tuple[object, object, list[str]]:
     """Apply --set KEY=VALUE overrides; every override is returned as 'key: old -> new'."""
     notes = []
@@ -285,6 +300,7 @@ def apply_sets(items: list[str], hw, tun) -> tuple[object, object, list[str]]:
         if not sep or not math.isfinite(value) or value < 0 or (value == 0 and key != "overlap_efficiency"):
             raise InputError(f"--set {item!r}: expected KEY=VALUE with a positive finite number")
         parts = key.split(".")
+        _in_schema(key, parts, value, item)
         if key in SET_HW:
             if key == "mfu" and value > 1:
                 raise InputError(f"--set {item!r}: mfu is a fraction in (0, 1]")

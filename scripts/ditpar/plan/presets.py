@@ -431,6 +431,20 @@ def _alltoall_table(data: Any, where: str, path: Path) -> tuple[tuple[int, float
     return tuple(sorted(out))
 
 
+def _physical(link: LinkClass, key: str, interconnect: str, accelerator: str, path: Path) -> None:
+    """Every bandwidth of a link class at most its technology's ceiling (plan/link_limits.py), as --bench."""
+    from ditpar.plan.link_limits import line_rate
+
+    rate = line_rate(key, link.name, interconnect, accelerator)
+    figures = {"bandwidth_GBps": link.bandwidth_GBps, "ring_GBps": link.ring_GBps, "per_peer_GBps": link.per_peer_GBps,
+               **{f"alltoall_GBps.{k}": v for k, v in link.alltoall_GBps}}
+    for name, value in figures.items():
+        if value > rate.ceiling_GBps:
+            raise InputError(f"{path}: links.{key}.{name} = {value:g} is above {rate.ceiling_GBps:g} GB/s, 2 x the "
+                             f"{rate.GBps:g} GB/s line rate of {link.name!r} ({rate.technology}: {rate.source}); "
+                             f"a figure in MB/s?")
+
+
 def parse_hardware(data: Mapping[str, Any], path: Path) -> HardwarePreset:
     """Build and check a HardwarePreset from one parsed TOML table (keys, types and ranges: plan/schema.py)."""
     schema.check(data, schema.HARDWARE, path)
@@ -455,6 +469,8 @@ def parse_hardware(data: Mapping[str, Any], path: Path) -> HardwarePreset:
     if "intra_domain" not in links_raw:
         raise InputError(f"{path}: missing links.intra_domain")
     links = {k: _link(v, k, path) for k, v in links_raw.items()}
+    for key, link in links.items():
+        _physical(link, key, ic, str(data.get("accelerator", "")), path)
     implied = ()
     if "inter_domain" not in links:
         if dom != dpn:

@@ -145,13 +145,14 @@ def check(data: Mapping[str, Any], table: Table, path: Path | str, where: str = 
             hint = f"; did you mean '{where}{close[0]}'?" if close else f"; known: {', '.join(known)}"
             what = "table" if isinstance(value, dict) else "key"
             raise InputError(f"{path}: unknown {what} '{name}'{hint}")
-        _value(value, spec, path, name)
+        check_value(value, spec, path, name)
     for key, spec in table.keys.items():
         if spec.required and key not in data:
             raise InputError(f"{path}: missing key '{where}{key}' ({spec.describe()})")
 
 
-def _value(value: Any, spec: Key, path: Path | str, name: str) -> None:
+def check_value(value: Any, spec: Key, path: Path | str, name: str) -> None:
+    """One value against its key's type and range (also --set overrides); InputError naming the key."""
     def bad() -> InputError:
         return InputError(f"{path}: key '{name}' must be {spec.describe()}, got {value!r}")
 

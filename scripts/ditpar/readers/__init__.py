@@ -413,6 +413,8 @@ def _check_one_job(reads: list, locations: list[Path]) -> None:
         size = getattr(rd, "world_size", None)
         if size is not None:
             sizes.setdefault(size, []).append(f"{loc} (rank {rd.rank})")
+            if rd.rank is not None and rd.rank >= size:
+                raise InputError(f"{loc}: rank {rd.rank} ({rd.rank_from}) is outside its job's world size {size}")
     if len(sizes) > 1:
         listed = "; ".join(f"world size {size}: {', '.join(where[:3])}{' ...' if len(where) > 3 else ''}"
                            for size, where in sorted(sizes.items()))
