@@ -100,6 +100,7 @@ def test_unusual_values_give_what_the_general_reader_gives(tmp_path, monkeypatch
 @pytest.mark.parametrize("change, phrase", [
     (lambda d: d["traceEvents"][5].update(args=[1, 2]), "'args' is a list"),
     (lambda d: d["traceEvents"][5].pop("dur"), "no 'dur'"),
+    (lambda d: d["traceEvents"][5].pop("ts"), "no 'ts'"),
     (lambda d: d["traceEvents"][0].pop("dur"), "no 'dur'"),  # ProfilerStep#3 without its span
 ])
 def test_kernel_args_not_an_object_or_no_dur_is_an_error_of_both_readers(tmp_path, monkeypatch, change, phrase):

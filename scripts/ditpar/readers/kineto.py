@@ -131,9 +131,10 @@ class _Collected:
             elif not isinstance(args, dict):
                 raise InputError(f"{path}: event {i} ({cat} {_clip(name)}): 'args' is a {type(args).__name__}; "
                                  f"expected an object of named members (stream, correlation, ...)")
-            if "dur" not in ev:
-                raise InputError(f"{path}: event {i} ({cat} {_clip(name)}): no 'dur'; a GPU activity without "
-                                 f"its duration cannot be timed")
+            for key in ("ts", "dur"):
+                if key not in ev:
+                    raise InputError(f"{path}: event {i} ({cat} {_clip(name)}): no '{key}'; a GPU activity without "
+                                     f"its {'start' if key == 'ts' else 'duration'} cannot be timed")
             coll = args.get("Collective name")
             if coll is not None and not isinstance(coll, str):
                 raise InputError(f"{path}: event {i}: args 'Collective name': expected a string, got "
@@ -195,8 +196,8 @@ class _Collected:
             elif cat in host_cats and e.name.startswith(heads) and e.ph == X:  # steps, annotations
                 to_other(k)
         if gpu:
-            if any(e.dur is UNSET for e in gpu):
-                raise NotPlain  # the general reader names the event without a duration
+            if any(e.dur is UNSET or e.ts is UNSET for e in gpu):
+                raise NotPlain  # the general reader names the event without a start or duration
             cols = self.cols
             args = [e.args if e.args is not None and e.args is not UNSET else _NO_ARGS for e in gpu]
             cols["cat"].extend([e.cat for e in gpu])
