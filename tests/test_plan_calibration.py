@@ -333,3 +333,15 @@ def test_a_bench_file_that_contributes_nothing_is_said(tmp_path, capsys):
     other = _rows(tmp_path / "other.csv", [("broadcast", 1 << 20, 4, 3.0, "world")])
     assert len(read_bench([good, other], hw)) == 1
     assert f"--bench {other}: no row used" in capsys.readouterr().err
+
+
+def test_bench_ops_are_the_comm_bench_ops(tmp_path):
+    """A misspelled op ('allreduce') was skipped without a word; the list is comm_bench.py's own."""
+    from ditpar.comm.bench import OPS
+    from ditpar.errors import InputError
+    from ditpar.plan import presets
+    from ditpar.plan.calibration import BENCH_OPS, read_bench
+
+    assert BENCH_OPS == tuple(OPS)
+    with pytest.raises(InputError, match="op 'allreduce' is not a comm_bench.py op"):
+        read_bench([_rows(tmp_path / "b.csv", [("allreduce", 1 << 20, 4, 3.0, "world")])], presets.load_hardware("L20"))

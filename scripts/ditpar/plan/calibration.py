@@ -17,6 +17,9 @@ from ditpar.errors import InputError
 BENCH_COLUMNS = ("op", "bytes", "ranks", "busbw_GBps", "correct", "group")
 RING_OPS = ("all_reduce", "all_gather", "reduce_scatter", "sendrecv")   # preference order for ring_GBps
 ALLTOALL_OPS = ("all_to_all",)
+#: every op comm_bench.py writes (ditpar/comm/bench.py OPS); the others are measured but price no pattern here
+BENCH_OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "all_to_all_uneven", "all_to_all_padded",
+             "broadcast", "sendrecv")
 
 
 @dataclass
@@ -122,6 +125,8 @@ def read_bench(paths: list[str], hw) -> list[Curve]:
                 raise InputError(f"{where}: {row['op']} at {row['bytes']} B received wrong data (correct=False); "
                                  f"a bandwidth of a wrong transfer is not a measurement: fix the box and rerun")
             op = row["op"]
+            if op not in BENCH_OPS:
+                raise InputError(f"{where}: op {op!r} is not a comm_bench.py op; known: {', '.join(BENCH_OPS)}")
             if str(row.get("concurrent") or "1").strip() not in ("1", "1.0"):
                 skipped.append(f"{path}:{line}")   # K communicators at once: contention, not one group's busbw
                 continue
