@@ -25,10 +25,8 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 TEMPLATES_ENV = "DITPAR_TEMPLATES"
-BLOCK_BASES = ("joint", "single", "cross", "self")
-BLOCK_SPANS = ("spatial", "temporal")
-BLOCK_TYPES = BLOCK_BASES + tuple(f"{b}_{s}" for b in BLOCK_BASES for s in BLOCK_SPANS)
-LINK_KEYS = ("intra_domain", "inter_domain", "inter_node")
+BLOCK_TYPES = schema.BLOCK_TYPES
+LINK_KEYS = schema.LINK_KEYS
 INTERCONNECTS = {"nvlink": "NVLink", "pcie": "PCIe", "hccs": "HCCS"}
 
 
@@ -248,43 +246,6 @@ class HardwarePreset:
 # TOML validation helpers
 
 
-def _req(data: Mapping[str, Any], key: str, path: Path, kind: type | tuple[type, ...]) -> Any:
-    if key not in data:
-        raise InputError(f"{path}: missing key '{key}'")
-    value = data[key]
-    if kind in (int, float, (int, float)) and isinstance(value, bool):
-        raise InputError(f"{path}: key '{key}' must be a number, got {value!r}")
-    if not isinstance(value, kind):
-        want = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
-        raise InputError(f"{path}: key '{key}' must be {want}, got {value!r}")
-    return value
-
-
-def _pos(data: Mapping[str, Any], key: str, path: Path, kind: type | tuple[type, ...] = int,
-         default: Any = None, allow_zero: bool = False) -> Any:
-    if key not in data and default is not None:
-        return default
-    value = _req(data, key, path, kind)
-    if value < 0 or (value == 0 and not allow_zero):
-        raise InputError(f"{path}: key '{key}' must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
-    return value
-
-
-def _triple(data: Mapping[str, Any], key: str, path: Path) -> tuple[int, int, int]:
-    value = _req(data, key, path, list)
-    if len(value) != 3 or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value):
-        raise InputError(f"{path}: key '{key}' must be three positive integers [t, h, w], got {value!r}")
-    return (value[0], value[1], value[2])
-
-
-def _sources(data: Mapping[str, Any], path: Path) -> dict[str, str]:
-    src = _req(data, "sources", path, dict)
-    for k, v in src.items():
-        if not isinstance(v, str) or not v.strip():
-            raise InputError(f"{path}: sources.{k} must be a non-empty string (URL or repo@path)")
-    return dict(src)
-
-
 def _aliases(data: Mapping[str, Any], path: Path) -> tuple[str, ...]:
     al = data.get("aliases", [])
     if not isinstance(al, list) or not all(isinstance(a, str) and normalize(a) for a in al):
@@ -325,110 +286,52 @@ def _need_sources(sources: Mapping[str, str], keys: Iterable[str], path: Path) -
 
 
 def parse_model(data: Mapping[str, Any], path: Path) -> ModelPreset:
-    """Build and check a ModelPreset from one parsed TOML table (keys, types and ranges: plan/schema.py)."""
+    """Build and check a ModelPreset from one parsed TOML table: every key's type and range is the schema's
+    (plan/schema.py); the rules that tie keys together are checked here."""
     schema.check(data, schema.MODEL, path)
-    name = _req(data, "name", path, str)
-    kind = _req(data, "kind", path, str)
-    if kind not in ("image", "video"):
-        raise InputError(f"{path}: key 'kind' must be 'image' or 'video', got {kind!r}")
-    hidden = _pos(data, "hidden", path)
-    heads = _pos(data, "heads", path)
-    kv_heads = _pos(data, "kv_heads", path)
-    head_dim = _pos(data, "head_dim", path)
+    kind, hidden, heads, kv_heads, head_dim = (data[k] for k in ("kind", "hidden", "heads", "kv_heads", "head_dim"))
     if heads % kv_heads:
         raise InputError(f"{path}: key 'kv_heads' ({kv_heads}) must divide 'heads' ({heads})")
     if data.get("attn_dim_equals_hidden", True) and heads * head_dim != hidden:
         raise InputError(f"{path}: heads*head_dim = {heads}*{head_dim} = {heads * head_dim} differs from "
                          f"hidden = {hidden} (set attn_dim_equals_hidden = false if the model says so)")
-    blocks_raw = _req(data, "blocks", path, dict)
-    blocks: dict[str, int] = {}
-    for k in blocks_raw:
-        if k not in BLOCK_TYPES:
-            raise InputError(f"{path}: blocks.{k} is not a block type; expected one of {', '.join(BLOCK_TYPES)}")
-        blocks[k] = _pos(blocks_raw, k, path)
+    blocks = dict(data["blocks"])
     if not blocks:
         raise InputError(f"{path}: key 'blocks' has no block counts")
-    attention = data.get("attention", "softmax")
-    if attention not in ("softmax", "linear"):
-        raise InputError(f"{path}: key 'attention' must be 'softmax' or 'linear', got {attention!r}")
-    ffn_matrices = _pos(data, "ffn_matrices", path, default=2)
-    if ffn_matrices not in (2, 3):
-        raise InputError(f"{path}: key 'ffn_matrices' must be 2 (plain MLP) or 3 (gated), got {ffn_matrices}")
-    frames = _pos(data, "default_frames", path)
+    frames = data["default_frames"]
     if kind == "image" and frames != 1:
         raise InputError(f"{path}: key 'default_frames' must be 1 for an image model, got {frames}")
-    cfg = _req(data, "cfg_default", path, bool)
-    causal = _req(data, "vae_temporal_causal", path, bool)
-    text_cross = _pos(data, "text_cross_tokens", path, allow_zero=True)
+    text_cross = data["text_cross_tokens"]
     if any(k.split("_")[0] == "cross" for k in blocks) and text_cross == 0:
         raise InputError(f"{path}: model has cross-attention blocks but text_cross_tokens is 0")
-    sources = _sources(data, path)
+    sources = dict(data["sources"])
     _need_sources(sources, ("hidden", "heads", "blocks", "ffn", "params_b"), path)
     preset = ModelPreset(
-        name=name, aliases=_aliases(data, path), kind=kind,
-        params_b=_pos(data, "params_b", path, (int, float)),
-        hidden=hidden, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
-        ffn=_pos(data, "ffn", path), blocks=blocks,
-        text_joint_tokens=_pos(data, "text_joint_tokens", path, allow_zero=True),
-        text_cross_tokens=text_cross,
-        latent_channels=_pos(data, "latent_channels", path),
-        patch=_triple(data, "patch", path), vae_stride=_triple(data, "vae_stride", path),
-        vae_temporal_causal=causal, cfg_default=cfg,
-        default_width=_pos(data, "default_width", path), default_height=_pos(data, "default_height", path),
-        default_frames=frames, default_steps=_pos(data, "default_steps", path),
-        sources=sources, attention=attention,
-        text_hidden=_pos(data, "text_hidden", path, default=hidden),
-        image_cross_tokens=_pos(data, "image_cross_tokens", path, allow_zero=True, default=0),
-        experts=_pos(data, "experts", path, default=1), ffn_matrices=ffn_matrices,
-        long_skips=_pos(data, "long_skips", path, allow_zero=True, default=0),
-        vae_frame_chunk=_pos(data, "vae_frame_chunk", path, allow_zero=True, default=0),
-        notes=data.get("notes", ""), path=str(path),
-        family=str(data.get("family", "")),
-        text_encoder_params_b=float(_pos(data, "text_encoder_params_b", path, (int, float), default=0.0,
-                                         allow_zero=True)),
+        name=data["name"], aliases=_aliases(data, path), kind=kind, params_b=data["params_b"],
+        hidden=hidden, heads=heads, kv_heads=kv_heads, head_dim=head_dim, ffn=data["ffn"], blocks=blocks,
+        text_joint_tokens=data["text_joint_tokens"], text_cross_tokens=text_cross,
+        latent_channels=data["latent_channels"], patch=tuple(data["patch"]), vae_stride=tuple(data["vae_stride"]),
+        vae_temporal_causal=data["vae_temporal_causal"], cfg_default=data["cfg_default"],
+        default_width=data["default_width"], default_height=data["default_height"],
+        default_frames=frames, default_steps=data["default_steps"],
+        sources=sources, attention=data.get("attention", "softmax"),
+        text_hidden=data.get("text_hidden", hidden), image_cross_tokens=data.get("image_cross_tokens", 0),
+        experts=data.get("experts", 1), ffn_matrices=data.get("ffn_matrices", 2),
+        long_skips=data.get("long_skips", 0), vae_frame_chunk=data.get("vae_frame_chunk", 0),
+        notes=data.get("notes", ""), path=str(path), family=data.get("family", ""),
+        text_encoder_params_b=float(data.get("text_encoder_params_b", 0.0)),
     )
     if kind == "image" and preset.vae_stride[0] != 1:
         raise InputError(f"{path}: key 'vae_stride' must start with 1 for an image model")
     return preset
 
 
-def _link(data: Any, key: str, path: Path) -> LinkClass:
-    if not isinstance(data, dict):
-        raise InputError(f"{path}: links.{key} must be a table with name, bandwidth_GBps, latency_us")
-    where = f"links.{key}"
-    for k in ("name", "bandwidth_GBps", "latency_us"):
-        if k not in data:
-            raise InputError(f"{path}: {where} is missing '{k}'")
-    bw, lat = data["bandwidth_GBps"], data["latency_us"]
-    for k, v in (("bandwidth_GBps", bw), ("latency_us", lat)):
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
-            raise InputError(f"{path}: {where}.{k} must be a positive number, got {v!r}")
-    peer, ring = (_optional_GBps(data, k, where, path) for k in ("per_peer_GBps", "ring_GBps"))
-    return LinkClass(name=str(data["name"]), bandwidth_GBps=float(bw), latency_us=float(lat),
-                     basis=str(data.get("basis", "")), per_peer_GBps=peer, ring_GBps=ring,
-                     alltoall_GBps=_alltoall_table(data.get("alltoall_GBps", {}), where, path))
-
-
-def _optional_GBps(data: Mapping[str, Any], key: str, where: str, path: Path) -> float:
-    """An optional bandwidth of a link class: a number >= 0, 0 when absent."""
-    value = data.get(key, 0.0)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise InputError(f"{path}: {where}.{key} must be a number >= 0, got {value!r}")
-    return float(value)
-
-
-def _alltoall_table(data: Any, where: str, path: Path) -> tuple[tuple[int, float], ...]:
-    """`alltoall_GBps = { 4 = 2.0, 8 = 1.0 }`: measured busbw by group size, sorted by size."""
-    if not isinstance(data, dict):
-        raise InputError(f"{path}: {where}.alltoall_GBps must be a table of group size = GB/s")
-    out = []
-    for k, v in data.items():
-        if not str(k).isdigit() or int(k) < 3:
-            raise InputError(f"{path}: {where}.alltoall_GBps key {k!r} must be a group size >= 3")
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
-            raise InputError(f"{path}: {where}.alltoall_GBps.{k} must be a positive number, got {v!r}")
-        out.append((int(k), float(v)))
-    return tuple(sorted(out))
+def _link(data: Mapping[str, Any], key: str) -> LinkClass:
+    """One link class (types and ranges already checked by the schema)."""
+    return LinkClass(name=data["name"], bandwidth_GBps=float(data["bandwidth_GBps"]), latency_us=float(data["latency_us"]),
+                     basis=data.get("basis", ""), per_peer_GBps=float(data.get("per_peer_GBps", 0.0)),
+                     ring_GBps=float(data.get("ring_GBps", 0.0)),
+                     alltoall_GBps=tuple(sorted((int(k), float(v)) for k, v in data.get("alltoall_GBps", {}).items())))
 
 
 def _physical(link: LinkClass, key: str, interconnect: str, accelerator: str, path: Path) -> None:
@@ -446,41 +349,26 @@ def _physical(link: LinkClass, key: str, interconnect: str, accelerator: str, pa
 
 
 def parse_hardware(data: Mapping[str, Any], path: Path) -> HardwarePreset:
-    """Build and check a HardwarePreset from one parsed TOML table (keys, types and ranges: plan/schema.py)."""
+    """Build and check a HardwarePreset from one parsed TOML table: every key's type and range is the
+    schema's (plan/schema.py); the rules that tie keys together are checked here."""
     schema.check(data, schema.HARDWARE, path)
-    name = _req(data, "name", path, str)
-    vendor = _req(data, "vendor", path, str)
-    if vendor not in ("nvidia", "ascend"):
-        raise InputError(f"{path}: key 'vendor' must be 'nvidia' or 'ascend', got {vendor!r}")
-    ic = _req(data, "interconnect", path, str)
-    if ic not in INTERCONNECTS.values():
-        raise InputError(f"{path}: key 'interconnect' must be one of {', '.join(INTERCONNECTS.values())}")
-    dpn = _pos(data, "devices_per_node", path)
-    dom = _pos(data, "domain_size", path)
+    ic, dpn, dom = data["interconnect"], data["devices_per_node"], data["domain_size"]
     if dpn % dom:
         raise InputError(f"{path}: key 'domain_size' ({dom}) must divide 'devices_per_node' ({dpn})")
-    mfu = _pos(data, "mfu", path, (int, float))
-    if mfu > 1:
-        raise InputError(f"{path}: key 'mfu' is a fraction in (0, 1], got {mfu}")
-    links_raw = _req(data, "links", path, dict)
-    for k in links_raw:
-        if k not in LINK_KEYS:
-            raise InputError(f"{path}: links.{k} is not a link key; expected {', '.join(LINK_KEYS)}")
-    if "intra_domain" not in links_raw:
-        raise InputError(f"{path}: missing links.intra_domain")
-    links = {k: _link(v, k, path) for k, v in links_raw.items()}
+    links_raw = data["links"]
+    links = {k: _link(v, k) for k, v in links_raw.items()}
     for key, link in links.items():
-        _physical(link, key, ic, str(data.get("accelerator", "")), path)
+        _physical(link, key, ic, data["accelerator"], path)
     implied = ()
     if "inter_domain" not in links:
         if dom != dpn:
             raise InputError(f"{path}: missing links.inter_domain (node has {dpn // dom} domains)")
         links["inter_domain"] = links["intra_domain"]
         implied = ("inter_domain",)
-    nodes = _pos(data, "nodes", path, default=1)
+    nodes = data.get("nodes", 1)
     if nodes > 1 and "inter_node" not in links:
         raise InputError(f"{path}: nodes = {nodes} needs links.inter_node")
-    sources = _sources(data, path)
+    sources = dict(data["sources"])
     _need_sources(sources, ("peak_tflops_bf16", "mfu", "memory_GB", "intra_domain"), path)
     if dom != dpn:
         _need_sources(sources, ("inter_domain",), path)
@@ -490,14 +378,11 @@ def parse_hardware(data: Mapping[str, Any], path: Path) -> HardwarePreset:
         _need_sources(sources, [f"{key}_{m}" for m in ("ring", "alltoall") if f"{m}_GBps" in raw], path)
     domains = _domains(data, path, dpn, dom)
     return HardwarePreset(
-        name=name, aliases=_aliases(data, path), vendor=vendor,
-        accelerator=_req(data, "accelerator", path, str), interconnect=ic,
-        devices_per_node=dpn, nodes=nodes,
-        peak_tflops_bf16=float(_pos(data, "peak_tflops_bf16", path, (int, float))),
-        mfu=float(mfu), memory_GB=float(_pos(data, "memory_GB", path, (int, float))),
+        name=data["name"], aliases=_aliases(data, path), vendor=data["vendor"],
+        accelerator=data["accelerator"], interconnect=ic, devices_per_node=dpn, nodes=nodes,
+        peak_tflops_bf16=float(data["peak_tflops_bf16"]), mfu=float(data["mfu"]), memory_GB=float(data["memory_GB"]),
         domain_size=dom, links=links, sources=sources,
-        hbm_bandwidth_GBps=float(_pos(data, "hbm_bandwidth_GBps", path, (int, float), default=0.0,
-                                      allow_zero=True)),
+        hbm_bandwidth_GBps=float(data.get("hbm_bandwidth_GBps", 0.0)),
         domains=domains, notes=data.get("notes", ""), path=str(path), implied_links=implied,
     )
 

@@ -70,7 +70,9 @@ def _pos(hi: float, required: bool = True) -> Key:
 
 TEXT = Key("text", required=True)
 OPT_TEXT = Key("text")
-SOURCES = Table(free=Key("text"))
+SOURCES = Table(free=Key("text", required=True))  # free names, each a non-empty text
+BLOCK_TYPES = tuple(f"{b}{s}" for b in ("joint", "single", "cross", "self") for s in ("", "_spatial", "_temporal"))
+LINK_KEYS = ("intra_domain", "inter_domain", "inter_node")
 
 #: upper ends are far above any real model or machine (the largest shipped: 14B parameters, 16 dies,
 #: 4.8 TB/s HBM, 900 GB/s NVLink); they catch units slips (MB/s, B) and typed-in exponents
@@ -90,10 +92,7 @@ MODEL = Table({
     "cfg_default": Key("bool", required=True),
     "default_width": _int(1, 1 << 17), "default_height": _int(1, 1 << 17), "default_frames": _int(1, 1 << 20),
     "default_steps": _int(1, 100000), "long_skips": _int(0, 4096, False),
-    "blocks": Key("table", table=Table({b: _int(1, 100000, False) for b in
-                                        ("joint", "single", "cross", "self", *(f"{b}_{s}" for b in
-                                         ("joint", "single", "cross", "self") for s in ("spatial", "temporal")))}),
-                  required=True),
+    "blocks": Key("table", table=Table({b: _int(1, 100000, False) for b in BLOCK_TYPES}), required=True),
     "sources": Key("table", table=SOURCES, required=True),
 })
 
@@ -112,8 +111,8 @@ HARDWARE = Table({
     "domains": Key("int_lists"),
     "peak_tflops_bf16": _pos(100000), "mfu": _pos(1), "memory_GB": _pos(100000),
     "hbm_bandwidth_GBps": _pos(100000, required=False),
-    "links": Key("table", table=Table({k: Key("table", table=LINK) for k in
-                                       ("intra_domain", "inter_domain", "inter_node")}), required=True),
+    "links": Key("table", table=Table({k: Key("table", table=LINK, required=k == "intra_domain")
+                                       for k in LINK_KEYS}), required=True),
     "sources": Key("table", table=SOURCES, required=True),
 })
 
