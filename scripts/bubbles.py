@@ -36,7 +36,7 @@ def build_parser():
     parser.add_argument("--tolerance-us", type=float, default=None,
                         help="a release ends at most this long before the gap end (default: chosen from the "
                              "profile's release lags and printed, with what other tolerances would credit)")
-    parser.add_argument("--consumer", metavar="REGEX",
+    parser.add_argument("--consumer", metavar="REGEX", type=cli.nonempty("a kernel-name pattern"),
                         help="compute kernels whose start is measured from the latest preceding collective's end")
     parser.add_argument("--stream", help="compute stream to analyse (default: the busiest compute stream per rank)")
     parser.add_argument("--plot-rank", type=int, help="rank drawn by --plot (default: the first analysed)")

@@ -684,6 +684,8 @@ def round2_silent_cases(base: Path) -> list[Case]:
         Case("collectives:family-empty", "collectives.py", [str(RANK0), "--family", ""], reason="(none)"),
         Case("bubbles:family-twice", "bubbles.py", [str(RANK0), "--family", "allreduce,allreduce"],
              reason="more than once"),
+        Case("bubbles:consumer-empty", "bubbles.py", [str(RANK0), "--consumer", ""],
+             reason="expected a kernel-name pattern"),
         Case("plan:set-out-of-range", "plan.py", [*l20, "--set", "links.intra_domain.bandwidth_GBps=1e300"],
              reason="must be a number in (0, 10000]"),
     ]

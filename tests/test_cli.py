@@ -177,3 +177,13 @@ def test_name_list_type():
     for text, phrase in (("", "(none)"), (",,", "(none)"), ("a,b,a", "['a'] more than once")):
         with pytest.raises(argparse.ArgumentTypeError, match=re.escape(phrase)):
             parse(text)
+
+
+def test_nonempty_type():
+    import argparse
+
+    from ditpar.cli import nonempty
+
+    assert nonempty("a pattern")("Flash.*") == "Flash.*"
+    with pytest.raises(argparse.ArgumentTypeError, match="expected a pattern, got ' '"):
+        nonempty("a pattern")(" ")

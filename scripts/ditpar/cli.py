@@ -91,6 +91,17 @@ def int_list(lo: int = 0, hi: int | None = None, what: str = "ids") -> Callable[
     return parse
 
 
+def nonempty(what: str) -> Callable[[str], str]:
+    """argparse type of a name or pattern flag: empty text (a regular expression that matches every kernel)
+    is a usage error, not a silent "everything"."""
+    def parse(text: str) -> str:
+        if not text.strip():
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        return text
+
+    return parse
+
+
 def name_list(what: str = "names") -> Callable[[str], list[str]]:
     """argparse type of a comma-separated list of distinct names ('alltoall,allgather'): an empty list
     (which would mean "all" without a word) or a name twice is a usage error."""

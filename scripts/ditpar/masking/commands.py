@@ -18,7 +18,7 @@ def add_profile_arguments(sub, parent) -> None:
     p.add_argument("--family", required=True,
                    help="regular expression for the masked family, matched whole and case-blind "
                         "(alltoall, alltoallv, allgather, ...)")
-    p.add_argument("--consumer", required=True,
+    p.add_argument("--consumer", required=True, type=cli.nonempty("a kernel-name pattern"),
                    help="regular expression (search, case-blind) for the compute kernels that hide it, e.g. attention")
     p.add_argument("--group", help="communicator id, name or role to pin the family to one communicator")
     p.add_argument("--layers", type=float, default=1.0, help="layers per step (per-layer divisor; default 1)")
