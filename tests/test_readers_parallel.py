@@ -55,7 +55,7 @@ def test_kineto_parallel_equals_serial(tmp_path):
 
     for rank, name in enumerate(["hta-nccl_data.json.gz", "hta-timeline-sampled_rank-0.json.gz"]):
         doc = json.loads(gzip.decompress(need_shared("fixtures", "kineto", name).read_bytes()))
-        doc["distributedInfo"]["rank"] = rank
+        doc["distributedInfo"].update(rank=rank, world_size=2)  # traces of two jobs (2 and 128), made one job
         (tmp_path / f"trace{1 - rank}.json").write_text(json.dumps(doc))  # found in reverse rank order
     serial = load_profiles([tmp_path], workers=1)
     parallel = load_profiles([tmp_path], workers=2)
