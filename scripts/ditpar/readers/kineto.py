@@ -540,6 +540,10 @@ def _steps(path: Path, events: pd.DataFrame, corr: list, launches: dict[str, lis
     return win[list(STEP_COLUMNS)].astype({"start_ns": np.int64, "end_ns": np.int64}), ev_step
 
 
+#: consecutive ProfilerStep spans may touch; an overlap beyond this (two captures in one file) is an error
+_STEP_OVERLAP_NS = 1000
+
+
 def _step_spans(path: Path, steps: list, base: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """ProfilerStep#N host spans (start, end, N) in time order; a step number written twice or two
     overlapping steps (two captures in one file?) are an input error, never merged into one window."""
@@ -557,8 +561,9 @@ def _step_spans(path: Path, steps: list, base: int) -> tuple[np.ndarray, np.ndar
         at = ", ".join(f"{int(t) // 1000} us" for t in s_start[s_id == step][:3])
         raise InputError(f"{path}: ProfilerStep#{step} appears {int((s_id == step).sum())} times (starting at {at}); "
                          f"expected one span per step (two captures written into one trace?)")
-    if s_start.size > 1 and bool((s_start[1:] < s_end[:-1]).any()):
-        i = int(np.flatnonzero(s_start[1:] < s_end[:-1])[0])
+    overlap = s_start[1:] < s_end[:-1] - _STEP_OVERLAP_NS
+    if overlap.any():
+        i = int(np.flatnonzero(overlap)[0])
         raise InputError(f"{path}: ProfilerStep#{int(s_id[i])} and ProfilerStep#{int(s_id[i + 1])} overlap "
                          f"({int(s_start[i + 1]) // 1000} us < {int(s_end[i]) // 1000} us); steps of one capture "
                          f"follow one another")
