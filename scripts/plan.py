@@ -82,7 +82,7 @@ def _check_request(args) -> tuple[int | None, int | None]:
 
 
 def _framework_args(p) -> None:
-    g = p.add_argument_group("frameworks and custom models (issue 13)")
+    g = p.add_argument_group("frameworks and custom models")
     g.add_argument("--framework", action="append", default=None, metavar="NAME",
                    help="rank only plans this framework runs (repeatable; a profile name from "
                         "templates/frameworks or a .toml file; default: every profile)")
