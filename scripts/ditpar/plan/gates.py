@@ -266,7 +266,8 @@ def projection(model, hw, shape: Shape, a: Plan, b: Plan, tun: Tunables) -> Gate
             continue
     lead = base_b / base_a - 1
     if not out:
-        out.append("no bandwidth in 1/64x..64x nor KV-head count flips the order")
+        out.append("no link bandwidth scaled for every pattern at once (1/64x..64x) nor KV-head count flips "
+                   "the order")
     return Gate("G7", "projection", "info", f"{a.name} leads {b.name} by {lead:.1%}; " + "; ".join(out)
                 + " (projection, not measurement)")
 
