@@ -251,3 +251,22 @@ def test_shipped_band_half_width_is_the_all_sources_fit():
     res = heldout.evaluate_heldout(frames, Tunables())
     assert res["band_half_width_all_sources"] == uncertainty.MODEL_HALF_WIDTH
     assert res["pooled"].short_hits == res["pooled"].top1_scenarios       # recall 1.00 held out
+
+
+def test_one_set_override_replaces_only_its_own_figure():
+    # issue 24: --set of the 4-card all-to-all used to mark every intra_domain figure measured (every
+    # band shrank to +-2.5 %) and to print the old value beside it
+    doc = plan_json(*FLUX_L20, "--set", "links.intra_domain.alltoall_GBps.4=12")
+    recs = {r["figure"]: r for r in doc["link_figures"] if r["link"] == "intra_domain"}
+    a2a = recs["all-to-all busbw, group 4"]
+    assert a2a["GBps"] == 12 and a2a["measured"] is True
+    others = [r for f, r in recs.items() if f != "all-to-all busbw, group 4"]
+    assert others and not any(r["measured"] for r in others)
+    # the link keeps its preset widening (uncertainty.band): high = latency x e^0.025 + exposed x (2 - 1)
+    import math
+
+    wide = [p for p in doc["plans"] if p["feasible"] and p["exposed_by_link_s"].get("intra_domain", 0) > 0]
+    assert wide
+    for p in wide:
+        preset = sum(v for v in p["exposed_by_link_s"].values() if v > 0)
+        assert p["predicted_high_s"] == pytest.approx(p["predicted_latency_s"] * math.exp(0.025) + preset)

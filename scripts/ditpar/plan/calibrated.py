@@ -38,11 +38,8 @@ def calibrate_box(args, model, hw, shape, tun) -> Box:
     used = calibration.reachable_links(hw, args.devices)
     records = [r for r in records if r["link"] in used]
     hw, tun, overrides = calibration.apply_sets(args.set or [], hw, tun)
-    for note in overrides:   # an override is the user's figure: no longer a preset guess
-        m = re.match(r"links\.(\w+)\.", note)
-        for r in records:
-            if m and r["link"] == m.group(1):
-                r["measured"], r["how"] = True, f"--set {note}"
+    for note in overrides:   # an override is the user's figure: no longer a preset guess, for that figure only
+        _mark_override(records, note, hw)
     if args.ref_step_s is not None and args.ref_latency is not None:
         raise InputError("--ref-step-s and --ref-latency both given: pass one single-device measurement")
     if args.ref_step_s is not None:
@@ -58,6 +55,32 @@ def calibrate_box(args, model, hw, shape, tun) -> Box:
                    f"pass --ref-step-s or --ref-latency from one 1-card run")
     compute += "; " + shape_term(hw)
     return Box(hw, tun, records, overrides, compute, warnings)
+
+
+def _mark_override(records: list[dict], note: str, hw) -> None:
+    """The link-figure record a `--set links.X.F[.K]` override replaces: new value, marked measured.
+
+    Only that figure stops being a preset guess; the link's other figures keep their band widening,
+    so one override cannot shrink every band. Latency and per-peer figures have no record.
+    """
+    m = re.match(r"links\.(\w+)\.(\w+?)(?:\.(\d+))?: .* -> (\S+)$", note)
+    if not m:
+        return
+    link, figure, group, value = m.group(1), m.group(2), m.group(3), float(m.group(4))
+    if figure == "alltoall_GBps":
+        want = f"all-to-all busbw, group {group}"
+        hits = [r for r in records if r["link"] == link and r["figure"] == want]
+        if not hits and link in {r["link"] for r in records}:
+            records.append({"link": link, "figure": want, "GBps": value, "measured": True, "how": ""})
+            hits = records[-1:]
+    elif figure == "ring_GBps":
+        hits = [r for r in records if r["link"] == link and r["figure"].startswith("ring busbw")]
+    elif figure == "bandwidth_GBps":
+        hits = [r for r in records if r["link"] == link and r["figure"].startswith("bus bandwidth")]
+    else:
+        hits = []
+    for r in hits:
+        r["GBps"], r["measured"], r["how"] = value, True, f"--set {note}"
 
 
 def shape_term(hw) -> str:
