@@ -231,7 +231,7 @@ def run_plan(args) -> int:
     payload = report.payload(results, model, hw, shape, tun, text, fws, args.allow_approximate)
     calibrated.extend_payload(payload, results, extra, box)
     if args.csv:
-        cli.write_csv(args.csv, report.frame(results))
+        cli.write_csv(args.csv, report.frame(results, model))
     if args.plot:
         report.plot(results, args.plot, title=f"{model.name} on {hw.name}, {args.devices} devices")
     if args.json:

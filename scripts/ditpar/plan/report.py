@@ -10,14 +10,36 @@ from ditpar.plan.cost.work import LINK_KEYS
 SHORT = {"pass": "ok", "veto": "VETO", "warn": "warn", "info": "i"}
 
 
-def plan_record(r) -> dict:
+def padded_heads(model, plan) -> tuple[int, int] | None:
+    """(query heads per TP rank, after padding to a multiple of Ulysses) when the cost model pads them."""
+    if model is None or plan.ulysses <= 1:
+        return None
+    local = model.heads / plan.tp
+    if local < 1 or local % plan.ulysses == 0:
+        return None
+    return int(local), int(math.ceil(local / plan.ulysses) * plan.ulysses)
+
+
+def padding_note(r, model) -> str:
+    """'; sequence padded by N tokens; heads padded 30 -> 32 (+6.7 % attention)' or ''."""
+    text = f"; sequence padded by {r.pad_tokens} tokens" if r.pad_tokens else ""
+    heads = padded_heads(model, r.plan)
+    if heads:
+        text += (f"; heads padded {heads[0]} -> {heads[1]} per TP rank for Ulysses {r.plan.ulysses} "
+                 f"(+{heads[1] / heads[0] - 1:.1%} attention work, priced)")
+    return text
+
+
+def plan_record(r, model=None) -> dict:
     bd = r.breakdown
+    heads = padded_heads(model, r.plan)
     finite = math.isfinite(bd.latency_s)
     rec = {"rank": r.rank, "name": r.plan.name, **r.plan.as_dict(),
            "predicted_latency_s": bd.latency_s if finite else None, "feasible": r.feasible,
            "framework": r.framework, "exact": r.exact, "exact_reason": r.exact_reason,
            "speedup_vs_1": r.speedup_vs_1 if finite and math.isfinite(r.speedup_vs_1) else None,
            "pad_tokens": r.pad_tokens,
+           "pad_heads": None if heads is None else {"from": heads[0], "to": heads[1]},
            "gates": [g.as_dict() for g in r.gates]}
     if finite:
         rec.update({
@@ -42,18 +64,18 @@ def payload(results, model, hw, shape, tun, conclusion: str, frameworks=None,
         "tunables": {"launch_us": tun.launch_us, "overlap_efficiency": tun.overlap_efficiency,
                      "masking_chunks": tun.masking_chunks, "layout": ",".join(tun.order),
                      "compute_scale": tun.compute_scale},
-        "plans": [plan_record(r) for r in results],
+        "plans": [plan_record(r, model) for r in results],
         "compute_efficiency": efficiency.describe(hw),
         "conclusion": conclusion,
     }
 
 
-def frame(results):
+def frame(results, model=None):
     import pandas as pd
 
     rows = []
     for r in results:
-        rec = plan_record(r)
+        rec = plan_record(r, model)
         flat = {k: v for k, v in rec.items() if not isinstance(v, (dict, list))}
         for k in LINK_KEYS:
             flat[f"exposed_{k}_s"] = rec.get("exposed_by_link_s", {}).get(k)
@@ -94,12 +116,12 @@ def render(results, model, hw, shape, tun, conclusion: str, top: int, show_all: 
             lines.append(f"{r.rank:>3} {r.plan.name:<18}{'-':>10}  infeasible: {r.gates[-1].gate} "
                          f"{r.gates[-1].reason}")
             continue
-        lines.append(f"{r.rank:>3} {r.plan.name:<18}{_f(bd.latency_s):>10}{_f(r.speedup_vs_1):>8}"
+        lines.append(f"{r.rank:>3} {r.plan.name:<18}{_f(bd.latency_s):>10}{_f(r.speedup_vs_1, 1):>8}"
                      f"{'yes' if r.exact else 'NO':>6} {(r.framework or '-')[:13]:<14}{_f(bd.step_s):>9}"
                      f"{_f(bd.compute_s):>10}{_f(x['intra_domain']):>10}{_f(x['inter_domain']):>10}"
                      f"{_f(x['inter_node']):>9}{_f(bd.hidden_s):>9}{_f(bd.host_bound_s):>8}"
                      f"{_f(bd.pipeline_s):>8}{bd.memory_GB:>8.1f}  {g}")
-    lines += ["", "speedup = single-device latency / plan latency; exact = same output as one device up to "
+    lines += ["", "speedup = single-device latency / plan latency (one decimal: a ratio of two predictions); exact = same output as one device up to "
               "reduction order (NO: stale activations, ranked after exact plans unless --allow-approximate); "
               "framework = preferred framework that runs it (native backend, then vendor preference); "
               "DPn = n replicas for other requests (ranked after plans that use every card for this one)",
@@ -108,7 +130,7 @@ def render(results, model, hw, shape, tun, conclusion: str, top: int, show_all: 
               "G1..G7 = the gates (listed below for the top two): ok = pass, i = information only, warn, VETO, - = not applicable", ""]
     for r in feas[:2]:
         lines.append(f"gates of #{r.rank} {r.plan.name}" + (f" (on {r.framework})" if r.framework else "")
-                     + f": {r.exact_reason}" + (f"; sequence padded by {r.pad_tokens} tokens" if r.pad_tokens else ""))
+                     + f": {r.exact_reason}" + padding_note(r, model))
         for gt in r.gates:
             lines.append(f"  {gt.gate} {gt.name:<26} {gt.verdict:<5} {gt.reason}")
         lines.append("")

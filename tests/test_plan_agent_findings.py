@@ -1,0 +1,41 @@
+"""plan.py details agents stumbled on (issue 24): rounding in G2, head padding shown, speedup digits."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import run_script
+from ditpar.plan.gates import _gb
+
+
+def plan_json(*args):
+    return json.loads(run_script("plan.py", *args, "--json", check=0).stdout)
+
+
+def test_memory_figures_keep_the_digits_that_decide():
+    # 57.62 GB against a 57.6 GB cap printed as "57.6 GB > 58 GB" before; now the two differ on the page
+    assert (_gb(57.62, 57.6), _gb(57.6, 57.62)) == ("57.62", "57.60")
+    assert (_gb(16.8, 72.0), _gb(72.0, 16.8)) == ("16.8", "72.0")
+    doc = plan_json("--model", "FLUX.1-dev", "--hardware", "H100", "--devices", "4")
+    g2 = next(g for g in doc["plans"][0]["gates"] if g["gate"] == "G2")
+    assert "<= 72.0 GB (90% of 80 GB)" in g2["reason"]
+
+
+def test_head_padding_is_shown_where_it_is_priced():
+    # 30 heads over Ulysses 4: 30 -> 32 heads (ceil(30 / 4) x 4), 32 / 30 - 1 = 6.7 % more attention
+    doc = plan_json("--model", "FLUX.1-dev", "--hardware", "H100", "--devices", "4", "--heads", "30")
+    by = {p["name"]: p for p in doc["plans"]}
+    assert by["U4"]["pad_heads"] == {"from": 30, "to": 32}
+    assert by["U2 R2"]["pad_heads"] is None            # 30 heads divide by 2
+    assert by["R4"]["pad_heads"] is None               # no Ulysses, no head split
+    from types import SimpleNamespace
+
+    from ditpar.plan.report import padding_note
+
+    model = SimpleNamespace(heads=30)
+    plan = SimpleNamespace(ulysses=4, tp=1)
+    assert padding_note(SimpleNamespace(pad_tokens=0, plan=plan), model) == (
+        "; heads padded 30 -> 32 per TP rank for Ulysses 4 (+6.7% attention work, priced)")
+    # TP2 x U4 on 30 heads: 15 per TP rank -> 16
+    assert "heads padded 15 -> 16" in padding_note(
+        SimpleNamespace(pad_tokens=8, plan=SimpleNamespace(ulysses=4, tp=2)), model)
