@@ -207,6 +207,9 @@ def run_plan(args) -> int:
     model = custom_model.override(model, heads=args.heads, kv_heads=args.kv_heads, layers=args.layers)
     fws = frameworks.resolve_frameworks(args.framework)
     hw = presets.resolve_hardware(args.hardware, args.interconnect, args.devices)
+    for other, alias in presets.other_matches(args.hardware, hw.name):
+        sys.stderr.write(f"plan.py: note: --hardware {args.hardware!r} resolved to {hw.name}; {other} also fits "
+                         f"that name (as {alias!r}): name the box to choose it\n")
     shape = make_shape(model, width, height, args.frames, args.steps, cfg=False if args.no_cfg else None)
     shape = custom_model.with_tokens(shape, args.tokens)
     _in_range("--warmup", args.warmup, 0, shape.steps, f" (the request has {shape.steps} steps)")

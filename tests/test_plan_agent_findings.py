@@ -39,3 +39,13 @@ def test_head_padding_is_shown_where_it_is_priced():
     # TP2 x U4 on 30 heads: 15 per TP rank -> 16
     assert "heads padded 15 -> 16" in padding_note(
         SimpleNamespace(pad_tokens=8, plan=SimpleNamespace(ulysses=4, tp=2)), model)
+
+
+def test_a_chip_name_that_fits_several_boxes_is_said():
+    # 910B: Atlas 800I A2 (910B3) is chosen, but the Atlas 800T A2 carries 910B1/910B2
+    proc = run_script("plan.py", "--model", "FLUX.1-dev", "--hardware", "910B", "--devices", "4", check=0)
+    assert "resolved to Atlas 800I A2" in proc.stderr and "Atlas 800T A2" in proc.stderr
+    assert "as '910B1'" in proc.stderr          # the shortest alias of the other box that extends '910B'
+    # a full box name is unambiguous: no note
+    quiet = run_script("plan.py", "--model", "FLUX.1-dev", "--hardware", "Atlas 800I A2", "--devices", "4", check=0)
+    assert "also fits" not in quiet.stderr
