@@ -45,7 +45,7 @@ def test_a_chip_name_that_fits_several_boxes_is_said():
     # 910B: Atlas 800I A2 (910B3) is chosen, but the Atlas 800T A2 carries 910B1/910B2
     proc = run_script("plan.py", "--model", "FLUX.1-dev", "--hardware", "910B", "--devices", "4", check=0)
     assert "resolved to Atlas 800I A2" in proc.stderr and "Atlas 800T A2" in proc.stderr
-    assert "as '910B1'" in proc.stderr          # the shortest alias of the other box that extends '910B'
+    assert "as '910B2'" in proc.stderr   # the first shortest alias of the other box that extends '910B'
     # a full box name is unambiguous: no note
     quiet = run_script("plan.py", "--model", "FLUX.1-dev", "--hardware", "Atlas 800I A2", "--devices", "4", check=0)
     assert "also fits" not in quiet.stderr
