@@ -49,3 +49,17 @@ def test_a_chip_name_that_fits_several_boxes_is_said():
     # a full box name is unambiguous: no note
     quiet = run_script("plan.py", "--model", "FLUX.1-dev", "--hardware", "Atlas 800I A2", "--devices", "4", check=0)
     assert "also fits" not in quiet.stderr
+
+
+def test_runtime_names_the_host_cost():
+    # graphs = 0 us per op: no plan is host-bound; eager = 25 us; --launch-us overrides a named runtime
+    graphs = plan_json("--model", "FLUX.1-dev", "--hardware", "H100", "--devices", "8", "--runtime", "graphs")
+    assert graphs["tunables"]["launch_us"] == 0 and graphs["tunables"]["runtime"] == "graphs"
+    assert all(p["host_bound_s"] == 0 for p in graphs["plans"] if p["feasible"])
+    eager = plan_json("--model", "FLUX.1-dev", "--hardware", "H100", "--devices", "8")
+    assert eager["tunables"]["launch_us"] == 25 and eager["tunables"]["runtime"] == "eager"
+    mine = plan_json("--model", "FLUX.1-dev", "--hardware", "H100", "--devices", "8", "--runtime", "graphs",
+                     "--launch-us", "7")
+    assert mine["tunables"]["launch_us"] == 7 and mine["tunables"]["runtime"] == "--launch-us"
+    compiled = plan_json("--model", "FLUX.1-dev", "--hardware", "H100", "--devices", "8", "--runtime", "compile")
+    assert compiled["tunables"]["launch_us"] == 12.5

@@ -61,7 +61,7 @@ def payload(results, model, hw, shape, tun, conclusion: str, frameworks=None,
         "shape": {"width": shape.width, "height": shape.height, "frames": shape.frames, "steps": shape.steps,
                   "cfg": shape.cfg, "tokens": shape.tokens, "text_joint_tokens": shape.text_joint,
                   "text_cross_tokens": shape.text_cross},
-        "tunables": {"launch_us": tun.launch_us, "overlap_efficiency": tun.overlap_efficiency,
+        "tunables": {"launch_us": tun.launch_us, "runtime": runtime_label(tun).split(" ")[0], "overlap_efficiency": tun.overlap_efficiency,
                      "masking_chunks": tun.masking_chunks, "layout": ",".join(tun.order),
                      "compute_scale": tun.compute_scale},
         "plans": [plan_record(r, model) for r in results],
@@ -91,6 +91,15 @@ def _f(x: float | None, digits: int = 3) -> str:
     return f"{x:.{digits}f}"
 
 
+RUNTIMES = {25.0: "eager (--runtime compile or graphs if you run that way)", 12.5: "compile (midpoint, not measured)",
+            0.0: "graphs"}
+
+
+def runtime_label(tun) -> str:
+    """How the host cost per op was chosen: a named runtime or the user's --launch-us."""
+    return RUNTIMES.get(float(tun.launch_us), "--launch-us")
+
+
 GATE_WIDTH = 5  # "VETO" and "warn" plus a space
 
 
@@ -99,7 +108,8 @@ def render(results, model, hw, shape, tun, conclusion: str, top: int, show_all: 
     feas = [r for r in results if r.feasible]
     lines = [f"{model.name} on {hw.name}, {feas[0].plan.devices if feas else '?'} devices: {shape.describe()}",
              f"{len(results)} plans, {len(feas)} feasible; latency = predicted end-to-end DiT seconds "
-             f"(text encoder and VAE not included)", ""]
+             f"(text encoder and VAE not included); host cost {tun.launch_us:g} us per op: {runtime_label(tun)}",
+             ""]
     gate_ids = sorted({gt.gate for r in results for gt in r.gates}, key=lambda g: (len(g), g))
     head = (f"{'#':>3} {'plan':<18}{'latency_s':>10}{'speedup':>8}{'exact':>6} {'framework':<14}"
             f"{'step_s':>9}{'compute_s':>10}"
