@@ -63,3 +63,16 @@ def test_runtime_names_the_host_cost():
     assert mine["tunables"]["launch_us"] == 7 and mine["tunables"]["runtime"] == "--launch-us"
     compiled = plan_json("--model", "FLUX.1-dev", "--hardware", "H100", "--devices", "8", "--runtime", "compile")
     assert compiled["tunables"]["launch_us"] == 12.5
+
+
+def test_part_of_a_box_names_its_cards_and_domains():
+    # L40 preset: 8 cards in two sockets of 4 (domains 0-3 and 4-7); 6 cards take 0-5, spanning both
+    doc = plan_json("--model", "CogVideoX1.5-5B", "--hardware", "L40", "--devices", "6")
+    assert doc["cards"] == {"used": [0, 1, 2, 3, 4, 5], "of": 8, "domains": [[0, 1, 2, 3], [4, 5]],
+                            "largest_group_in_one_domain": 4}
+    text = run_script("plan.py", "--model", "CogVideoX1.5-5B", "--hardware", "L40", "--devices", "6",
+                      check=0).stdout
+    assert "cards used: 0-5 of 8 (ranks fill card 0 upward); their domains: 0-3 | 4-5" in text
+    assert "every group of more than 4" in text
+    whole = run_script("plan.py", "--model", "FLUX.1-dev", "--hardware", "H100", "--devices", "8", check=0).stdout
+    assert "cards used" not in whole

@@ -30,6 +30,31 @@ def padding_note(r, model) -> str:
     return text
 
 
+def cards_used(hw, n: int) -> dict:
+    """Which cards a job of n devices takes on the preset (ranks fill card 0 upward, as the layout
+    numbers them) and whether they span several fast domains."""
+    used = list(range(n))
+    domains: dict[int, list[int]] = {}
+    for r in used:
+        domains.setdefault(hw.domain_of(r), []).append(r)
+    return {"used": used, "of": hw.n_devices, "domains": list(domains.values()),
+            "largest_group_in_one_domain": max(len(v) for v in domains.values())}
+
+
+def cards_note(hw, n: int) -> str:
+    """One line when the job takes part of the box: the cards, their domains, what crosses."""
+    if n >= hw.n_devices:
+        return ""
+    c = cards_used(hw, n)
+    doms = " | ".join(f"{d[0]}-{d[-1]}" if len(d) > 1 else str(d[0]) for d in c["domains"])
+    text = f"cards used: 0-{n - 1} of {hw.n_devices} (ranks fill card 0 upward); their domains: {doms}"
+    if len(c["domains"]) > 1:
+        text += (f"; a group with cards in more than one of them (every group of more than "
+                 f"{c['largest_group_in_one_domain']}) runs at the inter-domain figure (pin the job to other cards with CUDA_VISIBLE_DEVICES / "
+                 f"ASCEND_RT_VISIBLE_DEVICES and pass --topo for them)")
+    return text
+
+
 def plan_record(r, model=None) -> dict:
     bd = r.breakdown
     heads = padded_heads(model, r.plan)
@@ -64,6 +89,7 @@ def payload(results, model, hw, shape, tun, conclusion: str, frameworks=None,
         "tunables": {"launch_us": tun.launch_us, "runtime": runtime_label(tun).split(" ")[0], "overlap_efficiency": tun.overlap_efficiency,
                      "masking_chunks": tun.masking_chunks, "layout": ",".join(tun.order),
                      "compute_scale": tun.compute_scale},
+        "cards": cards_used(hw, results[0].plan.devices) if results else None,
         "plans": [plan_record(r, model) for r in results],
         "compute_efficiency": efficiency.describe(hw),
         "conclusion": conclusion,
@@ -108,8 +134,10 @@ def render(results, model, hw, shape, tun, conclusion: str, top: int, show_all: 
     feas = [r for r in results if r.feasible]
     lines = [f"{model.name} on {hw.name}, {feas[0].plan.devices if feas else '?'} devices: {shape.describe()}",
              f"{len(results)} plans, {len(feas)} feasible; latency = predicted end-to-end DiT seconds "
-             f"(text encoder and VAE not included); host cost {tun.launch_us:g} us per op: {runtime_label(tun)}",
-             ""]
+             f"(text encoder and VAE not included); host cost {tun.launch_us:g} us per op: {runtime_label(tun)}"]
+    if feas and cards_note(hw, feas[0].plan.devices):
+        lines.append(cards_note(hw, feas[0].plan.devices))
+    lines.append("")
     gate_ids = sorted({gt.gate for r in results for gt in r.gates}, key=lambda g: (len(g), g))
     head = (f"{'#':>3} {'plan':<18}{'latency_s':>10}{'speedup':>8}{'exact':>6} {'framework':<14}"
             f"{'step_s':>9}{'compute_s':>10}"
