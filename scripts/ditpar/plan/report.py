@@ -163,7 +163,9 @@ def render(results, model, hw, shape, tun, conclusion: str, top: int, show_all: 
               "reduction order (NO: stale activations, ranked after exact plans unless --allow-approximate); "
               "framework = preferred framework that runs it (native backend, then vendor preference); "
               "DPn = n replicas for other requests (ranked after plans that use every card for this one)",
-              "x_* = exposed communication by link class; hidden = overlapped communication; host = time the "
+              "x_* = exposed communication by the link class that sets its time (a collective whose group spans "
+              "classes, e.g. an all-to-all across two islands, is charged whole to its slowest class; --json "
+              "bytes_per_step_by_link splits its bytes by class); hidden = overlapped communication; host = time the "
               "device waits for eager op dispatch; pipe = PipeFusion warm-up and fill",
               "G1..G7 = the gates (listed below for the top two): ok = pass, i = information only, warn, VETO, - = not applicable", ""]
     for r in feas[:2]:
