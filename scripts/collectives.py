@@ -65,16 +65,32 @@ def payload(report: CollectiveReport, unclassified, skipped=()) -> dict:
         "streams": report.streams.to_dict("records"),
         "calls_per_layer": layers,
         "not_dit_inference": report.not_dit,
+        "headline": _headline_records(report),
         "unclassified": dict(unclassified),
         "skipped_ranks": skipped_ranks(skipped),
         "links": [] if report.links is None else report.links.to_dict("records"),
     }
 
 
+def _headline_records(report: CollectiveReport) -> list[dict]:
+    from ditpar.analysis.headline import headline
+
+    return headline(report.table, report.ranks).to_dict("records")
+
+
 def print_text(report: CollectiveReport, unclassified) -> None:
+    from ditpar.analysis.headline import HEADLINE_COLUMNS, blank_cell_notes, headline
+
     out = sys.stdout.write
+    if report.not_dit:
+        out(f"Not a DiT inference profile: {report.not_dit}\n\n")
+    out("Headline: exposed communication (not overlapped by any compute) per family, share of the captured span\n")
+    out(cli.format_table(headline(report.table, report.ranks), HEADLINE_COLUMNS, digits=2) + "\n\n")
     out("Collectives per rank x (family, group); times in us, exposed = not overlapped by any compute\n")
-    out(cli.format_table(report.table, MAIN, digits=3) + "\n\n")
+    out(cli.format_table(report.table, MAIN, digits=3) + "\n")
+    for note in blank_cell_notes(report.table):
+        out(f"  {note}\n")
+    out("\n")
     out("Per rank, whole capture, all families merged (memcpy/memset in neither set)\n")
     out(cli.format_table(report.ranks, RANK_COLS, digits=3) + "\n\n")
     if not report.overlap.empty:
@@ -88,8 +104,8 @@ def print_text(report: CollectiveReport, unclassified) -> None:
     if report.layers is not None:
         out("Calls per layer = count / (layers x steps)\n")
         if report.not_dit:
-            out(f"Not a DiT inference profile: {report.not_dit}; the DiT hints on extra calls "
-                "(text encoder, VAE, CFG, Ulysses) do not apply and are left out\n")
+            out("The DiT hints on extra calls (text encoder, VAE, CFG, Ulysses) do not apply to this "
+                "training profile and are left out\n")
         cols = [c for c in report.layers.columns if c != "likely_extra" or not report.not_dit]
         out(cli.format_table(report.layers, cols, digits=3) + "\n\n")
     transit = sorted({b for b in report.table.get("bytes_from", []) if b == "transit"})

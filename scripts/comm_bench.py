@@ -17,7 +17,9 @@ from ditpar.errors import CheckFailed, InputError  # noqa: E402
 
 PROG = "comm_bench.py"
 EXAMPLE = ("torchrun --nproc-per-node 8 scripts/comm_bench.py --ops all_to_all,all_to_all_uneven,"
-           "all_to_all_padded --min-bytes 1M --max-bytes 64M --csv a2a.csv --plot a2a.png")
+           "all_to_all_padded --min-bytes 1M --max-bytes 64M --csv a2a.csv --plot a2a.png\n"
+           "  torchrun --nproc-per-node 8 scripts/comm_bench.py --simultaneous "
+           "--groups '0,1,2,3@all_to_all;4,5,6,7@all_to_all' --min-bytes 1M --max-bytes 64M")
 
 
 def build_parser():
@@ -35,9 +37,16 @@ def build_parser():
     p.add_argument("--row-elems", type=int, default=64,
                    help="elements per row for the uneven and padded all-to-all (default 64)")
     p.add_argument("--groups", default=None,
-                   help="benchmark inside sub-groups of global ranks, e.g. '0,1;0,4' (default: the world)")
+                   help="benchmark inside sub-groups of global ranks, e.g. '0,1;0,4' (default: the world); "
+                        "with --simultaneous a group may name its own op: '0,1,2,3@all_to_all;4,5,6,7@all_gather'")
+    p.add_argument("--simultaneous", action="store_true",
+                   help="run the (disjoint) --groups at the same moment, each its own op, as a hybrid plan's "
+                        "traffic runs (default: one group after the other)")
     p.add_argument("--concurrent", type=int, default=1,
                    help="run K communicators over the same ranks at once (default 1)")
+    p.add_argument("--beside-matmul", action="store_true",
+                   help="test before you build masking: also time each op beside a matmul of the same "
+                        "length and report the share that hides (below 0.5: do not build masking)")
     p.add_argument("--backend", default="auto", choices=["auto", "hccl", "nccl", "gloo"],
                    help="default auto: hccl with torch_npu and an NPU, nccl on CUDA, else gloo")
     p.add_argument("--timeout", type=float, default=300.0,
@@ -79,15 +88,27 @@ def body() -> int:
         if folder and not os.path.isdir(folder):
             raise InputError(f"{path}: folder {folder} does not exist")
     _, world, _, _ = dist.world_from_env(args.world_size)  # checked before torch is imported
-    groups = bench.parse_groups(args.groups, world)
+    from ditpar.comm import simultaneous
+
+    groups, group_ops = simultaneous.parse_group_ops(args.groups, world, ops)
+    if args.simultaneous:
+        simultaneous.check_simultaneous(groups, group_ops)
+        if args.beside_matmul:
+            raise InputError("--beside-matmul: measures one group at a time; leave out --simultaneous")
+    elif any([s.name for s in o] != [s.name for s in ops] for o in group_ops):
+        raise InputError("--groups GROUP@op: a per-group op needs --simultaneous (one after the other, "
+                         "use --ops)")
     if fault and fault[1] >= world:
         raise InputError(f"--fault-drill {args.fault_drill}: rank {fault[1]} outside the world of {world}")
     ctx = None
     try:
         ctx = dist.setup(args.backend, args.timeout, args.world_size)
         cfg = bench.BenchConfig(ops, sizes, groups, args.concurrent, args.iters, args.warmup,
-                                    args.dtype, args.row_elems, fault)
-        rows, timing = bench.run_bench(ctx, cfg)
+                                    args.dtype, args.row_elems, fault, args.beside_matmul)
+        if args.simultaneous:
+            rows, timing = simultaneous.run_simultaneous(ctx, cfg, group_ops)
+        else:
+            rows, timing = bench.run_bench(ctx, cfg)
         if ctx.rank == 0:
             report(args, ctx, rows, timing)
     finally:
@@ -118,6 +139,9 @@ def report(args, ctx, rows: list[dict], timing: str) -> None:
     print(f"# backend {ctx.backend}  world {ctx.world}  device {ctx.device}  dtype {args.dtype}  "
           f"timing {timing}  iters {args.iters}  warmup {args.warmup}")
     print("# time = median over iterations of the slowest rank; algbw = size/time; busbw = algbw x factor")
+    if args.simultaneous:
+        print(f"# simultaneous: groups {rows[0]['simultaneous'] if rows else args.groups} ran each size at the "
+              "same moment; each group's time is its slowest member's")
     show = ["op", "group", "concurrent", "bytes", "count", "time_us", "spread_pct", "algbw_GBps",
             "busbw_GBps", "wrong"]
     print(cli.format_table(frame, show, digits=2,
@@ -126,6 +150,15 @@ def report(args, ctx, rows: list[dict], timing: str) -> None:
                                     "time_us": "time(us)", "wrong": "#wrong"}))
     for (op, group), sub in frame.groupby(["op", "group"], sort=False):
         print(f"# avg busbw {op} [{group}]: {sub['busbw_GBps'].mean():.3f} GB/s")
+    if args.beside_matmul:
+        from ditpar.comm import overlap_probe
+
+        print("\n# beside a matmul of the same length: hidden = time alone + matmul alone - both together")
+        print(cli.format_table(frame, ["op", "group", "bytes", "time_us", "matmul_us", "both_us", "hidden_frac"],
+                               digits=2, headers={"bytes": "size(B)", "time_us": "alone(us)",
+                                                  "matmul_us": "matmul(us)", "both_us": "both(us)"}))
+        for (op, group), sub in frame.groupby(["op", "group"], sort=False):
+            print(f"# {op} [{group}]: {overlap_probe.verdict(float(sub['hidden_frac'].median()))}")
 
 
 def plot(frame, path: str, ctx) -> None:

@@ -25,11 +25,20 @@ EXAMPLE = """python scripts/mask_bound.py calc --comm-us 700 --compute-us 538 --
   python scripts/mask_bound.py verify --off OFF_DIR --on ON_DIR --family alltoall --chunks 7 --outputs off.bin on.bin"""
 
 
-def _layer_args(p) -> None:
-    p.add_argument("--comm-us", type=float, required=True,
+def _layer_args(p, shares: bool = False) -> None:
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--comm-us", type=float,
                    help="C: per-layer time of the masked collective family (us), as measured at --chunks")
-    p.add_argument("--compute-us", type=float, required=True,
+    if shares:
+        g.add_argument("--comm-pct", type=float, metavar="P",
+                       help="C as the share of the step (percent) the family's communication takes, as "
+                            "collectives.py or a profiler prints it; use with --compute-pct")
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--compute-us", type=float,
                    help="F: per-layer compute that can run beside it, e.g. attention kernels (us)")
+    if shares:
+        g.add_argument("--compute-pct", type=float, metavar="Q",
+                       help="F as the share of the step (percent) of the compute that can run beside it")
     p.add_argument("--chunks", type=int, required=True, help="n: number of chunks (>= 1)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--drain-us", type=float, default=None,
@@ -39,7 +48,25 @@ def _layer_args(p) -> None:
                    help="D as a share of c (Ulysses q,k,v forward + o reverse of equal size: 0.25)")
 
 
+TRAFFIC_DEFAULT = ("traffic model: all of a chunk's communication precedes its compute (drain 0, e.g. an "
+                   "all-gather of K/V); for Ulysses (q, k, v forward and o reverse all-to-all of equal "
+                   "size) pass --reverse-share 0.25")
+
+
+def _unit(args) -> str:
+    """'pct' when C and F came as shares of the step, else 'us'; mixing the two is a usage error."""
+    comm_pct, compute_pct = getattr(args, "comm_pct", None), getattr(args, "compute_pct", None)
+    if (comm_pct is None) != (compute_pct is None):
+        raise InputError("--comm-pct and --compute-pct: give both (shares of the step) or neither "
+                         "(--comm-us and --compute-us per layer)")
+    return "us" if comm_pct is None else "pct"
+
+
 def _layer(args) -> bound.Layer:
+    if _unit(args) == "pct":
+        if args.drain_us is not None:
+            raise InputError("--drain-us: with --comm-pct give the drain as --reverse-share")
+        return bound.make_layer(args.comm_pct, args.compute_pct, args.chunks, None, args.reverse_share)
     return bound.make_layer(args.comm_us, args.compute_us, args.chunks, args.drain_us, args.reverse_share)
 
 
@@ -52,7 +79,10 @@ def build_parser():
                        epilog="example:\n  python scripts/mask_bound.py calc --comm-us 700 --compute-us 538 "
                               "--chunks 7 --reverse-share 0.25 --target 0.8 --overhead-us 10",
                        formatter_class=parser.formatter_class)
-    _layer_args(p)
+    _layer_args(p, shares=True)
+    p.add_argument("--layers", type=int, help="with --comm-us: layers per step, for the step-level gain")
+    p.add_argument("--step-us", type=float, help="with --comm-us and --layers: one step (us), for the "
+                   "step-level gain")
     p.add_argument("--target", type=float, help="masking rate to reach: report the F increase or C reduction needed")
     p.add_argument("--overhead-us", type=float,
                    help="fixed cost per chunk o (us): search the best n with c(n) = C0/n + o, C0 = C - M*o "
@@ -98,9 +128,19 @@ def _calc(args) -> int:
             cands = bound.divisors(bound.check_chunks("--heads", args.heads))
         else:
             cands = list(range(1, bound.check_chunks("--max-chunks", args.max_chunks) + 1))
+    unit = _unit(args)
+    if unit == "pct" and args.overhead_us is not None:
+        raise InputError("--overhead-us: needs per-layer times (--comm-us, --compute-us), not shares of the step")
+    if (args.layers is None) != (args.step_us is None) or (unit == "pct" and args.layers is not None):
+        raise InputError("--layers and --step-us: give both, with --comm-us/--compute-us "
+                         "(with --comm-pct the shares are already of the step)")
     res = bound.analyse(layer, target=args.target, overhead_us=args.overhead_us,
                           candidates=cands, measured=args.measured,
                           measured_at_chunks=args.measured_at_chunks)
+    res["unit"] = unit
+    res["traffic_model"] = ("default: drain 0" if args.drain_us is None and args.reverse_share is None
+                            else "given")
+    res["step"] = bound.step_gain(layer, unit, args.layers, args.step_us)
     if args.csv:
         import pandas as pd
 
@@ -112,7 +152,23 @@ def _calc(args) -> int:
         cli.print_json(TOOL, {"command": "calc", **res})
         return 0
     print(format_calc(res))
+    if res["traffic_model"].startswith("default"):
+        print(TRAFFIC_DEFAULT, file=sys.stderr)
     return 0
+
+
+def format_step(res: dict) -> list[str]:
+    """The step-level line: what reaching the ceiling saves of the whole step."""
+    s = res["step"]
+    if s["unit"] == "pct":
+        return [f"step: the family's communication goes from {s['exposed_before_pct']:.4g} % of the step "
+                f"(taken as exposed) to at least {s['exposed_after_pct']:.4g} %: the step shrinks by at "
+                f"most {s['step_saving_pct']:.4g} % (x{s['speedup']:.3f})"]
+    if s["step_saving_pct"] is None:
+        return []  # per layer only: the ceiling lines already say it
+    return [f"step: at most {s['saving_per_layer_us']:.6g} us per layer x {s['layers']} layers = "
+            f"{s['step_saving_us']:.6g} us of the {s['step_us']:.6g} us step ({s['step_saving_pct']:.4g} %, "
+            f"x{s['speedup']:.3f})"]
 
 
 def _regime_reason(res: dict) -> str:
@@ -128,18 +184,22 @@ def _regime_reason(res: dict) -> str:
 
 def format_calc(res: dict) -> str:
     """Readable report of `calc`."""
+    u = "%" if res.get("unit") == "pct" else "us"
+    where = "per step (shares)" if u == "%" else "per layer"
     lines = [
-        f"per layer: C = {res['comm_us']:.6g} us, F = {res['compute_us']:.6g} us, n = {res['chunks']}, "
-        f"drain D = {res['drain_us']:.6g} us",
-        f"per chunk: c = {res['c_us']:.6g} us (forward a = {res['forward_us']:.6g}, reverse b = "
-        f"{res['reverse_us']:.6g}), f = {res['f_us']:.6g} us",
+        f"{where}: C = {res['comm_us']:.6g} {u}, F = {res['compute_us']:.6g} {u}, n = {res['chunks']}, "
+        f"drain D = {res['drain_us']:.6g} {u}",
+        f"per chunk: c = {res['c_us']:.6g} {u} (forward a = {res['forward_us']:.6g}, reverse b = "
+        f"{res['reverse_us']:.6g}), f = {res['f_us']:.6g} {u}",
         f"c/f = {res['c_over_f']:.4f} -> {res['regime']} " + _regime_reason(res),
         "",
         f"ideal 1-1/n     {res['ideal']:.4f}",
-        f"ceiling         {res['ceiling']:.4f}   (least exposed {res['exposed_min_us']:.6g} us of "
-        f"{res['comm_us']:.6g} us; decided by {res['binding']})",
+        f"ceiling         {res['ceiling']:.4f}   (least exposed {res['exposed_min_us']:.6g} {u} of "
+        f"{res['comm_us']:.6g} {u}; decided by {res['binding']})",
         f"large-n limit   {res['large_n_limit']:.4f}   (min(1, F/C), no per-chunk overhead)",
     ]
+    if res.get("step"):
+        lines += format_step(res)
     if res["measured"] is not None:
         frac = res["achieved_fraction"]
         lines.append(f"measured        {res['measured']:.4f}   (achieved "
@@ -147,7 +207,7 @@ def format_calc(res: dict) -> str:
         if frac is not None and frac > 1.05:
             lines.append("  warning: above the ceiling -- C probably mixes in other families or communicators, "
                          "or side-stream compute is counted as communication (check the drain and C's source)")
-    lines += ["", "lower bounds on exposed communication (us per layer):"]
+    lines += ["", f"lower bounds on exposed communication ({u} {where.split(' (')[0]}):"]
     rows = [{"bound": k, "us": v, "meaning": bound.TERM_MEANING[k]} for k, v in res["terms_us"].items()]
     lines.append(cli.format_table(rows, ["bound", "us", "meaning"], digits=4))
     t = res["target"]
@@ -157,12 +217,12 @@ def format_calc(res: dict) -> str:
             lines.append(f"target {t['masking']:.4f}: out of reach with {res['chunks']} chunks "
                          f"(1 - 1/n < target); needs n >= {t['chunks_needed_at_least']}")
         else:
-            lines.append(f"target {t['masking']:.4f}: needs F >= {t['compute_needed_us']:.6g} us "
-                         f"(+{t['compute_increase_us']:.6g} us of compute beside the collective), or")
+            lines.append(f"target {t['masking']:.4f}: needs F >= {t['compute_needed_us']:.6g} {u} "
+                         f"(+{t['compute_increase_us']:.6g} {u} of compute beside the collective), or")
             if t["comm_allowed_us"] is None:
                 lines.append("  any C (the target holds for every C at this n and F)")
             else:
-                lines.append(f"  C <= {t['comm_allowed_us']:.6g} us (-{t['comm_reduction_us']:.6g} us of "
+                lines.append(f"  C <= {t['comm_allowed_us']:.6g} {u} (-{t['comm_reduction_us']:.6g} {u} of "
                              f"communication, same reverse share)")
     b = res["best"]
     if b:

@@ -28,9 +28,20 @@ SUBCOMMANDS = ("subcommands (each has its own --help):\n"
                "  evaluate  ranking agreement of the cost model with published latency tables\n")
 
 
+# Host cost per op by runtime: eager is the cost model's measured-and-fitted default (Tunables.launch_us);
+# a captured graph replays without per-op host work; torch.compile without graphs fuses ops and launches
+# them from generated code: no figure measured here, so the midpoint is used and said (--launch-us overrides).
+RUNTIME_LAUNCH_US = {"eager": 25.0, "compile": 12.5, "graphs": 0.0}
+
+
 def _tunable_args(p) -> None:
     g = p.add_argument_group("cost-model knobs (software stack, not model or machine)")
-    g.add_argument("--launch-us", type=float, default=None, help="host cost of one eager op, us (default 25)")
+    g.add_argument("--runtime", choices=tuple(RUNTIME_LAUNCH_US), default=None,
+                   help="how the pipeline runs: eager (default; 25 us of host time per op), graphs (CUDA graphs, "
+                        "NPU graph mode, torch.compile mode='reduce-overhead': 0), compile (torch.compile "
+                        "without graphs: 12.5 us, the midpoint, not a measurement)")
+    g.add_argument("--launch-us", type=float, default=None,
+                   help="override: host cost of one op in us (your own measurement; wins over --runtime)")
     g.add_argument("--overlap-efficiency", type=float, default=None,
                    help="share of ring K/V passing hidden under attention, 0..1 (default 0, as measured in xDiT)")
     g.add_argument("--masking-chunks", type=int, default=None, help="chunked Ulysses masking chunks (default 1 = off)")
@@ -82,7 +93,7 @@ def _check_request(args) -> tuple[int | None, int | None]:
 
 
 def _framework_args(p) -> None:
-    g = p.add_argument_group("frameworks and custom models (issue 13)")
+    g = p.add_argument_group("frameworks and custom models")
     g.add_argument("--framework", action="append", default=None, metavar="NAME",
                    help="rank only plans this framework runs (repeatable; a profile name from "
                         "templates/frameworks or a .toml file; default: every profile)")
@@ -103,6 +114,8 @@ def _tunables(args):
     from ditpar.plan.cost import Tunables, parse_order
 
     kw = {}
+    if getattr(args, "runtime", None) is not None:
+        kw["launch_us"] = RUNTIME_LAUNCH_US[args.runtime]
     if args.launch_us is not None:
         if args.launch_us < 0:
             raise InputError("--launch-us: expected >= 0")
@@ -208,6 +221,9 @@ def run_plan(args) -> int:
     model = custom_model.override(model, heads=args.heads, kv_heads=args.kv_heads, layers=args.layers)
     fws = frameworks.resolve_frameworks(args.framework)
     hw = presets.resolve_hardware(args.hardware, args.interconnect, args.devices)
+    for other, alias in presets.other_matches(args.hardware, hw.name):
+        sys.stderr.write(f"plan.py: note: --hardware {args.hardware!r} resolved to {hw.name}; {other} also fits "
+                         f"that name (as {alias!r}): name the box to choose it\n")
     shape = make_shape(model, width, height, args.frames, args.steps, cfg=False if args.no_cfg else None)
     shape = custom_model.with_tokens(shape, args.tokens)
     _in_range("--warmup", args.warmup, 0, shape.steps, f" (the request has {shape.steps} steps)")
@@ -232,7 +248,7 @@ def run_plan(args) -> int:
     payload = report.payload(results, model, hw, shape, tun, text, fws, args.allow_approximate)
     calibrated.extend_payload(payload, results, extra, box)
     if args.csv:
-        cli.write_csv(args.csv, report.frame(results))
+        cli.write_csv(args.csv, report.frame(results, model))
     if args.plot:
         report.plot(results, args.plot, title=f"{model.name} on {hw.name}, {args.devices} devices")
     if args.json:
@@ -276,7 +292,7 @@ def run_evaluate(args) -> int:
         from ditpar.plan import heldout
 
         held = heldout.evaluate_heldout(frames, _tunables(args), calibrate=args.calibrate,
-                                        fixed_launch=args.launch_us is not None,
+                                        fixed_launch=args.launch_us is not None or args.runtime is not None,
                                         fixed_overlap=args.overlap_efficiency is not None)
     for line in res["warnings"]:
         sys.stderr.write(f"{PROG}: warning: {line}\n")

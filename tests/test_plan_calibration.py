@@ -163,7 +163,11 @@ def test_nvlink_near_ties_are_a_short_list():
     for p in feas:
         assert p["predicted_low_s"] <= p["predicted_latency_s"] <= p["predicted_high_s"]
         assert p["short_list"] == (p["predicted_low_s"] <= feas[0]["predicted_high_s"])
-    assert f"Measure these {len(doc['short_list'])}:" in doc["conclusion"]
+    # issue 24: the conclusion asks to measure the fastest few of a long tie, and says how many more tie
+    measure = doc["short_list"][:3]
+    assert f"Measure these {len(measure)}: {', '.join(measure)} (" in doc["conclusion"]
+    if len(doc["short_list"]) > 3:
+        assert f"{len(doc['short_list']) - 3} slower predictions also fall in the band" in doc["conclusion"]
     assert doc["sensitivity"]["command"].startswith("torchrun --nproc-per-node")
 
 
@@ -179,12 +183,26 @@ def test_compare_reaches_plans_outside_the_top_ten():
     assert run_script("plan.py", *FLUX_L20, "--compare", "U9", check=2).stderr.count("no such plan") == 1
 
 
+def test_compare_pairs_every_asked_plan_and_drives_the_matrix(tmp_path):
+    # issue 24: three plans give three pairs (not two against the first), and --emit-matrix measures them
+    out = tmp_path / "m.csv"
+    doc = plan_json(*FLUX_L20, "--compare", "R4", "U4", "R2 PF2", "--emit-matrix", str(out))
+    pairs = {frozenset((c["a"], c["b"])) for c in doc["compare"]}
+    assert pairs == {frozenset(p) for p in (("R4", "U4"), ("R4", "R2 PF2"), ("U4", "R2 PF2"))}
+    lat = {p["name"]: p["predicted_latency_s"] for p in doc["plans"]}
+    assert all(lat[c["a"]] <= lat[c["b"]] for c in doc["compare"])     # the faster prediction leads
+    assert sorted(doc["matrix"]["configs"]) == sorted(["R4", "U4", "R2-PF2"])
+    rows = list(csv.DictReader(out.open()))
+    assert {r["config"] for r in rows} == {"R4", "U4", "R2-PF2"}
+
+
 def test_emit_matrix_abba_both_tiers(tmp_path):
     out = tmp_path / "m.csv"
     doc = plan_json("--model", "CogVideoX1.5-5B", "--hardware", "H20", "--devices", "8", "--emit-matrix", str(out))
     rows = list(csv.DictReader(out.open()))
     names = doc["matrix"]["configs"]
-    assert names == [n.replace(" ", "-") for n in doc["short_list"]]
+    # issue 24: the matrix holds what the conclusion asks to measure (the short list's fastest 3)
+    assert names == [n.replace(" ", "-") for n in doc["short_list"][:3]] == [n.replace(" ", "-") for n in doc["measure"]]
     assert {r["tier"] for r in rows} == {"few", "anchor"}
     first = [r["config"] for r in rows if r["tier"] == "few" and r["rank"] == "0"]
     n = len(names)
@@ -345,3 +363,22 @@ def test_bench_ops_are_the_comm_bench_ops(tmp_path):
     assert BENCH_OPS == tuple(OPS)
     with pytest.raises(InputError, match="op 'allreduce' is not a comm_bench.py op"):
         read_bench([_rows(tmp_path / "b.csv", [("allreduce", 1 << 20, 4, 3.0, "world")])], presets.load_hardware("L20"))
+
+
+def test_one_set_override_replaces_only_its_own_figure():
+    # issue 24: --set of the 4-card all-to-all used to mark every intra_domain figure measured (every
+    # band shrank to +-2.5 %) and to print the old value beside it
+    doc = plan_json(*FLUX_L20, "--set", "links.intra_domain.alltoall_GBps.4=12")
+    recs = {r["figure"]: r for r in doc["link_figures"] if r["link"] == "intra_domain"}
+    a2a = recs["all-to-all busbw, group 4"]
+    assert a2a["GBps"] == 12 and a2a["measured"] is True
+    others = [r for f, r in recs.items() if f != "all-to-all busbw, group 4"]
+    assert others and not any(r["measured"] for r in others)
+    # the link keeps its preset widening (uncertainty.band): high = latency x e^0.025 + exposed x (2 - 1)
+    import math
+
+    wide = [p for p in doc["plans"] if p["feasible"] and p["exposed_by_link_s"].get("intra_domain", 0) > 0]
+    assert wide
+    for p in wide:
+        preset = sum(v for v in p["exposed_by_link_s"].values() if v > 0)
+        assert p["predicted_high_s"] == pytest.approx(p["predicted_latency_s"] * math.exp(0.025) + preset)

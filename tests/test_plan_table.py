@@ -44,8 +44,10 @@ def test_seconds_have_one_format():
         cells = row.split()
         # '#', plan words, then the 9 seconds columns and mem_GB before the gates
         numbers = [c for c in cells if re.fullmatch(r"-?\d+(\.\d+)?", c)]
-        seconds = numbers[1:1 + len(SECONDS)]
+        # latency, then the speedup (one decimal: a ratio of two predictions, issue 24), then seconds
+        seconds = [numbers[1]] + numbers[3:2 + len(SECONDS)]
         assert all(re.fullmatch(r"\d+\.\d{3}", c) for c in seconds), row
+        assert re.fullmatch(r"\d+\.\d", numbers[2]), row
 
 
 def test_infeasible_reasons_are_not_cut_at_semicolons():

@@ -172,6 +172,11 @@ def collective_table(events: pd.DataFrame, groups: dict[str, GroupInfo] | None =
     return _add_wait_split(table, comm_ops, events)
 
 
+def _sum_all(values: pd.Series) -> float:
+    """Sum of a split column, or NaN when any op lacks it: a partial sum would read as a small time."""
+    return float(values.sum()) if len(values) and values.notna().all() else float("nan")
+
+
 def _add_wait_split(table: pd.DataFrame, comm_ops: pd.DataFrame | None,
                     events: pd.DataFrame | None = None) -> pd.DataFrame:
     """Join transit and wait time per (rank, family, group) where the profile splits them.
@@ -198,8 +203,8 @@ def _add_wait_split(table: pd.DataFrame, comm_ops: pd.DataFrame | None,
         ops.loc[hit, "group"] = ops.loc[hit, "_g"].astype(str)
     keys = ["rank", "family", "group"]
     agg = ops.groupby(keys, sort=False).agg(
-        transit_us=("transit_us", lambda v: v.sum(min_count=1)), wait_us=("wait_us", lambda v: v.sum(min_count=1)),
-        idle_us=("idle_us", lambda v: v.sum(min_count=1)), split_ops=("transit_us", "size")).reset_index()
+        transit_us=("transit_us", _sum_all), wait_us=("wait_us", _sum_all),
+        idle_us=("idle_us", _sum_all), split_ops=("transit_us", "size")).reset_index()
     left = table[keys].assign(group=table["group"].astype(str), rank=table["rank"].astype("int64"))
     agg["rank"] = agg["rank"].astype("int64")
     joined = left.merge(agg, on=keys, how="left")
@@ -435,7 +440,7 @@ def analyse(ps: ProfileSet, ranks: list[int] | None = None, families: list[str] 
     rtab = rank_table(events)
     checks = [check_accounting(table, rtab), check_comm_streams(events)]
     layer_table = None
-    not_dit = training_evidence(events) if layers is not None else None
+    not_dit = training_evidence(events)
     if layers is not None:
         step_frame = ps.steps if ps.steps is not None and len(ps.steps) else None
         if step_frame is not None and ranks:

@@ -391,6 +391,7 @@ class BenchConfig:
     dtype: str = "float32"
     row_elems: int = 64
     fault: tuple[str, int] | None = None  # ('hang' | 'die' | 'corrupt', rank)
+    beside_matmul: bool = False  # also time the op beside a matmul of the same length (overlap_probe)
 
 
 class Timer:
@@ -527,10 +528,28 @@ def run_bench(ctx: Any, cfg: BenchConfig) -> tuple[list[dict], str]:
                     first = False
                     times = _world_reduce(times, ctx.device, "max")
                     wrong = _world_reduce([wrong], ctx.device, "sum")[0]
+                    probe = _probe(spec, plan, comms, member, timer, times, cfg, ctx) if cfg.beside_matmul else None
                 except Exception as exc:
                     raise peer_failure(ctx, what, exc) from None
                 rows.append(_row(spec, plan, label, n, cfg, times, int(wrong), ctx.backend))
+                if probe:
+                    rows[-1].update(probe)
     return rows, timer.kind
+
+
+def _probe(spec: OpSpec, plan: Plan, comms: list[Comm], member: bool, timer: Timer, times: list[float],
+           cfg: BenchConfig, ctx: Any) -> dict:
+    """The op beside a matmul of its own median length; slowest rank of every iteration."""
+    from ditpar.comm import overlap_probe
+
+    alone = both = [0.0] * cfg.iters
+    if member:
+        bufs = [spec.fill(plan, c, 0) for c in comms]
+        alone, both, _dim = overlap_probe.measure(spec, bufs, comms, timer, statistics.median(times),
+                                                  cfg.iters, lambda: _group_barrier(comms[0]))
+    alone = _world_reduce(alone, ctx.device, "max")
+    both = _world_reduce(both, ctx.device, "max")
+    return overlap_probe.summarise(statistics.median(times), alone, both)
 
 
 def _row(spec: OpSpec, plan: Plan, label: str, n: int, cfg: BenchConfig, times: list[float],
@@ -560,9 +579,15 @@ def _row(spec: OpSpec, plan: Plan, label: str, n: int, cfg: BenchConfig, times: 
         "spread_pct": 100.0 * (hi - lo) / med if med > 0 else float("nan"),
         "backend": backend,
         "api": spec.api,
+        "simultaneous": "",
+        "matmul_us": float("nan"),
+        "both_us": float("nan"),
+        "hidden_us": float("nan"),
+        "hidden_frac": float("nan"),
     }
 
 
 CSV_COLUMNS = ["op", "bytes", "ranks", "time_us", "algbw_GBps", "busbw_GBps", "correct", "wrong",
                "count", "dtype", "wire_bytes", "bus_factor", "group", "concurrent", "iters",
-               "time_min_us", "time_max_us", "spread_pct", "backend", "api"]
+               "time_min_us", "time_max_us", "spread_pct", "backend", "api", "simultaneous",
+               "matmul_us", "both_us", "hidden_us", "hidden_frac"]

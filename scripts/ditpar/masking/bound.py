@@ -329,3 +329,32 @@ def exposure_for_order(layer: Layer, order: str) -> float:
         f, a, b = layer.f_us, layer.forward_us, layer.reverse_us
         return max(e_min, C - F + max(0.0, f - a) + max(0.0, f - b))
     raise InputError(f"--order: unknown order {order!r}; expected forward-first, pipelined or alternating")
+
+
+def step_gain(layer: Layer, unit: str, layers: int | None = None, step_us: float | None = None
+              ) -> dict[str, object]:
+    """What the ceiling is worth for the whole step: the step shrinks by at most C - E_min per layer.
+
+    unit "pct": C and F were given as percent of the step (all layers of the family together), so
+    the saving is already a share of the step. unit "us": C and F are per layer; with the layer
+    count and the step time the saving becomes a share of the step. C is taken as fully exposed
+    before masking (the unmasked run), which is what a profile's exposed share measures.
+    """
+    saved = layer.comm_us - exposure_min(layer)
+    if unit == "pct":
+        if layer.comm_us > 100 or layer.compute_us > 100:
+            raise InputError("--comm-pct/--compute-pct: a share of the step is at most 100 %")
+        return {"unit": "pct", "exposed_before_pct": layer.comm_us,
+                "exposed_after_pct": layer.comm_us - saved, "step_saving_pct": saved,
+                "speedup": 100.0 / (100.0 - saved)}
+    if layers is None or step_us is None:
+        return {"unit": "us", "saving_per_layer_us": saved, "step_saving_pct": None, "speedup": None}
+    n_layers = check_chunks("--layers", layers)
+    step = check_time("--step-us", step_us)
+    total = saved * n_layers
+    if layer.comm_us * n_layers > step * (1 + _REL_TOL):
+        raise InputError(f"--step-us {step:g}: shorter than the collective alone "
+                         f"({layer.comm_us:g} us x {n_layers} layers)")
+    return {"unit": "us", "saving_per_layer_us": saved, "layers": n_layers, "step_us": step,
+            "step_saving_us": total, "step_saving_pct": 100.0 * total / step,
+            "speedup": step / (step - total)}

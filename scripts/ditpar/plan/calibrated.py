@@ -38,11 +38,8 @@ def calibrate_box(args, model, hw, shape, tun) -> Box:
     used = calibration.reachable_links(hw, args.devices)
     records = [r for r in records if r["link"] in used]
     hw, tun, overrides = calibration.apply_sets(args.set or [], hw, tun)
-    for note in overrides:   # an override is the user's figure: no longer a preset guess
-        m = re.match(r"links\.(\w+)\.", note)
-        for r in records:
-            if m and r["link"] == m.group(1):
-                r["measured"], r["how"] = True, f"--set {note}"
+    for note in overrides:   # an override is the user's figure: no longer a preset guess, for that figure only
+        _mark_override(records, note, hw)
     if args.ref_step_s is not None and args.ref_latency is not None:
         raise InputError("--ref-step-s and --ref-latency both given: pass one single-device measurement")
     if args.ref_step_s is not None:
@@ -58,6 +55,32 @@ def calibrate_box(args, model, hw, shape, tun) -> Box:
                    f"pass --ref-step-s or --ref-latency from one 1-card run")
     compute += "; " + shape_term(hw)
     return Box(hw, tun, records, overrides, compute, warnings)
+
+
+def _mark_override(records: list[dict], note: str, hw) -> None:
+    """The link-figure record a `--set links.X.F[.K]` override replaces: new value, marked measured.
+
+    Only that figure stops being a preset guess; the link's other figures keep their band widening,
+    so one override cannot shrink every band. Latency and per-peer figures have no record.
+    """
+    m = re.match(r"links\.(\w+)\.(\w+?)(?:\.(\d+))?: .* -> (\S+)$", note)
+    if not m:
+        return
+    link, figure, group, value = m.group(1), m.group(2), m.group(3), float(m.group(4))
+    if figure == "alltoall_GBps":
+        want = f"all-to-all busbw, group {group}"
+        hits = [r for r in records if r["link"] == link and r["figure"] == want]
+        if not hits and link in {r["link"] for r in records}:
+            records.append({"link": link, "figure": want, "GBps": value, "measured": True, "how": ""})
+            hits = records[-1:]
+    elif figure == "ring_GBps":
+        hits = [r for r in records if r["link"] == link and r["figure"].startswith("ring busbw")]
+    elif figure == "bandwidth_GBps":
+        hits = [r for r in records if r["link"] == link and r["figure"].startswith("bus bandwidth")]
+    else:
+        hits = []
+    for r in hits:
+        r["GBps"], r["measured"], r["how"] = value, True, f"--set {note}"
 
 
 def shape_term(hw) -> str:
@@ -90,7 +113,6 @@ def find_plans(results, names: list[str]) -> list:
 def after_ranking(args, box: Box, results, model, hw, shape, tun, write_matrix=None) -> dict:
     """Bands, short list, sensitivity, --compare and --emit-matrix after rank_plans (`write_matrix`:
     the few-step tool's writer, passed in by the script since the plan layer does not import it)."""
-    from ditpar.plan import gates
     from ditpar.plan.cost.rank import pair_tunables, runner_up
 
     measured = calibration.measured_links(box.link_records, hw)
@@ -107,29 +129,61 @@ def after_ranking(args, box: Box, results, model, hw, shape, tun, write_matrix=N
         if sens is not None:
             break
     b = challengers[0] if challengers else None
+    _align_ab_gate(feas[:2], shortlist.to_measure(short))
     out = {"short_list": short, "sensitivity": sens, "short_list_text": shortlist.describe(short, sens, hw),
-           "compare": [], "matrix": None}
+           "measure": [r.plan.name for r in shortlist.to_measure(short)], "compare": [], "matrix": None}
+    asked = []
     if args.compare:
         asked = find_plans(results, args.compare)
         asked = sorted(asked, key=lambda r: r.latency_s)
-        lead = asked[0]
-        for other in asked[1:]:
-            rec = {"a": lead.plan.name, "b": other.plan.name}
-            if not (lead.feasible and other.feasible):
-                bad = lead if not lead.feasible else other
-                rec["note"] = f"{bad.plan.name} is infeasible: {bad.gates[-1].gate} {bad.gates[-1].reason}"
-            else:
-                rec["G6"] = gates.ab_gate(1, lead.plan, [other.plan]).reason
-                pair_tun = pair_tunables(lead, other, tun)
-                rec["G7"] = gates.projection(model, hw, shape, lead.plan, other.plan, pair_tun).reason
-                rec["sensitivity"] = shortlist.sensitivity(model, hw, shape, pair_tun, lead, other)
-                rec["tie"] = other.band.low_s <= lead.band.high_s
-            out["compare"].append(rec)
+        for i, lead in enumerate(asked):   # every pair, faster prediction first
+            for other in asked[i + 1:]:
+                out["compare"].append(_compare_pair(lead, other, model, hw, shape, tun))
         out["compare_plans"] = asked
     if args.emit_matrix:
-        plans = short if len(short) >= 2 else [r for r in (a, b) if r is not None]
+        if asked:   # the user's own plans, as asked: the matrix measures what --compare compares
+            plans = [r for r in asked if r.feasible]
+            if len(plans) < 2:
+                raise InputError("--emit-matrix with --compare: fewer than 2 feasible plans to measure")
+        else:
+            plans = shortlist.to_measure(short) if len(short) >= 2 else [r for r in (a, b) if r is not None]
         out["matrix"] = emit_matrix(args.emit_matrix, plans, write_matrix)
     return out
+
+
+def _compare_pair(lead, other, model, hw, shape, tun) -> dict:
+    """G6, G7, sensitivity and tie of one asked pair (lead = the faster prediction)."""
+    from ditpar.plan import gates
+    from ditpar.plan.cost.rank import pair_tunables
+
+    rec = {"a": lead.plan.name, "b": other.plan.name}
+    if not (lead.feasible and other.feasible):
+        bad = lead if not lead.feasible else other
+        rec["note"] = f"{bad.plan.name} is infeasible: {bad.gates[-1].gate} {bad.gates[-1].reason}"
+        return rec
+    rec["G6"] = gates.ab_gate(1, lead.plan, [other.plan]).reason
+    pair_tun = pair_tunables(lead, other, tun)
+    rec["G7"] = gates.projection(model, hw, shape, lead.plan, other.plan, pair_tun).reason
+    rec["sensitivity"] = shortlist.sensitivity(model, hw, shape, pair_tun, lead, other)
+    rec["tie"] = other.band.low_s <= lead.band.high_s
+    return rec
+
+
+def _align_ab_gate(top: list, measure: list) -> None:
+    """G6 of the top two names the same plans the conclusion asks to measure (the short list's few)."""
+    if len(measure) <= 2:
+        return
+    from ditpar.plan.gates import Gate
+
+    names = ", ".join(r.plan.name for r in measure)
+    for r in top:
+        for i, g in enumerate(r.gates):
+            if g.gate == "G6" and g.verdict == "warn":
+                r.gates[i] = Gate("G6", g.name, "warn",
+                                  f"run the {len(measure)} short-listed plans ({names}) in one window on one card "
+                                  "group: ABBA order, >= 3 repeats each after 1 warm-up, same steps and shape; "
+                                  "decide on medians and only when they differ by more than the spread "
+                                  "(fewstep.py analyze reads the matrix)")
 
 
 def _config_name(plan) -> str:
@@ -171,6 +225,7 @@ def extend_payload(payload: dict, results, extra: dict, box: Box) -> None:
         rec["predicted_high_s"] = band.high_s if ok else None
         rec["short_list"] = bool(getattr(r, "short_list", False))
     payload["short_list"] = [r.plan.name for r in extra["short_list"]]
+    payload["measure"] = extra["measure"]   # the short list's fastest few: what the conclusion asks to measure
     payload["sensitivity"] = extra["sensitivity"]
     payload["link_figures"] = box.link_records
     payload["overrides"] = box.overrides
@@ -215,7 +270,8 @@ def render(text: str, results, extra: dict, box: Box, top: int) -> str:
         lines.append(f"  G7 {c['G7']}")
         s = c["sensitivity"]
         if s:
-            lines.append(f"  sensitivity: the {s['input']} x{s['factor']:.2g} flips them; measure: {s['command']}")
+            lines.append(f"  sensitivity: the {s['input']} moved x{s['factor']:.3g} flips them (the smallest move "
+                         f"of any single input; G7 scales whole links); measure: {s['command']}")
         else:
             lines.append("  sensitivity: no single input within 1/16x..16x flips them")
     if extra["matrix"]:

@@ -113,6 +113,14 @@ def availability(model, hw, shape: Shape, plan: Plan, frameworks=None) -> Gate:
     return Gate("G1", "form availability", "pass", "; ".join(notes) or "degrees divide heads, sequence and layers")
 
 
+def _gb(value: float, other: float) -> str:
+    """GB with as many decimals as it takes to tell value from other (57.6 vs 57.6 is no comparison)."""
+    for digits in (1, 2, 3):
+        if round(value, digits) != round(other, digits):
+            return f"{value:.{digits}f}"
+    return f"{value:.3f}"
+
+
 def memory_fit(model, hw, shape: Shape, plan: Plan, bd: Breakdown) -> Gate:
     """G2: peak memory per rank within the device; when it does not fit, name the lossless steps, in
     order, that make it fit: text-encoder offload, VAE tiling, layer-wise weight sharding. Weight
@@ -124,7 +132,8 @@ def memory_fit(model, hw, shape: Shape, plan: Plan, bd: Breakdown) -> Gate:
     parts = ", ".join(f"{k.removesuffix('_GB')} {v:.1f}" for k, v in p.items())
     experts = int(getattr(model, "experts", 1) or 1)
     if bd.memory_GB <= cap:
-        return Gate("G2", "memory fit", "pass", f"{bd.memory_GB:.1f} GB per rank ({parts}) <= {cap:.0f} GB")
+        return Gate("G2", "memory fit", "pass", f"{_gb(bd.memory_GB, cap)} GB per rank ({parts}) <= "
+                    f"{_gb(cap, bd.memory_GB)} GB ({MEMORY_HEADROOM:.0%} of {hw.memory_GB:g} GB)")
     weights = p.get("weights_GB", 0.0)
     te, buffers, vae = p.get("text_encoder_GB", 0.0), p.get("comm_buffers_GB", 0.0), p.get("vae_decode_GB", 0.0)
     phase = p.get("activations_GB", 0.0) + p.get("kv_buffers_GB", 0.0)
@@ -142,7 +151,8 @@ def memory_fit(model, hw, shape: Shape, plan: Plan, bd: Breakdown) -> Gate:
     subsets = [tuple(k for i, k in enumerate(usable) if mask >> i & 1) for mask in range(1, 1 << len(usable))]
     fitting = sorted((sub for sub in subsets if peak(sub) <= cap), key=lambda sub: (len(sub), "shard" in sub))
     extra = f" (x{experts} experts resident)" if experts > 1 else ""
-    head = f"{bd.memory_GB:.1f} GB > {cap:.0f} GB{extra} ({parts})"
+    head = (f"{_gb(bd.memory_GB, cap)} GB > {_gb(cap, bd.memory_GB)} GB ({MEMORY_HEADROOM:.0%} of "
+            f"{hw.memory_GB:g} GB){extra} ({parts})")
     if not fitting:
         return Gate("G2", "memory fit", "veto", f"{head}; even {' + '.join(names[k] for k in usable)} needs "
                     f"{peak(tuple(usable)):.1f} GB" if usable else head)
@@ -266,7 +276,8 @@ def projection(model, hw, shape: Shape, a: Plan, b: Plan, tun: Tunables) -> Gate
             continue
     lead = base_b / base_a - 1
     if not out:
-        out.append("no bandwidth in 1/64x..64x nor KV-head count flips the order")
+        out.append("no link bandwidth scaled for every pattern at once (1/64x..64x) nor KV-head count flips "
+                   "the order")
     return Gate("G7", "projection", "info", f"{a.name} leads {b.name} by {lead:.1%}; " + "; ".join(out)
                 + " (projection, not measurement)")
 

@@ -507,6 +507,28 @@ def _split_interconnect(text: str) -> tuple[str | None, int | None]:
     return (INTERCONNECTS[ic.group(1).lower()] if ic else None), nodes
 
 
+def other_matches(hardware: str, chosen: str) -> list[tuple[str, str]]:
+    """Presets other than `chosen` that a chip or family name also fits: (preset, its alias).
+
+    '910B' resolves to the Atlas 800I A2 (910B3) while the 910B1/910B2 are the Atlas 800T A2; 'A100'
+    resolves to the SXM box while 'A100 PCIe' exists. An alias of another preset that extends the
+    name the user typed (after normalisation) is such a fit; the caller says so instead of silently
+    choosing.
+    """
+    key = normalize(hardware)
+    if not key or hardware.endswith(".toml"):
+        return []
+    reg = hardware_registry()
+    out = []
+    for name, preset in reg.presets.items():
+        if name == chosen:
+            continue
+        hits = [a for a in (name, *preset.aliases) if normalize(a).startswith(key) and normalize(a) != key]
+        if hits:
+            out.append((name, min(hits, key=len)))
+    return out
+
+
 def resolve_hardware(hardware: str, interconnect: str | None = None,
                      n_devices: int | None = None) -> HardwarePreset:
     """Hardware preset for a name (e.g. 'A100', '8xL40 PCIe', 'H100, NVLink, 2 nodes').

@@ -10,14 +10,61 @@ from ditpar.plan.cost.work import LINK_KEYS
 SHORT = {"pass": "ok", "veto": "VETO", "warn": "warn", "info": "i"}
 
 
-def plan_record(r) -> dict:
+def padded_heads(model, plan) -> tuple[int, int] | None:
+    """(query heads per TP rank, after padding to a multiple of Ulysses) when the cost model pads them."""
+    if model is None or plan.ulysses <= 1:
+        return None
+    local = model.heads / plan.tp
+    if local < 1 or local % plan.ulysses == 0:
+        return None
+    return int(local), int(math.ceil(local / plan.ulysses) * plan.ulysses)
+
+
+def padding_note(r, model) -> str:
+    """'; sequence padded by N tokens; heads padded 30 -> 32 (+6.7 % attention)' or ''."""
+    text = f"; sequence padded by {r.pad_tokens} tokens" if r.pad_tokens else ""
+    heads = padded_heads(model, r.plan)
+    if heads:
+        text += (f"; heads padded {heads[0]} -> {heads[1]} per TP rank for Ulysses {r.plan.ulysses} "
+                 f"(+{heads[1] / heads[0] - 1:.1%} attention work, priced)")
+    return text
+
+
+def cards_used(hw, n: int) -> dict:
+    """Which cards a job of n devices takes on the preset (ranks fill card 0 upward, as the layout
+    numbers them) and whether they span several fast domains."""
+    used = list(range(n))
+    domains: dict[int, list[int]] = {}
+    for r in used:
+        domains.setdefault(hw.domain_of(r), []).append(r)
+    return {"used": used, "of": hw.n_devices, "domains": list(domains.values()),
+            "largest_group_in_one_domain": max(len(v) for v in domains.values())}
+
+
+def cards_note(hw, n: int) -> str:
+    """One line when the job takes part of the box: the cards, their domains, what crosses."""
+    if n >= hw.n_devices:
+        return ""
+    c = cards_used(hw, n)
+    doms = " | ".join(f"{d[0]}-{d[-1]}" if len(d) > 1 else str(d[0]) for d in c["domains"])
+    text = f"cards used: 0-{n - 1} of {hw.n_devices} (ranks fill card 0 upward); their domains: {doms}"
+    if len(c["domains"]) > 1:
+        text += (f"; a group with cards in more than one of them (every group of more than "
+                 f"{c['largest_group_in_one_domain']}) runs at the inter-domain figure (pin the job to other cards with CUDA_VISIBLE_DEVICES / "
+                 f"ASCEND_RT_VISIBLE_DEVICES and pass --topo for them)")
+    return text
+
+
+def plan_record(r, model=None) -> dict:
     bd = r.breakdown
+    heads = padded_heads(model, r.plan)
     finite = math.isfinite(bd.latency_s)
     rec = {"rank": r.rank, "name": r.plan.name, **r.plan.as_dict(),
            "predicted_latency_s": bd.latency_s if finite else None, "feasible": r.feasible,
            "framework": r.framework, "exact": r.exact, "exact_reason": r.exact_reason,
            "speedup_vs_1": r.speedup_vs_1 if finite and math.isfinite(r.speedup_vs_1) else None,
            "pad_tokens": r.pad_tokens,
+           "pad_heads": None if heads is None else {"from": heads[0], "to": heads[1]},
            "gates": [g.as_dict() for g in r.gates]}
     if finite:
         rec.update({
@@ -39,21 +86,22 @@ def payload(results, model, hw, shape, tun, conclusion: str, frameworks=None,
         "shape": {"width": shape.width, "height": shape.height, "frames": shape.frames, "steps": shape.steps,
                   "cfg": shape.cfg, "tokens": shape.tokens, "text_joint_tokens": shape.text_joint,
                   "text_cross_tokens": shape.text_cross},
-        "tunables": {"launch_us": tun.launch_us, "overlap_efficiency": tun.overlap_efficiency,
+        "tunables": {"launch_us": tun.launch_us, "runtime": runtime_label(tun).split(" ")[0], "overlap_efficiency": tun.overlap_efficiency,
                      "masking_chunks": tun.masking_chunks, "layout": ",".join(tun.order),
                      "compute_scale": tun.compute_scale},
-        "plans": [plan_record(r) for r in results],
+        "cards": cards_used(hw, results[0].plan.devices) if results else None,
+        "plans": [plan_record(r, model) for r in results],
         "compute_efficiency": efficiency.describe(hw),
         "conclusion": conclusion,
     }
 
 
-def frame(results):
+def frame(results, model=None):
     import pandas as pd
 
     rows = []
     for r in results:
-        rec = plan_record(r)
+        rec = plan_record(r, model)
         flat = {k: v for k, v in rec.items() if not isinstance(v, (dict, list))}
         for k in LINK_KEYS:
             flat[f"exposed_{k}_s"] = rec.get("exposed_by_link_s", {}).get(k)
@@ -69,6 +117,15 @@ def _f(x: float | None, digits: int = 3) -> str:
     return f"{x:.{digits}f}"
 
 
+RUNTIMES = {25.0: "eager (--runtime compile or graphs if you run that way)", 12.5: "compile (midpoint, not measured)",
+            0.0: "graphs"}
+
+
+def runtime_label(tun) -> str:
+    """How the host cost per op was chosen: a named runtime or the user's --launch-us."""
+    return RUNTIMES.get(float(tun.launch_us), "--launch-us")
+
+
 GATE_WIDTH = 5  # "VETO" and "warn" plus a space
 
 
@@ -77,7 +134,10 @@ def render(results, model, hw, shape, tun, conclusion: str, top: int, show_all: 
     feas = [r for r in results if r.feasible]
     lines = [f"{model.name} on {hw.name}, {feas[0].plan.devices if feas else '?'} devices: {shape.describe()}",
              f"{len(results)} plans, {len(feas)} feasible; latency = predicted end-to-end DiT seconds "
-             f"(text encoder and VAE not included)", ""]
+             f"(text encoder and VAE not included); host cost {tun.launch_us:g} us per op: {runtime_label(tun)}"]
+    if feas and cards_note(hw, feas[0].plan.devices):
+        lines.append(cards_note(hw, feas[0].plan.devices))
+    lines.append("")
     gate_ids = sorted({gt.gate for r in results for gt in r.gates}, key=lambda g: (len(g), g))
     head = (f"{'#':>3} {'plan':<18}{'latency_s':>10}{'speedup':>8}{'exact':>6} {'framework':<14}"
             f"{'step_s':>9}{'compute_s':>10}"
@@ -94,21 +154,23 @@ def render(results, model, hw, shape, tun, conclusion: str, top: int, show_all: 
             lines.append(f"{r.rank:>3} {r.plan.name:<18}{'-':>10}  infeasible: {r.gates[-1].gate} "
                          f"{r.gates[-1].reason}")
             continue
-        lines.append(f"{r.rank:>3} {r.plan.name:<18}{_f(bd.latency_s):>10}{_f(r.speedup_vs_1):>8}"
+        lines.append(f"{r.rank:>3} {r.plan.name:<18}{_f(bd.latency_s):>10}{_f(r.speedup_vs_1, 1):>8}"
                      f"{'yes' if r.exact else 'NO':>6} {(r.framework or '-')[:13]:<14}{_f(bd.step_s):>9}"
                      f"{_f(bd.compute_s):>10}{_f(x['intra_domain']):>10}{_f(x['inter_domain']):>10}"
                      f"{_f(x['inter_node']):>9}{_f(bd.hidden_s):>9}{_f(bd.host_bound_s):>8}"
                      f"{_f(bd.pipeline_s):>8}{bd.memory_GB:>8.1f}  {g}")
-    lines += ["", "speedup = single-device latency / plan latency; exact = same output as one device up to "
+    lines += ["", "speedup = single-device latency / plan latency (one decimal: a ratio of two predictions); exact = same output as one device up to "
               "reduction order (NO: stale activations, ranked after exact plans unless --allow-approximate); "
               "framework = preferred framework that runs it (native backend, then vendor preference); "
               "DPn = n replicas for other requests (ranked after plans that use every card for this one)",
-              "x_* = exposed communication by link class; hidden = overlapped communication; host = time the "
+              "x_* = exposed communication by the link class that sets its time (a collective whose group spans "
+              "classes, e.g. an all-to-all across two islands, is charged whole to its slowest class; --json "
+              "bytes_per_step_by_link splits its bytes by class); hidden = overlapped communication; host = time the "
               "device waits for eager op dispatch; pipe = PipeFusion warm-up and fill",
               "G1..G7 = the gates (listed below for the top two): ok = pass, i = information only, warn, VETO, - = not applicable", ""]
     for r in feas[:2]:
         lines.append(f"gates of #{r.rank} {r.plan.name}" + (f" (on {r.framework})" if r.framework else "")
-                     + f": {r.exact_reason}" + (f"; sequence padded by {r.pad_tokens} tokens" if r.pad_tokens else ""))
+                     + f": {r.exact_reason}" + padding_note(r, model))
         for gt in r.gates:
             lines.append(f"  {gt.gate} {gt.name:<26} {gt.verdict:<5} {gt.reason}")
         lines.append("")

@@ -9,7 +9,8 @@ from ditpar.plan import uncertainty
 from ditpar.plan.cost import layout, predict
 from ditpar.plan.gates import _scale_link, _threshold
 
-SHOWN = 6   # short-list names written into the conclusion
+SHOWN = 6   # names of the further tied plans written into the conclusion
+MAX_MEASURE = 3   # plans the conclusion, G6 and --emit-matrix ask the user to measure
 
 
 def annotate(results, measured_links: frozenset[str], half_width: float = uncertainty.MODEL_HALF_WIDTH) -> list:
@@ -66,29 +67,59 @@ def sensitivity(model, hw, shape, tun, a, b) -> dict | None:
                     "leader": a.plan.name, "challenger": b.plan.name}
     if best is None:
         return None
-    best["command"] = measure_command(hw, a.plan if a.plan.ulysses > 1 else b.plan, best, tun)
+    best["command"] = measure_command(hw, [a.plan, b.plan], best, tun)
     return best
 
 
-def measure_command(hw, plan, sens: dict, tun) -> str:
-    """The comm_bench.py run (or the 1-card run) that measures the deciding input on this box."""
-    n = plan.devices
+def _deciding_groups(hw, plans, sens: dict, tun) -> list[list[int]]:
+    """One group per distinct size on which the deciding input moves either plan: the all-to-all
+    groups of every Ulysses degree, or every group of either plan that rides the deciding link."""
+    found: dict[int, list[int]] = {}
+    for plan in plans:
+        groups = layout(plan, tun.order)
+        if sens["pattern"] == "alltoall":
+            cands = [g for g in groups["ulysses"] if len(g) > 1]
+        else:
+            cands = [g for gs in groups.values() for g in gs if len(g) > 1 and hw.class_for(g) == sens["link"]]
+        for g in cands:
+            found.setdefault(len(g), g)
+    if not found:
+        found[plans[0].devices] = list(range(plans[0].devices))
+    return [found[k] for k in sorted(found)]
+
+
+def measure_command(hw, plans, sens: dict, tun) -> str:
+    """The comm_bench.py run (or the 1-card run) that measures the deciding input on this box.
+
+    Every group size the decision rests on is measured (a U2 R2 vs U4 order needs the 2- and the
+    4-card all-to-all), and a group that spans nodes gets a multi-node launch, one process per card.
+    """
     if sens["pattern"] == "compute":
         return ("time one single-device request of this shape (DiT denoising only, steps as here) and pass "
                 "--ref-step-s SECONDS_PER_STEP (or --ref-latency SECONDS)")
-    groups = layout(plan, tun.order)
-    key = sens["link"]
-    if sens["pattern"] == "alltoall":
-        group = next((g for g in groups["ulysses"] if len(g) > 1), list(range(n)))
-        ops = "all_to_all"
+    groups = _deciding_groups(hw, plans, sens, tun)
+    ops = "all_to_all" if sens["pattern"] == "alltoall" else "all_reduce,all_to_all"
+    top = max(r for g in groups for r in g)
+    per_node = hw.devices_per_node
+    if top >= per_node:
+        nodes = top // per_node + 1
+        launch = (f"torchrun --nnodes {nodes} --node-rank NODE --nproc-per-node {per_node} "
+                  "--master-addr HOST0 --master-port 29500")
     else:
-        cands = [g for d, gs in groups.items() for g in gs if len(g) > 1 and hw.class_for(g) == key]
-        group = cands[0] if cands else list(range(n))
-        ops = "all_reduce,all_to_all"
-    world = max(group) + 1
-    return (f"torchrun --nproc-per-node {world} scripts/comm_bench.py --ops {ops} --groups "
-            f"\"{','.join(map(str, group))}\" --min-bytes 1M --max-bytes 256M --csv bench.csv "
-            f"&& python scripts/plan.py ... --bench bench.csv")
+        launch = f"torchrun --nproc-per-node {top + 1}"
+    text = ";".join(",".join(map(str, g)) for g in groups)
+    return (f"{launch} scripts/comm_bench.py --ops {ops} --groups \"{text}\" --min-bytes 1M --max-bytes 256M "
+            f"--csv bench.csv && python scripts/plan.py ... --bench bench.csv")
+
+
+def to_measure(short: list) -> list:
+    """The plans worth a measurement: the short list's fastest MAX_MEASURE predictions.
+
+    A band tie of many plans (often the same degrees placed differently) is not a list anyone
+    measures; the fastest few carry the decision, and the rest are measured only if those few come
+    out within their spread.
+    """
+    return short[:MAX_MEASURE]
 
 
 def describe(short: list, sens: dict | None, hw) -> str:
@@ -98,13 +129,18 @@ def describe(short: list, sens: dict | None, hw) -> str:
             return ""
         return (f"No tie: every other plan's band starts above {short[0].plan.name}'s "
                 f"({short[0].band.low_s:.3g}-{short[0].band.high_s:.3g} s).")
-    names = ", ".join(r.plan.name for r in short[:SHOWN])
-    if len(short) > SHOWN:
-        names += f" and {len(short) - SHOWN} more (the band table and --json list them)"
-    text = f"Measure these {len(short)}: {names} (their predicted bands overlap: the model cannot order them)."
+    measure = to_measure(short)
+    names = ", ".join(r.plan.name for r in measure)
+    text = f"Measure these {len(measure)}: {names} (their predicted bands overlap: the model cannot order them)."
+    if len(short) > len(measure):
+        rest = ", ".join(r.plan.name for r in short[len(measure):len(measure) + SHOWN])
+        more = len(short) - len(measure) - SHOWN
+        text += (f" {len(short) - len(measure)} slower predictions also fall in the band ({rest}"
+                 f"{f' and {more} more' if more > 0 else ''}): measure them only if these {len(measure)} "
+                 "come out within their spread of each other.")
     if sens is not None:
         f = sens["factor"]
-        move = f"x{f:.2g}" if f >= 1 else f"/{1 / f:.2g}"
+        move = f"x{f:.3g}" if f >= 1 else f"/{1 / f:.3g}"
         text += (f" Their order turns on the {sens['input']}: moved {move} it makes {sens['challenger']} beat "
                  f"{sens['leader']}. Measure it: {sens['command']}")
     return text
