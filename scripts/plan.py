@@ -157,7 +157,7 @@ def _calibration_args(p) -> None:
                         "mfu=0.4, overlap_efficiency=0.5); repeatable; every override is listed")
     g.add_argument("--compare", nargs="+", default=None, metavar="PLAN",
                    help='plans to compare as printed, e.g. "cfg2 U4" U8: G6, G7 and the sensitivity for them')
-    g.add_argument("--emit-matrix", default=None, metavar="FILE.csv",
+    g.add_argument("--emit-matrix", default=None, metavar="FILE.csv", type=cli.output_path,
                    help="write the few-step matrix for the short list and print the fewstep.py run command")
 
 
@@ -165,7 +165,7 @@ def score_parser():
     p = cli.make_parser(f"{PROG} score", "Add predicted_latency_s, score_note, predicted_low_s and predicted_high_s to a candidate table.",
                         SCORE_EXAMPLE)
     p.add_argument("--candidates", required=True, help="CSV in the calibration schema")
-    p.add_argument("--out", required=True, help="output CSV (input rows and columns + 4 columns)")
+    p.add_argument("--out", required=True, type=cli.output_path, help="output CSV (input rows and columns + 4 columns)")
     _tunable_args(p)
     cli.add_output_args(p, csv=False)
     return p
@@ -224,7 +224,10 @@ def run_plan(args) -> int:
                          patches=args.patches, warmup=args.warmup, frameworks=fws,
                          allow_approximate=args.allow_approximate)
     text = conclusion(results, model, hw, shape)
-    from ditpar.fewstep.matrix import write_matrix
+    from ditpar.fewstep.matrix import matrix_csv
+
+    def write_matrix(path, records) -> None:  # held with the run's other outputs (all or none)
+        cli.write_output(path, matrix_csv(records))
 
     extra = calibrated.after_ranking(args, box, results, model, hw, shape, tun, write_matrix)
     text = text + " " + extra["short_list_text"] if extra["short_list_text"] else text

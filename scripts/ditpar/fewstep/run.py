@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ditpar.cli import dumps_json, write_atomic
+from ditpar.cli import dumps_json, register_input, write_atomic
 from ditpar.errors import InputError
 from ditpar.fewstep.logs import (
     UNITS,
@@ -257,8 +257,9 @@ def _read_from(path: Path, offset: int) -> str:
 class MatrixState:
     """The matrix being built: records, the finished-run set, and an atomic save after each run."""
 
-    def __init__(self, logdir: Path, matrix: Path, few_steps: int, anchor_steps: int, timing: str = "dit"):
-        self.logdir, self.matrix, self.timing = logdir, matrix, timing
+    def __init__(self, logdir: Path, matrix: Path, few_steps: int, anchor_steps: int, timing: str = "dit",
+                 save_each: bool = True):
+        self.logdir, self.matrix, self.timing, self.save_each = logdir, matrix, timing, save_each
         self.steps = {"few": few_steps, "anchor": anchor_steps}
         self.records: list[dict[str, Any]] = []
         self.done: set[tuple[str, str, int]] = set()
@@ -274,11 +275,12 @@ class MatrixState:
                 "comm_exposed_share": None if request["share"] is None else request["share"][rank],
                 "tags": cfg.tags, "timing": self.timing, "log": rel})
         self.done.add((cfg.name, tier, repeat))
-        self.save()
+        self.sort()
+        if self.save_each:  # a live run keeps its progress; --parse-only writes once, at the end
+            write_matrix(self.matrix, self.records)
 
-    def save(self) -> None:
+    def sort(self) -> None:
         self.records.sort(key=lambda r: (r["config"], r["tier"] != "few", r["repeat"], r["rank"]))
-        write_matrix(self.matrix, self.records)
 
 
 class Runner:
@@ -561,7 +563,7 @@ def parse_only(logdir: Path, matrix: Path, dit_regex: str | None = None, dit_uni
     expect = list(man.get("expect") or [])
     try:
         state = MatrixState(logdir, matrix, int(man["few_steps"]), int(man["anchor_steps"]),
-                            str(man.get("timing", "dit")))
+                            str(man.get("timing", "dit")), save_each=False)
     except (KeyError, TypeError, ValueError):
         raise InputError(f"{logdir}/manifest.json: few_steps / anchor_steps missing") from None
     latest: dict[tuple[str, str, int], dict[str, Any]] = {}
@@ -584,6 +586,7 @@ def parse_only(logdir: Path, matrix: Path, dit_regex: str | None = None, dit_uni
         fields = man.get("configs", {}).get(meta["config"]) or meta.get("fields") or {}
         cfg = parse_config([meta["config"], *(f"{k}={v}" for k, v in fields.items())])
         log = meta["_path"].parent / str(meta.get("log"))
+        register_input(log)  # no output of this run may replace a log it reads
         try:
             text = log.read_text(encoding="utf-8", errors="replace")
         except OSError as exc:
