@@ -11,7 +11,7 @@ import threading
 
 import pytest
 from conftest import ROOT, SCRIPTS, run_script
-from ditpar import cli, outputs
+from ditpar import cli, files
 from ditpar.errors import InputError
 
 TOPO = ROOT / "tests" / "data" / "topo" / "nvidia_h100_nv18.txt"
@@ -46,7 +46,7 @@ def data(tmp_path, monkeypatch):
     (tmp_path / "prof" / "OUT").mkdir(parents=True)
     (tmp_path / "prof" / "OUT" / "kd.csv").write_text("k\n2\n")
     yield tmp_path
-    outputs.reset()
+    files.reset()
 
 
 @pytest.mark.parametrize("spelling", ["in.csv", "./in.csv", "sub/../in.csv", "{abs}", "link.csv", "hard.csv"])
@@ -120,7 +120,7 @@ def test_a_fifo_is_written_through_only_when_the_run_succeeds(data, capsys):
     assert code == 2 and "no reader" in err
     for fail, expected in ((False, b"a,b\n1,2\n"), (True, b"")):
         got: list[bytes] = []
-        reader = threading.Thread(target=lambda: got.append(open(fifo, "rb").read()))  # noqa: SIM115
+        reader = threading.Thread(target=lambda got=got: got.append(open(fifo, "rb").read()))  # noqa: SIM115
         reader.start()
 
         def body(fail=fail):
@@ -129,7 +129,7 @@ def test_a_fifo_is_written_through_only_when_the_run_succeeds(data, capsys):
                     cli.write_output(fifo, "a,b\n1,2\n")
                     break
                 except InputError:
-                    outputs._pending.clear()
+                    files._pending.clear()
             if fail:
                 raise InputError("later failure")
         code, _ = _run(body, capsys)

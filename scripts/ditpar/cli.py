@@ -12,14 +12,15 @@ import io
 import json
 import math
 import os
+import re
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ditpar import outputs
+from ditpar import files
 from ditpar.errors import DitParError, InputError
-from ditpar.outputs import (  # noqa: F401 - the scripts' names for them
+from ditpar.files import (  # noqa: F401 - the scripts' names for them
     output_path,
     plot_path,
     register_input,
@@ -42,6 +43,9 @@ def finite_float(text: str) -> float:
     return value
 
 
+NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-(inf|infinity|nan)$", re.IGNORECASE)
+
+
 class _Parser(argparse.ArgumentParser):
     """ArgumentParser whose usage errors are one line and exit 2 (argparse's own convention).
 
@@ -53,17 +57,19 @@ class _Parser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.register("type", float, finite_float)
+        # "-5e2", "-.5", "-inf" are values, not flags: the flag's own range check then says what is wrong
+        self._negative_number_matcher = NEGATIVE_NUMBER
 
     def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
         """Parse, then register the inputs and check the outputs the arguments name (ditpar.outputs)."""
         if _Parser._depth == 0:
-            outputs.reset()
+            files.reset()
         _Parser._depth += 1
         try:
             namespace, extras = super().parse_known_args(args, namespace)
         finally:
             _Parser._depth -= 1
-        why = outputs.note_arguments(self, namespace)
+        why = files.note_arguments(self, namespace)
         if why:
             self.error(why)
         return namespace, extras
@@ -121,15 +127,15 @@ def run(prog: str, body: Callable[[], int | None]) -> None:
     """
     held = io.StringIO()
     real_stdout = sys.stdout
-    outer = outputs.begin()
+    outer = files.begin()
     code = 2
     try:
         with contextlib.redirect_stdout(held):
             code = _call(prog, body)
         if code in (0, 1):
-            code = _call(prog, outputs.commit_all) or code
+            code = _call(prog, files.commit_all) or code
     finally:
-        outputs.end(outer)
+        files.end(outer)
         _flush_held(held.getvalue(), real_stdout)
     raise SystemExit(code)
 
@@ -146,8 +152,11 @@ def _call(prog: str, body: Callable[[], int | None]) -> int:
         return _fail(prog, f"this step needs the Python package '{top}', which is not installed "
                            f"(from the repository root: {hint})", 2)
     except UnicodeDecodeError as exc:
-        return _fail(prog, f"input is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset "
-                           f"{exc.start}{_file_hint(exc)})", 2)
+        name = _file_of(exc)
+        return _fail(prog, f"{name + ': ' if name else ''}input is not UTF-8 text (byte "
+                           f"0x{exc.object[exc.start]:02x} at offset {exc.start}){_encoding_hint(exc)}", 2)
+    except OSError as exc:  # permission denied, a folder where a file belongs, ...: the file and the reason
+        return _fail(prog, files.os_error_text(exc, _file_of(exc)), 2)
     except KeyboardInterrupt:
         sys.stderr.write(f"{prog}: interrupted\n")
         return 130
@@ -158,9 +167,27 @@ def _call(prog: str, body: Callable[[], int | None]) -> int:
     return 0 if code is None else int(code)
 
 
-def _file_hint(exc: UnicodeDecodeError) -> str:
+def _file_of(exc: BaseException) -> str | None:
+    """The file an error came from: its own filename, else the innermost frame holding a path to a file."""
     name = getattr(exc, "filename", None)
-    return f" in {name}" if name else ""
+    if name:
+        return str(name)
+    tb, frames = exc.__traceback__, []
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    for frame in reversed(frames):
+        for value in frame.f_locals.values():
+            if isinstance(value, (str, Path)) and 0 < len(str(value)) < 4096 and os.path.isfile(value):
+                return str(value)
+    return None
+
+
+def _encoding_hint(exc: UnicodeDecodeError) -> str:
+    data = exc.object[:4] if isinstance(exc.object, (bytes, bytearray)) else b""
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")) or (len(data) >= 2 and 0 in data[:2]):
+        return "; it looks like UTF-16 (e.g. saved by Windows PowerShell): convert it with iconv -f UTF-16 -t UTF-8"
+    return ""
 
 
 def _fail(prog: str, message: str, code: int) -> int:
@@ -239,10 +266,10 @@ def write_csv(path: str | os.PathLike[str], frame: Any) -> None:
 def save_figure(fig: Any, path: str | os.PathLike[str]) -> None:
     """Save a matplotlib figure, atomically, in the format its name ends with (.png, .pdf, .svg)."""
     suffix = Path(path).suffix.lower()
-    if suffix not in outputs.PLOT_FORMATS and not outputs.is_stream(os.fspath(path)):  # a stream gets PNG
+    if suffix not in files.PLOT_FORMATS and not files.is_stream(os.fspath(path)):  # a stream gets PNG
         raise InputError(f"{path}: a figure's file name ends in .png, .pdf or .svg (the format drawn)")
     buf = io.BytesIO()
-    fig.savefig(buf, format=outputs.PLOT_FORMATS.get(suffix, "png"), dpi=120, bbox_inches="tight")
+    fig.savefig(buf, format=files.PLOT_FORMATS.get(suffix, "png"), dpi=120, bbox_inches="tight")
     write_output(path, buf.getvalue())
 
 

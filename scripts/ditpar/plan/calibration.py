@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from ditpar import files
 from ditpar.errors import InputError
 
 BENCH_COLUMNS = ("op", "bytes", "ranks", "busbw_GBps", "correct", "group")
@@ -59,10 +60,7 @@ def read_bench(paths: list[str], hw) -> list[Curve]:
     raw: dict[tuple, dict] = {}
     skipped: list[str] = []
     for path in paths:
-        try:
-            text = Path(path).read_text()
-        except OSError as exc:
-            raise InputError(f"--bench {path}: cannot read ({exc.strerror})") from None
+        text = files.read_input_text(path)  # a file or <(...); byte-order mark dropped, other encodings named
         reader = csv.DictReader(text.splitlines())
         cols = reader.fieldnames or []
         missing = [c for c in BENCH_COLUMNS if c not in cols]
@@ -196,10 +194,7 @@ def load_topology(path: str, hw):
     """The preset with domains from an `nvidia-smi topo -m` / `npu-smi info -t topo` file."""
     from ditpar.plan.topology import apply_topology, parse_topology
 
-    try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise InputError(f"--topo {path}: cannot read ({exc.strerror})") from None
+    text = files.read_input_text(path, strip_ansi=True)
     topo = parse_topology(text, path)
     return apply_topology(topo, hw), topo.warnings
 

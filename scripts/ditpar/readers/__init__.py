@@ -135,6 +135,11 @@ def load_profiles(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[st
         ps.event_ranks = sorted(int(r) for r, rd in zip(_assign_ranks(reads, kept), reads, strict=True)
                                 if rd.had_events)
         ps.rank_results_of = function_name(per_rank)
+    if not (ps.event_ranks if per_rank is not None else len(ps.events)):
+        where = ", ".join(str(p) for p in kept[:3]) + (" ..." if len(kept) > 3 else "")
+        hint = (" (a CPU-only torch.profiler trace? record with ProfilerActivity.CUDA as well)" if fmt == "kineto"
+                else " (kernel_details.csv has no task rows)")
+        raise InputError(f"{where}: no device kernels or collectives in the profile{hint}; nothing to analyse")
     return ps
 
 

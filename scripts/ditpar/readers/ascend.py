@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ditpar import limits
 from ditpar.core import classify
 from ditpar.core.events import make_events
 from ditpar.core.profile import (
@@ -180,13 +181,15 @@ def rank_of(rank_dir: Path) -> tuple[int | None, str]:
         data = load_json(info, "profiler info JSON")
         rid = as_int(data.get("rank_id")) if isinstance(data, dict) else None
         if rid is not None and rid >= 0:
-            return rid, f"{info.name} rank_id"
+            return limits.integer(rid, f"{info}: rank_id", 0, limits.MAX_RANK_ID), f"{info.name} rank_id"
         m = re.fullmatch(r"profiler_info_(\d+)\.json", info.name)
         if m:
-            return int(m.group(1)), f"{info.name} file name"
+            return limits.integer(m.group(1), f"{info}: rank in the file name", 0, limits.MAX_RANK_ID), \
+                f"{info.name} file name"
     m = re.search(r"rank[_-]?(\d+)", rank_dir.name, re.I)
     if m:
-        return int(m.group(1)), f"folder name {rank_dir.name}"
+        return limits.integer(m.group(1), f"{rank_dir}: rank in the folder name", 0, limits.MAX_RANK_ID), \
+            f"folder name {rank_dir.name}"
     return None, "unknown"
 
 
@@ -719,7 +722,9 @@ def read_matrix(path: Path) -> pd.DataFrame:
                     bw = info.get("Bandwidth(GB/s)")
                     bw = _number(bw, f"{where}: Bandwidth(GB/s)") if bw is not None else float("nan")
                     for value, label in ((size_mb, "Transit Size(MB)"), (time_us, "Transit Time(ms)"), (bw, "Bandwidth(GB/s)")):
-                        if not (math.isnan(value) or (math.isfinite(value) and 0 <= value < 2**62 / 1e6)):
+                        # only the bandwidth may be absent (NaN): a size or time that is not a number is damage
+                        if not ((math.isnan(value) and label.startswith("Band"))
+                                or (math.isfinite(value) and 0 <= value < 2**62 / 1e6)):
                             raise InputError(f"{where}: {label} {value!r} is not a valid non-negative number")
                     rows.append({"step": step, "op": km.group("op"), "group_hash": km.group("hash") or "",
                                  "link": str(link), "transport": str(info.get("Transport Type", "")),

@@ -1,4 +1,4 @@
-"""The one way a run writes its result files: checked when named, written whole when the run succeeds.
+"""What a run reads and writes: inputs registered and opened one way, outputs written one way.
 
 Rules (references: README "Every script ..."):
 
@@ -110,6 +110,111 @@ def _lstat(path: str) -> os.stat_result | None:
         return os.lstat(path)
     except OSError:
         return None
+
+
+# ---- opening inputs ---------------------------------------------------------------------------
+
+FIFO_WAIT_S = 10.0  # how long a FIFO named as input may stay without a writer before that is an error
+
+
+def os_error_text(exc: OSError, name: str | os.PathLike[str] | None = None) -> str:
+    """One line for an OSError met on an input: the file, and what is wrong in words."""
+    path = os.fspath(name if name is not None else (exc.filename or "?"))
+    if exc.errno == errno.ELOOP:
+        return f"{path}: is a symbolic link in a loop; name the file itself"
+    if isinstance(exc, FileNotFoundError) and os.path.islink(path):
+        return f"{path}: is a symbolic link to {os.readlink(path)}, which does not exist"
+    if isinstance(exc, FileNotFoundError):
+        return f"{path}: no such file or folder"
+    if isinstance(exc, PermissionError):
+        return f"{path}: permission denied (this user may not read it)"
+    if isinstance(exc, IsADirectoryError):
+        return f"{path}: is a folder; expected a file"
+    if isinstance(exc, NotADirectoryError):
+        return f"{path}: a part of this path is a file, not a folder"
+    return f"{path}: cannot read ({exc.strerror or exc})"
+
+
+def input_problem(path: str | os.PathLike[str], want: str = "file", streams: bool = False) -> str | None:
+    """Why path cannot be read as want ("file", "folder" or "any"), or None; streams: FIFOs and pipes are fine."""
+    text = os.fspath(path)
+    try:
+        st = os.stat(text)
+    except OSError as exc:
+        return os_error_text(exc, text)
+    if stat.S_ISDIR(st.st_mode):
+        return None if want in ("folder", "any") else f"{text}: is a folder; expected a file"
+    if want == "folder":
+        return f"{text}: is a file; expected a folder"
+    if stat.S_ISREG(st.st_mode) or (streams and _is_stream_stat(st)):
+        return None
+    kind = "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a device" if stat.S_ISCHR(st.st_mode) \
+        else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file"
+    return f"{text}: is {kind}, not a regular file; the tools read saved files"
+
+
+def read_input(path: str | os.PathLike[str]) -> bytes:
+    """All bytes of an input named by the user: a file, a FIFO or a pipe such as <(...), read once."""
+    text = os.fspath(path)
+    why = input_problem(text, "file", streams=True)
+    if why:
+        raise InputError(why)
+    register_input(text)
+    try:
+        if is_stream(text):
+            return _read_stream(text)
+        with open(text, "rb") as fh:
+            return fh.read()
+    except OSError as exc:
+        raise InputError(os_error_text(exc, text)) from None
+
+
+def _read_stream(path: str) -> bytes:
+    """Read a FIFO or pipe to its end; a FIFO that no writer opens within FIFO_WAIT_S is an error, not a hang."""
+    import select
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN | select.POLLHUP)
+        if not poller.poll(int(FIFO_WAIT_S * 1000)):
+            raise InputError(f"{path}: no writer opened this FIFO within {FIFO_WAIT_S:g} s")
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+_ANSI = None
+
+
+def decode_text(data: bytes, where: str, strip_ansi: bool = False) -> str:
+    """UTF-8 text of an input: a UTF-8 byte-order mark dropped, UTF-16/32 and other bytes named, not guessed."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    elif data.startswith((b"\xff\xfe", b"\xfe\xff")) or (len(data) >= 4 and data[1:4:2] == b"\0\0"
+                                                            and data[0:4:2] != b"\0\0"):
+        raise InputError(f"{where}: is UTF-16 text (as Windows PowerShell saves it); convert it to UTF-8, "
+                         f"e.g. iconv -f UTF-16 -t UTF-8")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{where}: is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})") from None
+    if strip_ansi and "\x1b" in text:
+        import re
+
+        global _ANSI
+        _ANSI = _ANSI or re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+        text = _ANSI.sub("", text)
+    return text
+
+
+def read_input_text(path: str | os.PathLike[str], strip_ansi: bool = False) -> str:
+    """The UTF-8 text of an input (file, FIFO or pipe), with every failure named by :func:`decode_text`."""
+    return decode_text(read_input(path), os.fspath(path), strip_ansi)
 
 
 # ---- argparse types --------------------------------------------------------------------------
