@@ -16,7 +16,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from ditpar import cli  # noqa: E402
+from ditpar import cli, limits  # noqa: E402
 from ditpar.errors import InputError  # noqa: E402
 
 PROG = "plan.py"
@@ -40,8 +40,8 @@ def _tunable_args(p) -> None:
 
 # Bounds on the sizes a user gives: beyond them the enumeration or the model has no meaning (and
 # --devices 1e9 would enumerate for hours).
-MAX_DEVICES = 1024  # 128 nodes of 8; ranking takes about 13 s there
-MAX_STEPS = 10_000
+MAX_DEVICES = limits.MAX_DEVICES  # 128 nodes of 8; ranking takes about 13 s there (a table's rows too)
+MAX_STEPS = limits.MAX_STEPS
 MAX_FRAMES = 10_000
 MAX_PIXELS_SIDE = 16_384
 MAX_PATCHES = 1024

@@ -121,7 +121,7 @@ def os_error_text(exc: OSError, name: str | os.PathLike[str] | None = None) -> s
     """One line for an OSError met on an input: the file, and what is wrong in words."""
     path = os.fspath(name if name is not None else (exc.filename or "?"))
     if exc.errno == errno.ELOOP:
-        return f"{path}: is a symbolic link in a loop; name the file itself"
+        return f"{path}: is a symbolic link in a loop (it leads back to itself)"
     if isinstance(exc, FileNotFoundError) and os.path.islink(path):
         return f"{path}: is a symbolic link to {os.readlink(path)}, which does not exist"
     if isinstance(exc, FileNotFoundError):
@@ -191,12 +191,24 @@ def _read_stream(path: str) -> bytes:
 _ANSI = None
 
 
+def _utf16(data: bytes) -> bool:
+    return data.startswith((b"\xff\xfe", b"\xfe\xff")) or (
+        len(data) >= 4 and data[1:4:2] == b"\0\0" and data[0:4:2] != b"\0\0")
+
+
+def decode_log(data: bytes, where: str) -> str:
+    """Text of a program's log: stray non-UTF-8 bytes replaced, but a UTF-16 log named (never matched blindly)."""
+    if _utf16(data):
+        raise InputError(f"{where}: is UTF-16 text (as Windows PowerShell saves it); convert it to UTF-8, "
+                         f"e.g. iconv -f UTF-16 -t UTF-8")
+    return data.decode("utf-8", errors="replace")
+
+
 def decode_text(data: bytes, where: str, strip_ansi: bool = False) -> str:
     """UTF-8 text of an input: a UTF-8 byte-order mark dropped, UTF-16/32 and other bytes named, not guessed."""
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
-    elif data.startswith((b"\xff\xfe", b"\xfe\xff")) or (len(data) >= 4 and data[1:4:2] == b"\0\0"
-                                                            and data[0:4:2] != b"\0\0"):
+    elif _utf16(data):
         raise InputError(f"{where}: is UTF-16 text (as Windows PowerShell saves it); convert it to UTF-8, "
                          f"e.g. iconv -f UTF-16 -t UTF-8")
     try:
@@ -363,11 +375,11 @@ def refusal(target: str) -> str | None:
         kind = "a block device" if stat.S_ISBLK(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) \
             else "not a regular file"
         return f"{target}: is {kind}; name a regular file, a FIFO or /dev/stdout to write"
-    if os.path.islink(target):
-        return _link_refusal(target)
     why = _input_clash(target, st)
     if why:
         return f"{target}: {why}"
+    if os.path.islink(target):
+        return _link_refusal(target)
     directory = os.path.dirname(target) or "."
     if not os.path.isdir(directory):
         return f"{target}: folder {directory} does not exist"

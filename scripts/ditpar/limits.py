@@ -15,6 +15,8 @@ from ditpar.errors import InputError
 MAX_DEVICES = 1024        # devices of one job: 128 nodes of 8 (plan.py --devices, ranks, world_size, n_devices)
 MAX_NODE_DEVICES = 64     # devices in one node's topology matrix (the largest single hosts have 16)
 MAX_RANK_ID = 2**20 - 1   # a rank id read from a profile or record; far above any job, far inside int64
+MAX_STEPS = 10_000        # denoising steps of one request (plan.py --steps; a table's steps column)
+MAX_PARAMS_B = 10_000.0   # billions of weights of one model (10 T): a model file's params_b
 
 
 def integer(value: object, where: str, lo: int, hi: int) -> int:

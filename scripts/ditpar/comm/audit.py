@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ditpar.errors import InputError, NoEvidenceError
-from ditpar.files import input_problem, read_input
+from ditpar.files import decode_log, input_problem, read_input
 
 TAG = "A2AUD"
 ENV_SWITCH = "DITPAR_A2A_AUDIT"
@@ -284,7 +284,7 @@ def read_logs(paths: Iterable[str]) -> ParsedLogs:
     owner: dict[tuple[str, int, int, int], tuple[Path, str]] = {}  # key -> (file, file:line) first seen
     files = expand_paths(paths)
     for f in files:
-        text = read_input(f).decode("utf-8", errors="replace")  # any program's output; FIFOs read once
+        text = decode_log(read_input(f), str(f))  # any program's output; FIFOs read once
         for i, line in enumerate(text.splitlines(), 1):
             if TAG not in line:
                 continue

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ditpar.cli import dumps_json, register_input, write_atomic
+from ditpar import files
+from ditpar.cli import dumps_json, write_atomic
 from ditpar.errors import InputError
 from ditpar.fewstep.logs import (
     UNITS,
@@ -586,11 +587,7 @@ def parse_only(logdir: Path, matrix: Path, dit_regex: str | None = None, dit_uni
         fields = man.get("configs", {}).get(meta["config"]) or meta.get("fields") or {}
         cfg = parse_config([meta["config"], *(f"{k}={v}" for k, v in fields.items())])
         log = meta["_path"].parent / str(meta.get("log"))
-        register_input(log)  # no output of this run may replace a log it reads
-        try:
-            text = log.read_text(encoding="utf-8", errors="replace")
-        except OSError as exc:
-            raise InputError(f"{log}: cannot read ({exc.strerror})") from None
+        text = files.decode_log(files.read_input(log), str(log))  # registered: no output may replace it
         if not x.count(text):
             raise InputError(f"{log}: --dit-regex {pattern!r} never matched this log of a run that "
                              "exited 0")

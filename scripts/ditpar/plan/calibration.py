@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from ditpar import files
+from ditpar import files, limits
 from ditpar.errors import InputError
 
 BENCH_COLUMNS = ("op", "bytes", "ranks", "busbw_GBps", "correct", "group")
@@ -81,12 +81,13 @@ def read_bench(paths: list[str], hw) -> list[Curve]:
                 continue
             try:
                 nbytes, n, bw = int(float(row["bytes"])), int(float(row["ranks"])), float(row["busbw_GBps"])
-            except ValueError:
+            except (ValueError, OverflowError):
                 raise InputError(f"{where}: bytes, ranks and busbw_GBps must be numbers") from None
             if not (nbytes > 0 and n >= 2 and math.isfinite(bw) and bw > 0):
                 raise InputError(f"{where}: expected bytes > 0, ranks >= 2 and a positive finite busbw_GBps")
+            n = limits.integer(row["ranks"], f"{where}: ranks", 2, limits.MAX_DEVICES)  # the bound of --devices
             label = str(row["group"]).strip()
-            ranks = list(range(n)) if label in ("", "world") else [int(x) for x in label.split(",")]
+            ranks = _group(label, n, where)
             if len(ranks) != n:
                 raise InputError(f"{where}: group {label!r} has {len(ranks)} ranks but ranks={n}")
             if max(ranks) >= hw.n_devices:
@@ -188,6 +189,16 @@ def measured_links(records: list[dict], hw) -> frozenset[str]:
     """Link classes whose every figure is measured (their exposed time gets no preset widening)."""
     keys = {r["link"] for r in records}
     return frozenset(k for k in keys if all(r["measured"] for r in records if r["link"] == k))
+
+
+def _group(label: str, n: int, where: str) -> list[int]:
+    """The device ids of a bench row's group column: "0,1,2,3", or "" / "world" for ranks 0..n-1."""
+    if label in ("", "world"):
+        return list(range(n))
+    parts = label.split(",")
+    if len(parts) > limits.MAX_DEVICES or not all(p.strip() for p in parts):
+        raise InputError(f"{where}: group {label!r}: expected comma-separated device ids such as 0,1,2,3 (or world)")
+    return [limits.integer(p, f"{where}: group {label!r}: device id", 0, limits.MAX_DEVICES - 1) for p in parts]
 
 
 def load_topology(path: str, hw):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from ditpar import limits
 from ditpar.errors import InputError
 from ditpar.plan.presets import ModelPreset, _read_toml
 
@@ -62,8 +63,8 @@ def load(path_text: str) -> ModelPreset:
     cross = opts["text_attention"] == "cross" and text > 0
     kind = "cross" if cross else ("joint" if text > 0 else "self")
     params_b = layers * block_params(hidden, heads, kv, hd, ffn, mats, cross) / 1e9
-    if "params_b" in data:
-        params_b = float(data["params_b"])
+    if "params_b" in data:  # billions of weights: a number (14, not "14B")
+        params_b = limits.number(data["params_b"], f"{path}: key 'params_b'", 0, limits.MAX_PARAMS_B, lo_open=True)
     t, h, w = grid
     return ModelPreset(
         name=data["name"], aliases=(), kind="video" if t > 1 else "image", params_b=params_b, hidden=hidden,
@@ -74,7 +75,8 @@ def load(path_text: str) -> ModelPreset:
         default_frames=t, default_steps=_int(opts, "steps", path),
         sources={"model": f"{path} (in-house model file; params_b derived from widths unless given)"},
         experts=_int(opts, "experts", path), ffn_matrices=mats, family=str(data.get("family", "custom")),
-        text_encoder_params_b=float(opts["text_encoder_params_b"]),
+        text_encoder_params_b=limits.number(opts["text_encoder_params_b"], f"{path}: key 'text_encoder_params_b'",
+                                            0, limits.MAX_PARAMS_B),
         notes="in-house model: the sizes in --resolution are latent grid units, not pixels", path=str(path))
 
 

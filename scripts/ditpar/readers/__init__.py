@@ -28,6 +28,7 @@ from ditpar.core.profile import (
     function_name,
 )
 from ditpar.errors import IncompleteRankError, InputError
+from ditpar.files import input_problem
 from ditpar.readers import ascend, kineto
 
 __all__ = ["load_profiles", "discover"]
@@ -40,8 +41,9 @@ _NOT_TRACES = ("profiler_info", "profiler_metadata", "communication", "communica
 def discover(path: str | os.PathLike[str]) -> list[tuple[str, Path]]:
     """(format, location) of every rank profile under ``path``: ("ascend", rank folder) or ("kineto", file)."""
     p = Path(path)
-    if not p.exists():
-        raise InputError(f"{p}: no such file or folder")
+    why = input_problem(p, "any")  # no such path, a dangling link, a loop, a FIFO or device
+    if why:
+        raise InputError(why + (" (save the profile to a file first)" if p.exists() else ""))
     if p.is_file():
         if p.name == "trace_view.json" or p.name == ascend.KERNEL_FILE:
             return [("ascend", p.parent)]
@@ -157,6 +159,10 @@ def _read_one(fmt: str, loc: Path, per_rank: Callable[[ProfileSet], object] | No
         result = ascend.read_rank(loc) if fmt == "ascend" else kineto.read_trace(loc)
     except IncompleteRankError as exc:
         return exc
+    dur = result.events["dur_ns"].to_numpy()
+    if dur.size and not (dur > 0).any():  # nothing can be measured from it: say so, not "no step matched"
+        raise InputError(f"{loc}: every one of its {dur.size} device tasks lasts 0 us; the durations are damaged "
+                         "(or the profile was cut before the device finished)")
     if per_rank is not None:
         one = _combine(fmt, [result], [loc])  # the rank numbered as in the whole set (one read: rank or 0)
         result.had_events = not one.events.empty

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import math
+import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ from ditpar.core.profile import (
     GroupInfo,
 )
 from ditpar.errors import IncompleteRankError, InputError
+from ditpar.files import input_problem
 from ditpar.readers.common import as_int, byte_counts, check_times, factorize, hashable, text_of
 from ditpar.readers.jsonstream import iter_trace, load_json
 from ditpar.timeparse import us_to_ns, us_to_ns_arrow
@@ -107,6 +109,8 @@ def read_rank(folder: Path) -> AscendRank:
     out_dir = find_output_dir(folder)
     rank_dir = out_dir.parent if out_dir.name == OUTPUT_DIR else out_dir
     kernel_path = out_dir / KERNEL_FILE
+    if os.path.lexists(kernel_path) and input_problem(kernel_path):  # a dangling link, loop, FIFO, folder
+        raise IncompleteRankError(input_problem(kernel_path))
     if not kernel_path.is_file():
         have = sorted(p.name for p in out_dir.iterdir()) if out_dir.is_dir() else []
         hint = " (export_type db is not supported: export text)" if any(h.endswith(".db") for h in have) else ""
@@ -167,11 +171,12 @@ def _transit_bytes(events: pd.DataFrame, comm_ops: pd.DataFrame) -> pd.DataFrame
 
 def _optional_file(path: Path) -> bool:
     """True for a file, False when absent; something else under that name is an input error."""
-    if path.is_file():
-        return True
-    if path.exists():
-        raise InputError(f"{path}: is a folder (or not a regular file); expected the profiler's file")
-    return False
+    if not os.path.lexists(path):
+        return False
+    why = input_problem(path)  # a folder, FIFO, dangling link or loop where the profiler writes a file
+    if why:
+        raise InputError(why)
+    return True
 
 
 def rank_of(rank_dir: Path) -> tuple[int | None, str]:
