@@ -153,13 +153,17 @@ def input_problem(path: str | os.PathLike[str], want: str = "file", streams: boo
     return f"{text}: is {kind}, not a regular file; the tools read saved files"
 
 
-def read_input(path: str | os.PathLike[str]) -> bytes:
-    """All bytes of an input named by the user: a file, a FIFO or a pipe such as <(...), read once."""
+def read_input(path: str | os.PathLike[str], work_file: bool = False) -> bytes:
+    """All bytes of an input named by the user: a file, a FIFO or a pipe such as <(...), read once.
+
+    work_file: the run's own progress file (a resumed matrix), read and then rewritten on purpose.
+    """
     text = os.fspath(path)
     why = input_problem(text, "file", streams=True)
     if why:
         raise InputError(why)
-    register_input(text)
+    if not work_file:
+        register_input(text)
     try:
         if is_stream(text):
             return _read_stream(text)
@@ -224,9 +228,9 @@ def decode_text(data: bytes, where: str, strip_ansi: bool = False) -> str:
     return text
 
 
-def read_input_text(path: str | os.PathLike[str], strip_ansi: bool = False) -> str:
+def read_input_text(path: str | os.PathLike[str], strip_ansi: bool = False, work_file: bool = False) -> str:
     """The UTF-8 text of an input (file, FIFO or pipe), with every failure named by :func:`decode_text`."""
-    return decode_text(read_input(path), os.fspath(path), strip_ansi)
+    return decode_text(read_input(path, work_file), os.fspath(path), strip_ansi)
 
 
 # ---- argparse types --------------------------------------------------------------------------

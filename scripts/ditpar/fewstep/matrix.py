@@ -141,9 +141,9 @@ def parse_matrix(text: str, path: str = "MATRIX") -> list[Row]:
     return rows
 
 
-def read_matrix(path: str | os.PathLike[str]) -> list[Row]:
-    """Read and validate a matrix CSV file."""
-    return parse_matrix(files.read_input_text(path).replace("\r\n", "\n"), str(path))
+def read_matrix(path: str | os.PathLike[str], work_file: bool = False) -> list[Row]:
+    """Read and validate a matrix CSV file (work_file: the matrix a resumed run rewrites)."""
+    return parse_matrix(files.read_input_text(path, work_file=work_file).replace("\r\n", "\n"), str(path))
 
 
 def check_rows(rows: Sequence[Row], path: str = "MATRIX") -> None:

@@ -326,7 +326,7 @@ class Runner:
                "dit_regex": s.dit_regex, "dit_unit": s.dit_unit, "share_regex": s.share_regex,
                "iters_regex": s.iters_regex, "expect": s.expect, "warmup": s.n_warmup, "timing": s.timing, "configs": known}
         if s.matrix.exists():
-            for r in read_matrix(s.matrix):
+            for r in read_matrix(s.matrix, work_file=True):  # resumed: this run rewrites it
                 cfg = next((c for c in s.configs if c.name == r.config), None)
                 steps = self.m.steps[r.tier]
                 if r.steps != steps and not s.iters_regex:
