@@ -705,6 +705,15 @@ def round2_message_cases(base: Path) -> list[Case]:
         (prof / KERNEL).unlink()
         make(prof / KERNEL)
         cases.append(Case(f"r2-msg:kernel-details-{name}", "step_breakdown.py", [str(prof)], reason=reason))
+    info = _damaged_profile(folder, "info-fifo", "kernel_details.csv", lambda t: t) / "profiler_info_0.json"
+    info.unlink()
+    os.mkfifo(info)
+    kineto = folder / "kineto-with-fifo"
+    kineto.mkdir()
+    (kineto / "rank0.pt.trace.json").write_text(_kineto(rank=0))
+    os.mkfifo(kineto / "rank1.pt.trace.json")
+    cases += [Case("r2-msg:profiler-info-fifo", "collectives.py", [str(info.parent)], reason="FIFO"),
+              Case("r2-msg:kineto-trace-fifo-in-folder", "bubbles.py", [str(kineto)], reason="FIFO")]
     zero = _damaged_profile(folder, "kd-zero", "kernel_details.csv", _zero_durations)
     cases.append(Case("r2-msg:all-durations-zero", "step_breakdown.py", [str(zero)], reason="lasts 0 us"))
     cases.append(Case("r2-msg:all-durations-zero-bubbles", "bubbles.py", [str(zero)], reason="lasts 0 us"))

@@ -262,7 +262,17 @@ OUTPUT_TYPES = (output_path, plot_path)
 
 def note_arguments(parser: argparse.ArgumentParser, namespace: argparse.Namespace) -> str | None:
     """After parsing: register input paths, record outputs; return why the outputs are refused, or None."""
+    _note(parser, namespace)
+    return _check_named_outputs()
+
+
+def _note(parser: argparse.ArgumentParser, namespace: argparse.Namespace) -> None:
     for action in parser._actions:  # noqa: SLF001 - argparse keeps its actions there
+        if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001 - the chosen subcommand's flags too
+            chosen = action.choices.get(getattr(namespace, action.dest, None) or "")
+            if chosen is not None:
+                _note(chosen, namespace)
+            continue
         if action.dest in (argparse.SUPPRESS, "help") or not hasattr(namespace, action.dest):
             continue
         value = getattr(namespace, action.dest)
@@ -274,7 +284,6 @@ def note_arguments(parser: argparse.ArgumentParser, namespace: argparse.Namespac
             for text in _strings(value):
                 if os.path.lexists(text):
                     register_input(text)
-    return _check_named_outputs()
 
 
 def _strings(value: Any) -> list[str]:

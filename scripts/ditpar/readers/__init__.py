@@ -67,6 +67,9 @@ def discover(path: str | os.PathLike[str]) -> list[tuple[str, Path]]:
         dirs[:] = keep
         for f in sorted(files):
             if _is_trace_name(f):
+                why = input_problem(here / f)  # a FIFO would block the reader; a dangling link is no trace
+                if why:
+                    raise InputError(why)
                 found.append(("kineto", here / f))
     return found
 

@@ -183,6 +183,9 @@ def rank_of(rank_dir: Path) -> tuple[int | None, str]:
     """Rank from profiler_info_<rank>.json (rank_id, else the file name), else the folder name."""
     infos = sorted(rank_dir.glob("profiler_info*.json"))
     for info in infos:
+        why = input_problem(info)  # a FIFO would block the reader, a dangling link holds no rank
+        if why:
+            raise InputError(why)
         data = load_json(info, "profiler info JSON")
         rid = as_int(data.get("rank_id")) if isinstance(data, dict) else None
         if rid is not None and rid >= 0:
