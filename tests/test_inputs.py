@@ -141,6 +141,7 @@ def test_non_utf8_without_a_file_name_is_named_from_the_reader(tmp_path, capsys)
     bad.write_bytes(b"a,b\n\xff\xfe\n")
 
     def reader(path=str(bad)):
+        cli.register_input(path)  # as the parser does for every path argument
         with open(path, "rb") as fh:
             return fh.read().decode("utf-8")  # the error carries no file name
     code, err = _exit(reader, capsys)

@@ -178,7 +178,7 @@ def _file_of(exc: BaseException) -> str | None:
         tb = tb.tb_next
     for frame in reversed(frames):
         for value in frame.f_locals.values():
-            if isinstance(value, (str, Path)) and 0 < len(str(value)) < 4096 and os.path.isfile(value):
+            if isinstance(value, (str, Path)) and 0 < len(str(value)) < 4096 and files.is_input(value):
                 return str(value)
     return None
 

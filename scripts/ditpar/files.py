@@ -73,6 +73,16 @@ def register_input(path: str | os.PathLike[str]) -> None:
     _inputs[real] = _Input(real, (st.st_dev, st.st_ino), stat.S_ISDIR(st.st_mode), text)
 
 
+def is_input(path: str | os.PathLike[str]) -> bool:
+    """Whether path is a file this run reads: a registered input, or a file inside an input folder."""
+    text = os.fspath(path)
+    if not os.path.isfile(text):
+        return False
+    real = os.path.realpath(text)
+    return any(real == inp.real or (inp.folder and real.startswith(inp.real.rstrip(os.sep) + os.sep))
+               for inp in _inputs.values())
+
+
 def _input_clash(path: str, st: os.stat_result | None) -> str | None:
     """Why path may not be written as an output of this run, or None."""
     real = os.path.realpath(path)
