@@ -42,13 +42,13 @@ def _tunable_args(p) -> None:
 # --devices 1e9 would enumerate for hours).
 MAX_DEVICES = limits.MAX_DEVICES  # 128 nodes of 8; ranking takes about 13 s there (a table's rows too)
 MAX_STEPS = limits.MAX_STEPS
-MAX_FRAMES = 10_000
-MAX_PIXELS_SIDE = 16_384
+MAX_FRAMES = limits.MAX_FRAMES
+MAX_PIXELS_SIDE = limits.MAX_PIXELS_SIDE
 MAX_PATCHES = 1024
 MAX_MASKING_CHUNKS = 1024
-MAX_HEADS = 4096
-MAX_LAYERS = 10_000
-MAX_TOKENS = 100_000_000
+MAX_HEADS = limits.MAX_HEADS
+MAX_LAYERS = limits.MAX_LAYERS
+MAX_TOKENS = limits.MAX_TOKENS
 
 
 def _in_range(flag: str, value: int | None, low: int, high: int, note: str = "") -> None:

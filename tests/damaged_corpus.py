@@ -674,6 +674,10 @@ def round2_traceback_cases(base: Path) -> list[Case]:
     cases.append(Case("r2-tb:model-file-params-b-text", "plan.py",
                       ["--model-file", str(folder / "model-14B.toml"), "--hardware", "H100", "--devices", "8"],
                       reason="params_b"))
+    (folder / "model-layers-1e9.toml").write_text(model.replace("layers = 40", "layers = 1000000000"))
+    cases.append(Case("r2-tb:model-file-layers-1e9", "plan.py",
+                      ["--model-file", str(folder / "model-layers-1e9.toml"), "--hardware", "H100", "--devices", "8"],
+                      reason="1..10000"))
     # sizes no real job has: each bounded as its flag is
     n = 1024
     labels = [f"GPU{i}" for i in range(n)]
@@ -690,6 +694,10 @@ def round2_traceback_cases(base: Path) -> list[Case]:
     cases += [Case("r2-tb:score-devices-1e7", "plan.py", ["score", "--candidates", str(huge), "--out", f"{OUT}/o.csv"],
                    outputs=["o.csv"], reason="1..1024"),
               Case("r2-tb:evaluate-devices-1e7", "plan.py", ["evaluate", "--tables", str(tdir)], reason="1..1024")]
+    wide = folder / "score-width-1e7.csv"
+    wide.write_text(_csv_cell(table, "resolution_or_seq", "10000000x10000000"))
+    cases.append(Case("r2-tb:score-width-1e7", "plan.py", ["score", "--candidates", str(wide), "--out", f"{OUT}/o.csv",
+                                                           "--json"], expect="any", outputs=["o.csv"]))
     return cases
 
 

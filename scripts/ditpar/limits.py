@@ -16,6 +16,11 @@ MAX_DEVICES = 1024        # devices of one job: 128 nodes of 8 (plan.py --device
 MAX_NODE_DEVICES = 64     # devices in one node's topology matrix (the largest single hosts have 16)
 MAX_RANK_ID = 2**20 - 1   # a rank id read from a profile or record; far above any job, far inside int64
 MAX_STEPS = 10_000        # denoising steps of one request (plan.py --steps; a table's steps column)
+MAX_FRAMES = 10_000       # frames of one video request (plan.py --frames; a table's resolution)
+MAX_PIXELS_SIDE = 16_384  # pixels along one side of an image (plan.py --resolution; a table's resolution)
+MAX_HEADS = 4096          # attention heads (plan.py --heads, --kv-heads; a model file's heads)
+MAX_LAYERS = 10_000       # transformer blocks (plan.py --layers; a model file's layers)
+MAX_TOKENS = 100_000_000  # tokens of one sample (plan.py --tokens; a model file's tokens)
 MAX_PARAMS_B = 10_000.0   # billions of weights of one model (10 T): a model file's params_b
 
 

@@ -16,10 +16,17 @@ DEFAULTS = {"text_attention": "cross", "ffn_matrices": 2, "latent_channels": 16,
             "experts": 1, "text_encoder_params_b": 0.0}
 
 
+# the bounds the matching plan.py flags have (--heads, --kv-heads, --layers, --tokens)
+_TOP = {"heads": limits.MAX_HEADS, "kv_heads": limits.MAX_HEADS, "layers": limits.MAX_LAYERS,
+        "tokens": limits.MAX_TOKENS, "text_tokens": limits.MAX_TOKENS, "steps": limits.MAX_STEPS}
+
+
 def _int(data: dict, key: str, path, minimum: int = 1) -> int:
     v = data.get(key)
     if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
         raise InputError(f"{path}: key '{key}' must be an integer >= {minimum}, got {v!r}")
+    if key in _TOP and v > _TOP[key]:
+        raise InputError(f"{path}: key '{key}' = {v} is out of range; expected {minimum}..{_TOP[key]}")
     return v
 
 
