@@ -16,6 +16,11 @@ Rules (references: README "Every script ..."):
 - A FIFO or character device is written through, never replaced; a FIFO must have a reader when it
   is named (else the run would hang), and gets the data only if the run succeeds. Block devices and
   sockets are refused.
+- An input named by the user is read whole by :func:`read_input`: a regular file, or a FIFO or
+  pipe such as ``<(...)`` read once (a FIFO that no writer opens within FIFO_WAIT_S is an error,
+  not a hang); :func:`decode_text` drops a UTF-8 byte-order mark and names UTF-16 and other
+  non-UTF-8 bytes with the file; :func:`input_problem` says why a path cannot be read (a dangling
+  link, a loop, a FIFO among a profile's files, a folder where a file belongs).
 """
 
 from __future__ import annotations
@@ -23,7 +28,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
-import fcntl
 import os
 import stat
 import sys
@@ -193,7 +197,7 @@ def _read_stream(path: str) -> bytes:
         poller.register(fd, select.POLLIN | select.POLLHUP)
         if not poller.poll(int(FIFO_WAIT_S * 1000)):
             raise InputError(f"{path}: no writer opened this FIFO within {FIFO_WAIT_S:g} s")
-        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+        os.set_blocking(fd, True)
         chunks = []
         while chunk := os.read(fd, 1 << 20):
             chunks.append(chunk)
@@ -420,8 +424,7 @@ def _prepare_stream(target: str, st: os.stat_result, data: str | bytes) -> _Pend
             raise InputError(f"{target}: is a FIFO with no reader; start the reader first "
                              "(writing would wait for ever)") from None
         raise InputError(f"{target}: cannot write ({exc.strerror})") from None
-    flags = fcntl.fcntl(fd, fcntl.F_GETFL)
-    fcntl.fcntl(fd, fcntl.F_SETFL, flags & ~os.O_NONBLOCK)
+    os.set_blocking(fd, True)
     return _Pending(target, "fd", fd=fd, data=data)
 
 
