@@ -189,3 +189,12 @@ def test_scripts_refuse_to_overwrite_their_profile(tmp_path):
     before = kd.read_bytes()
     proc = run_script("step_breakdown.py", str(prof), "--csv", str(kd), check=2)
     assert "inside the input folder" in proc.stderr and kd.read_bytes() == before
+
+
+def test_a_result_flag_without_the_output_type_is_still_checked(data, capsys):
+    p = cli.make_parser("tool.py", "d", "tool.py IN --out OUT")
+    p.add_argument("inputs", nargs="+")
+    p.add_argument("--out")  # a future tool that forgot type=cli.output_path
+    with pytest.raises(SystemExit):
+        p.parse_args(["in.csv", "--out", "./in.csv"])
+    assert "input of this run" in capsys.readouterr().err

@@ -61,7 +61,7 @@ class _Parser(argparse.ArgumentParser):
         self._negative_number_matcher = NEGATIVE_NUMBER
 
     def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
-        """Parse, then register the inputs and check the outputs the arguments name (ditpar.outputs)."""
+        """Parse, then register the inputs and check the outputs the arguments name (ditpar.files)."""
         if _Parser._depth == 0:
             files.reset()
         _Parser._depth += 1

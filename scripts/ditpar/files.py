@@ -133,7 +133,9 @@ FIFO_WAIT_S = 10.0  # how long a FIFO named as input may stay without a writer b
 
 def os_error_text(exc: OSError, name: str | os.PathLike[str] | None = None) -> str:
     """One line for an OSError met on an input: the file, and what is wrong in words."""
-    path = os.fspath(name if name is not None else (exc.filename or "?"))
+    if name is None and not exc.filename:
+        return f"{exc.strerror or exc} (an operating-system error with no file named)"
+    path = os.fspath(name if name is not None else exc.filename)
     if exc.errno == errno.ELOOP:
         return f"{path}: is a symbolic link in a loop (it leads back to itself)"
     if isinstance(exc, FileNotFoundError) and os.path.islink(path):
@@ -272,6 +274,8 @@ def work_folder(text: str) -> str:
 
 
 OUTPUT_TYPES = (output_path, plot_path)
+# flags that name a result file in every tool: outputs even where a parser forgot the type
+OUTPUT_FLAGS = frozenset({"--csv", "--plot", "--out", "--emit-matrix", "--matrix"})
 
 
 def note_arguments(parser: argparse.ArgumentParser, namespace: argparse.Namespace) -> str | None:
@@ -291,7 +295,7 @@ def _note(parser: argparse.ArgumentParser, namespace: argparse.Namespace) -> Non
             continue
         value = getattr(namespace, action.dest)
         flag = action.option_strings[-1] if action.option_strings else action.dest
-        if action.type in OUTPUT_TYPES:
+        if action.type in OUTPUT_TYPES or OUTPUT_FLAGS.intersection(action.option_strings):
             if value is not None:
                 _named_outputs[flag] = value
         elif action.type is not work_folder:
