@@ -161,3 +161,19 @@ def test_negative_infinity_is_refused_as_not_finite(capsys):
     with pytest.raises(SystemExit):
         parser.parse_args(["--x", "-inf"])
     assert "finite" in capsys.readouterr().err
+
+
+def test_a_subfolder_the_user_may_not_list_is_named_not_skipped(tmp_path, monkeypatch):
+    """Root lists everything, so the denial is simulated where os.walk reports it."""
+    import ditpar.readers as readers
+
+    (tmp_path / "rank0.pt.trace.json").write_text("{}")
+    real_walk = os.walk
+
+    def walk(top, onerror=None, **kw):
+        if onerror is not None:
+            onerror(PermissionError(13, "Permission denied", str(tmp_path / "rank1")))
+        yield from real_walk(top, **kw)
+    monkeypatch.setattr(readers.os, "walk", walk)
+    with pytest.raises(InputError, match="rank1: permission denied"):
+        readers.discover(tmp_path)

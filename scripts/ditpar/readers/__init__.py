@@ -28,7 +28,7 @@ from ditpar.core.profile import (
     function_name,
 )
 from ditpar.errors import IncompleteRankError, InputError
-from ditpar.files import input_problem
+from ditpar.files import input_problem, os_error_text
 from ditpar.readers import ascend, kineto
 
 __all__ = ["load_profiles", "discover"]
@@ -53,7 +53,7 @@ def discover(path: str | os.PathLike[str]) -> list[tuple[str, Path]]:
     if _is_ascend_dir(p):
         return [("ascend", p)]
     found: list[tuple[str, Path]] = []
-    for root, dirs, files in os.walk(p):
+    for root, dirs, files in os.walk(p, onerror=_unreadable):  # a folder it may not list is named, not skipped
         here = Path(root)
         depth = len(here.relative_to(p).parts)
         dirs.sort()
@@ -72,6 +72,10 @@ def discover(path: str | os.PathLike[str]) -> list[tuple[str, Path]]:
                     raise InputError(why)
                 found.append(("kineto", here / f))
     return found
+
+
+def _unreadable(exc: OSError) -> None:
+    raise InputError(os_error_text(exc))
 
 
 def _is_ascend_dir(p: Path) -> bool:
