@@ -59,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "run, then analyze. Placeholders: {name} (config fields, config, devices, steps, "
                        "tier, repeat, out, logdir, port); values are shell-quoted.",
                        epilog=f"example:\n  {EXAMPLE}", formatter_class=argparse.RawDescriptionHelpFormatter)
-    r.add_argument("--parse-only", metavar="LOGDIR", help="rebuild the matrix from the logs kept in LOGDIR")
+    r.add_argument("--parse-only", metavar="LOGDIR", type=cli.work_folder, help="rebuild the matrix from the logs kept in LOGDIR")
     r.add_argument("--config", nargs="+", action="append", metavar="NAME key=value",
                    help="a config: a name and fields (devices=N required; ranks=K if fewer ranks print)")
     r.add_argument("--few-steps", type=int, help="step count of the few tier (e.g. 4)")
@@ -89,8 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="what --dit-regex captures: dit (denoise stage, default) or e2e (whole request; "
                         "marked in the matrix, and the report says what it costs)")
     r.add_argument("--timeout-s", type=float, default=3600.0, help="limit per run or request (3600)")
-    r.add_argument("--logdir", help="folder for logs, run records and the matrix")
-    r.add_argument("--matrix", help="matrix CSV path (LOGDIR/matrix.csv)")
+    r.add_argument("--logdir", type=cli.work_folder, help="folder for logs, run records and the matrix")
+    r.add_argument("--matrix", type=cli.output_path, help="matrix CSV path (LOGDIR/matrix.csv)")
     _gate_args(r)
     return parser
 
@@ -103,14 +103,14 @@ def _gates(args: argparse.Namespace):
 
 
 def _report(args: argparse.Namespace, matrix_path: Path, extra: dict | None = None,
-            planned: dict[str, int] | None = None, timing: str | None = None) -> int:
+            planned: dict[str, int] | None = None, timing: str | None = None, rows: list | None = None) -> int:
     """Analyze the matrix file and print table or JSON; write --csv / --plot; return the exit code."""
     from ditpar.fewstep.analyze import EXIT_CODES, analyze, cells_csv, render_text
     from ditpar.fewstep.matrix import read_matrix
 
     gates = _gates(args)
     gates.check()
-    payload = analyze(read_matrix(matrix_path), gates, planned, timing)
+    payload = analyze(read_matrix(matrix_path) if rows is None else rows, gates, planned, timing)
     if extra:
         payload = {**payload, **extra}
     if args.csv:
@@ -138,10 +138,15 @@ def _run(args: argparse.Namespace) -> int:
         logdir = Path(args.parse_only)
         matrix = Path(args.matrix) if args.matrix else logdir / "matrix.csv"
         records, planned = parse_only(logdir, matrix, args.dit_regex, args.dit_unit, args.share_regex)
-        sys.stderr.write(f"fewstep run: rebuilt {matrix} ({len(records)} rows) from {logdir}\n")
         if not records:
             raise NoEvidenceError(f"--parse-only {logdir}: no run could be rebuilt")
-        return _report(args, matrix, {"matrix": str(matrix), "failed_runs": []}, planned)
+        from ditpar.fewstep.matrix import matrix_csv, parse_matrix
+
+        text = matrix_csv(records)
+        cli.write_output(matrix, text)  # held: the matrix is written whole when the run ends, or not at all
+        sys.stderr.write(f"fewstep run: rebuilt {matrix} ({len(records)} rows) from {logdir}\n")
+        return _report(args, matrix, {"matrix": str(matrix), "failed_runs": []}, planned,
+                       rows=parse_matrix(text, str(matrix)))
     missing = [f"--{n.replace('_', '-')}" for n in ("few_steps", "anchor_steps", "launch", "dit_regex",
                                                    "logdir") if getattr(args, n) is None]
     if missing:

@@ -16,7 +16,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from ditpar import cli  # noqa: E402
+from ditpar import cli, limits  # noqa: E402
 from ditpar.errors import InputError  # noqa: E402
 
 PROG = "plan.py"
@@ -51,15 +51,15 @@ def _tunable_args(p) -> None:
 
 # Bounds on the sizes a user gives: beyond them the enumeration or the model has no meaning (and
 # --devices 1e9 would enumerate for hours).
-MAX_DEVICES = 1024  # 128 nodes of 8; ranking takes about 13 s there
-MAX_STEPS = 10_000
-MAX_FRAMES = 10_000
-MAX_PIXELS_SIDE = 16_384
+MAX_DEVICES = limits.MAX_DEVICES  # 128 nodes of 8; ranking takes about 13 s there (a table's rows too)
+MAX_STEPS = limits.MAX_STEPS
+MAX_FRAMES = limits.MAX_FRAMES
+MAX_PIXELS_SIDE = limits.MAX_PIXELS_SIDE
 MAX_PATCHES = 1024
 MAX_MASKING_CHUNKS = 1024
-MAX_HEADS = 4096
-MAX_LAYERS = 10_000
-MAX_TOKENS = 100_000_000
+MAX_HEADS = limits.MAX_HEADS
+MAX_LAYERS = limits.MAX_LAYERS
+MAX_TOKENS = limits.MAX_TOKENS
 
 
 def _in_range(flag: str, value: int | None, low: int, high: int, note: str = "") -> None:
@@ -171,7 +171,7 @@ def _calibration_args(p) -> None:
     g.add_argument("--compare", nargs="+", default=None, metavar="PLAN",
                    action=cli.distinct(lambda name: " ".join(name.lower().split())),
                    help='plans to compare as printed, e.g. "cfg2 U4" U8: G6, G7 and the sensitivity for them')
-    g.add_argument("--emit-matrix", default=None, metavar="FILE.csv",
+    g.add_argument("--emit-matrix", default=None, metavar="FILE.csv", type=cli.output_path,
                    help="write the few-step matrix for the short list and print the fewstep.py run command")
 
 
@@ -179,7 +179,7 @@ def score_parser():
     p = cli.make_parser(f"{PROG} score", "Add predicted_latency_s, score_note, predicted_low_s and predicted_high_s to a candidate table.",
                         SCORE_EXAMPLE)
     p.add_argument("--candidates", required=True, help="CSV in the calibration schema")
-    p.add_argument("--out", required=True, help="output CSV (input rows and columns + 4 columns)")
+    p.add_argument("--out", required=True, type=cli.output_path, help="output CSV (input rows and columns + 4 columns)")
     _tunable_args(p)
     cli.add_output_args(p, csv=False)
     return p
@@ -241,7 +241,10 @@ def run_plan(args) -> int:
                          patches=args.patches, warmup=args.warmup, frameworks=fws,
                          allow_approximate=args.allow_approximate)
     text = conclusion(results, model, hw, shape)
-    from ditpar.fewstep.matrix import write_matrix
+    from ditpar.fewstep.matrix import matrix_csv
+
+    def write_matrix(path, records) -> None:  # held with the run's other outputs (all or none)
+        cli.write_output(path, matrix_csv(records))
 
     extra = calibrated.after_ranking(args, box, results, model, hw, shape, tun, write_matrix)
     text = text + " " + extra["short_list_text"] if extra["short_list_text"] else text

@@ -60,8 +60,10 @@ def body() -> int:
 
         ref_steps = sorted({int(x) for x in reference["step"].dropna()})
         task_steps = sorted({int(r["step"]) for r in rows if r.get("step") is not None})
+        why = ("a profile of another run, or renumbered steps?" if task_steps else
+               "no task carries a step: no 'Step Id' in kernel_details.csv and no ProfilerStep span holds them")
         raise NoEvidenceError(f"step_trace_time.csv has step(s) {ref_steps} but the tasks fall in step(s) "
-                              f"{task_steps}: no step compared (a profile of another run, or renumbered steps?)")
+                              f"{task_steps}: no step compared ({why})")
     if result.compared == 0:
         status = "no-reference"
     else:

@@ -10,10 +10,8 @@ the machine can have. The listing shows one tiling per size; --group checks a gr
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from ditpar import cli
-from ditpar.errors import InputError
 from ditpar.plan.topology import LEGAL_RULE, MAX_DEVICE_ID, parse_topology
 
 PROG = "topo.py"
@@ -32,15 +30,11 @@ def _parser():
 
 
 def _read(path: str) -> tuple[str, str]:
-    if path == "-":
-        return sys.stdin.read(), "<stdin>"
-    f = Path(path)
-    if not f.is_file():
-        raise InputError(f"{path}: no such file")
-    try:
-        return f.read_text(encoding="utf-8", errors="replace"), path
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+    from ditpar import files
+
+    if path == "-":  # pasted or piped: colour codes and byte-order marks are dropped, UTF-16 named
+        return files.decode_text(sys.stdin.buffer.read(), "<stdin>", strip_ansi=True), "<stdin>"
+    return files.read_input_text(path, strip_ansi=True), path
 
 
 def _fmt_groups(groups: list[list[int]]) -> str:

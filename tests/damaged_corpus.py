@@ -9,8 +9,11 @@ so the test can check that a failed run left no file behind.
 
 from __future__ import annotations
 
+import csv
 import gzip
+import io
 import json
+import os
 import re
 import shutil
 from dataclasses import dataclass, field
@@ -558,14 +561,6 @@ def _bench(path: Path, rows: list[tuple]) -> str:
     return str(path)
 
 
-def _zero_durations(text: str) -> str:
-    """Every Duration(us) cell 0 (a capture that recorded no durations)."""
-    out = text
-    for row in range(len(text.splitlines()) - 1):
-        out = _csv_cell(out, "Duration(us)", "0", row)
-    return out
-
-
 def round2_silent_cases(base: Path) -> list[Case]:
     """One case (at least) per class of issue 22's "Silent acceptance", with the phrase the line must hold."""
     folder = base / "round2-silent"
@@ -697,11 +692,252 @@ def round2_silent_cases(base: Path) -> list[Case]:
     return cases
 
 
+
+
+# --- round 2 (issue 22): output paths, tracebacks and hangs, misleading messages ----------------
+
+KERNEL = f"{OUT_DIR}/kernel_details.csv"
+L20 = ["--model", "FLUX.1-dev", "--hardware", "L20", "--devices", "4"]
+BENCH_HEAD = ("op,bytes,ranks,time_us,algbw_GBps,busbw_GBps,correct,wrong,count,dtype,wire_bytes,bus_factor,"
+              "group,concurrent,iters,time_min_us,time_max_us,spread_pct,backend,api")
+UTF16 = "utf-16"  # with its byte-order mark, as Windows PowerShell's Out-File writes
+
+
+def _bench_text(group: str = "world", ranks: str = "4") -> str:
+    rows = [f"{op},{b},{ranks},100,1,20,True,0,1,float32,1,1,{group},1,20,90,110,5,nccl,x"
+            for op in ("all_to_all", "all_reduce") for b in (1 << 20, 16 << 20)]
+    return "\n".join([BENCH_HEAD, *rows]) + "\n"
+
+
+def _fewstep_logdir(folder: Path) -> Path:
+    """A fewstep run folder as the runner leaves it: manifest, run records and logs (two configs x two tiers)."""
+    folder.mkdir()
+    (folder / "manifest.json").write_text(json.dumps({
+        "few_steps": 4, "anchor_steps": 10, "dit_regex": r"took (?P<dit_s>[0-9.]+)s", "dit_unit": "s",
+        "timing": "dit", "configs": {"A": {"devices": "1"}, "B": {"devices": "1"}}}))
+    for config, base in (("A", 1.0), ("B", 1.2)):
+        runs = folder / config / "runs"
+        runs.mkdir(parents=True)
+        for tier, steps in (("few", 4), ("anchor", 10)):
+            for rep in (1, 2, 3):
+                stem = f"{tier}-r{rep}"
+                (runs / f"{stem}.log").write_text(f"took {base * steps / 4 + rep * 0.001:.3f}s\n")
+                (runs / f"{stem}.json").write_text(json.dumps({
+                    "kind": "measured", "mode": "launch", "config": config, "fields": {"devices": "1"},
+                    "tier": tier, "steps": steps, "repeat": rep, "attempt": 1, "rc": 0, "timed_out": False,
+                    "log": f"{stem}.log", "warmup_requests": 0}))
+    return folder
+
+
+def round2_io_cases(base: Path) -> list[Case]:
+    """Outputs that name an input, a link, a FIFO, nothing, or each other; outputs of a failed run."""
+    folder = base / "r2-io"
+    folder.mkdir()
+    prof = folder / RANK0.name
+    shutil.copytree(RANK0, prof)
+    topo = folder / "topo.txt"
+    shutil.copy(TOPO, topo)
+    os.link(topo, folder / "topo-hard.txt")
+    os.symlink(topo, folder / "topo-link.txt")
+    (folder / "kept.csv").write_text("a user's file\n")
+    os.symlink(folder / "kept.csv", folder / "link.csv")
+    os.symlink(folder / "nowhere.csv", folder / "dangling.csv")
+    os.mkfifo(folder / "no-reader.fifo")
+    logs = _fewstep_logdir(folder / "fs-missing")
+    (logs / "B" / "runs" / "anchor-r2.log").unlink()
+    utf16 = _fewstep_logdir(folder / "fs-utf16")
+    log = utf16 / "B" / "runs" / "anchor-r2.log"
+    log.write_bytes(log.read_text().encode(UTF16))
+    good_logs = _fewstep_logdir(folder / "fs-good")
+    t = [str(TOPO), "--json"]
+    return [
+        Case("r2-io:csv-is-the-profile", "step_breakdown.py", [str(prof), "--csv", str(prof / KERNEL)],
+             reason="inside the input folder"),
+        Case("r2-io:csv-hard-link-to-input", "topo.py", [str(topo), "--csv", str(folder / "topo-hard.txt")],
+             reason="input of this run"),
+        Case("r2-io:csv-relative-spelling-of-input", "topo.py",
+             [str(topo), "--csv", str(folder / "r2x" / ".." / "topo.txt")], reason="input of this run"),
+        Case("r2-io:csv-symlink-to-input", "topo.py", [str(topo), "--csv", str(folder / "topo-link.txt")],
+             reason="input of this run"),
+        Case("r2-io:csv-symlink", "topo.py", [*t, "--csv", str(folder / "link.csv")], reason="symbolic link"),
+        Case("r2-io:csv-dangling-symlink", "topo.py", [*t, "--csv", str(folder / "dangling.csv")],
+             reason="does not exist"),
+        Case("r2-io:csv-empty-name", "topo.py", [*t, "--csv", ""], reason="empty name"),
+        Case("r2-io:csv-fifo-without-reader", "topo.py", [*t, "--csv", str(folder / "no-reader.fifo")],
+             reason="no reader"),
+        Case("r2-io:csv-dev-null", "topo.py", [*t, "--csv", "/dev/null"], expect="any"),
+        Case("r2-io:csv-dev-stdout", "topo.py", [str(TOPO), "--csv", "/dev/stdout"], expect="any"),
+        Case("r2-io:emit-matrix-and-csv-same-file", "plan.py",
+             [*L20, "--emit-matrix", f"{OUT}/m.csv", "--csv", f"{OUT}/m.csv"], outputs=["m.csv"],
+             reason="name the same file"),
+        Case("r2-io:emit-matrix-held-when-run-fails", "plan.py",
+             [*L20, "--emit-matrix", f"{OUT}/m.csv", "--csv", str(folder / "no-reader.fifo")], outputs=["m.csv"],
+             reason="no reader"),
+        Case("r2-io:plot-jpg-name", "plan.py", [*L20, "--plot", f"{OUT}/p.jpg"], reason=".png, .pdf or .svg"),
+        Case("r2-io:plot-pdf-name", "plan.py", [*L20, "--plot", f"{OUT}/p.pdf"], expect="any", outputs=["p.pdf"]),
+        Case("r2-io:parse-only-missing-log", "fewstep.py",
+             ["run", "--parse-only", str(logs), "--matrix", f"{OUT}/m.csv"], outputs=["m.csv"], reason="anchor-r2.log"),
+        Case("r2-io:parse-only-utf16-log", "fewstep.py",
+             ["run", "--parse-only", str(utf16), "--matrix", f"{OUT}/m.csv"], outputs=["m.csv"], reason="UTF-16"),
+        Case("r2-io:parse-only-matrix-over-a-log", "fewstep.py",
+             ["run", "--parse-only", str(good_logs), "--matrix", str(good_logs / "A" / "runs" / "few-r1.log")],
+             reason="input of this run"),
+        Case("r2-io:parse-only-good-control", "fewstep.py",
+             ["run", "--parse-only", str(good_logs), "--matrix", f"{OUT}/m.csv", "--json"], expect="any",
+             outputs=["m.csv"]),
+    ]
+
+
+def _kineto(rank: object = 0, device: bool = True) -> str:
+    """A small Kineto trace: one step, a GEMM and an all-reduce on the device (or CPU ops only)."""
+    events = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "ts": 990, "dur": 200, "pid": 1, "tid": 1},
+              {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1000, "dur": 10, "pid": 1, "tid": 1}]
+    if device:
+        events += [{"ph": "X", "cat": "kernel", "name": "ampere_sgemm_128x64_nn", "ts": 1005, "dur": 40, "pid": 0,
+                    "tid": 7, "args": {"stream": 7, "device": 0}},
+                   {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "ts": 1050,
+                    "dur": 30, "pid": 0, "tid": 13, "args": {"stream": 13, "device": 0}}]
+    doc = {"schemaVersion": 1, "traceEvents": events}
+    if rank is not None:
+        doc["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": 2}
+    return json.dumps(doc)
+
+
+def round2_traceback_cases(base: Path) -> list[Case]:
+    """Inputs that used to end in a traceback or a hang: huge integers, NaN, CPU-only traces, folders
+    where files belong, malformed bench groups, typed model keys, and sizes no real job has."""
+    folder = base / "r2-tb"
+    folder.mkdir()
+    cases: list[Case] = []
+    big = _damaged_profile(folder, "rank-id-huge", "kernel_details.csv", lambda t: t)
+    info = big / "profiler_info_0.json"
+    info.write_text(info.read_text().replace('"rank_id": 0', '"rank_id": 99999999999999999999999'))
+    cases.append(Case("r2-tb:profiler-info-rank-id-huge", "step_breakdown.py", [str(big)], reason="rank_id"))
+    (folder / "rank-huge.pt.trace.json").write_text(_kineto(rank=10**23))
+    (folder / "cpu-only.pt.trace.json").write_text(_kineto(device=False))
+    cases += [Case("r2-tb:kineto-rank-huge", "collectives.py", [str(folder / "rank-huge.pt.trace.json")],
+                   reason="distributedInfo.rank"),
+              Case("r2-tb:kineto-cpu-only-bubbles", "bubbles.py", [str(folder / "cpu-only.pt.trace.json")],
+                   reason="CPU-only"),
+              Case("r2-tb:kineto-cpu-only-stage-delta", "stage_delta.py",
+                   [str(folder / "cpu-only.pt.trace.json"), str(folder / "cpu-only.pt.trace.json")], reason="CPU-only")]
+    nan = _damaged_profile(folder, "matrix-nan", "kernel_details.csv", lambda t: t)
+    (nan / OUT_DIR / "communication_matrix.json").write_text(
+        '{"step3": {"p2p": {}, "collective": {"allreduce-total@1": {"0-1": {"Transport Type": "HCCS", '
+        '"Transit Size(MB)": NaN, "Transit Time(ms)": 0.1, "Bandwidth(GB/s)": NaN}}}}}')
+    cases.append(Case("r2-tb:communication-matrix-nan", "collectives.py", [str(nan)], reason="Transit Size(MB)"))
+    # a folder where a record file belongs, and a world no job has
+    scope = folder / "scope-dir"
+    scope.mkdir()
+    (scope / "scope-rank0-0.jsonl").write_text(json.dumps(_scope(0, 2, 8)) + "\n")
+    (scope / "scope-rank1-1.jsonl").mkdir()
+    (folder / "scope-huge.jsonl").write_text(json.dumps(_scope(0, 10**10, 8)) + "\n")
+    scope_args = ["--ulysses", "2", "--full-seq", "16", "--heads", "40"]
+    cases += [Case("r2-tb:scope-record-is-a-folder", "scope_probe.py", [str(scope), *scope_args], reason="is a folder"),
+              Case("r2-tb:scope-world-size-1e10", "scope_probe.py", [str(folder / "scope-huge.jsonl"), *scope_args],
+                   reason="world_size")]
+    benches = {"group-semicolons": _bench_text(group='"0;1;2;3"'), "group-text": _bench_text(group='"0,1,x,3"'),
+               "ranks-1e30": _bench_text(ranks="1e30")}
+    for name, text in benches.items():
+        (folder / f"bench-{name}.csv").write_text(text)
+        cases.append(Case(f"r2-tb:bench-{name}", "plan.py", [*L20, "--bench", str(folder / f"bench-{name}.csv")],
+                          reason="ranks" if "ranks" in name else "group"))
+    model = (ROOT / "templates" / "models" / "custom-example.toml").read_text()
+    (folder / "model-14B.toml").write_text(model + 'params_b = "14B"\n')
+    cases.append(Case("r2-tb:model-file-params-b-text", "plan.py",
+                      ["--model-file", str(folder / "model-14B.toml"), "--hardware", "H100", "--devices", "8"],
+                      reason="params_b"))
+    (folder / "model-layers-1e9.toml").write_text(model.replace("layers = 40", "layers = 1000000000"))
+    cases.append(Case("r2-tb:model-file-layers-1e9", "plan.py",
+                      ["--model-file", str(folder / "model-layers-1e9.toml"), "--hardware", "H100", "--devices", "8"],
+                      reason="[1, 10000]"))
+    # sizes no real job has: each bounded as its flag is
+    n = 1024
+    labels = [f"GPU{i}" for i in range(n)]
+    rows = ["\t" + "\t".join(labels)] + [f"GPU{i}\t" + "\t".join("X" if i == j else "NV4" for j in range(n))
+                                          for i in range(n)]
+    (folder / "topo-1024.txt").write_text("\n".join(rows) + "\n")
+    cases.append(Case("r2-tb:topo-1024-devices", "topo.py", [str(folder / "topo-1024.txt")], reason="at most 64"))
+    table = PUBLISHED.read_text(encoding="utf-8")
+    huge = folder / "score-devices-1e7.csv"
+    huge.write_text(_csv_cell(table, "n_devices", "10000000"))
+    tdir = folder / "tables-devices-1e7"
+    tdir.mkdir()
+    shutil.copy(huge, tdir / "t.csv")
+    cases += [Case("r2-tb:score-devices-1e7", "plan.py", ["score", "--candidates", str(huge), "--out", f"{OUT}/o.csv"],
+                   outputs=["o.csv"], reason="1..1024"),
+              Case("r2-tb:evaluate-devices-1e7", "plan.py", ["evaluate", "--tables", str(tdir)], reason="1..1024")]
+    wide = folder / "score-width-1e7.csv"
+    wide.write_text(_csv_cell(table, "resolution_or_seq", "10000000x10000000"))
+    cases.append(Case("r2-tb:score-width-1e7", "plan.py", ["score", "--candidates", str(wide), "--out", f"{OUT}/o.csv",
+                                                           "--json"], expect="any", outputs=["o.csv"]))
+    return cases
+
+
+def round2_message_cases(base: Path) -> list[Case]:
+    """Each exit-2 line names the real cause: links, loops, FIFOs, zero durations, encodings, BOMs, signs."""
+    folder = base / "r2-msg"
+    folder.mkdir()
+    cases: list[Case] = []
+    for name, make, reason in (("dangling", lambda p: os.symlink("nowhere.csv", p), "does not exist"),
+                               ("loop", lambda p: os.symlink(p.name, p), "loop"),
+                               ("fifo", os.mkfifo, "FIFO")):
+        prof = _damaged_profile(folder, f"kd-{name}", "kernel_details.csv", lambda t: t)
+        (prof / KERNEL).unlink()
+        make(prof / KERNEL)
+        cases.append(Case(f"r2-msg:kernel-details-{name}", "step_breakdown.py", [str(prof)], reason=reason))
+    info = _damaged_profile(folder, "info-fifo", "kernel_details.csv", lambda t: t) / "profiler_info_0.json"
+    info.unlink()
+    os.mkfifo(info)
+    kineto = folder / "kineto-with-fifo"
+    kineto.mkdir()
+    (kineto / "rank0.pt.trace.json").write_text(_kineto(rank=0))
+    os.mkfifo(kineto / "rank1.pt.trace.json")
+    cases += [Case("r2-msg:profiler-info-fifo", "collectives.py", [str(info.parent)], reason="FIFO"),
+              Case("r2-msg:kineto-trace-fifo-in-folder", "bubbles.py", [str(kineto)], reason="FIFO")]
+    zero = _damaged_profile(folder, "kd-zero", "kernel_details.csv", _zero_durations)
+    cases.append(Case("r2-msg:all-durations-zero", "step_breakdown.py", [str(zero)], reason="all 13 kernel durations are 0"))
+    cases.append(Case("r2-msg:all-durations-zero-bubbles", "bubbles.py", [str(zero)], reason="all 13 kernel durations are 0"))
+    no_step = _damaged_profile(folder, "kd-no-step-id", "kernel_details.csv", lambda t: _csv_header(t, "Step Id", None))
+    cases.append(Case("r2-msg:no-step-id-column", "step_breakdown.py", [str(no_step)], reason="no task carries a step"))
+    src = TOPO.read_text(encoding="utf-8")
+    (folder / "topo-bom.txt").write_bytes(b"\xef\xbb\xbf" + src.encode())
+    (folder / "topo-utf16.txt").write_bytes(src.encode(UTF16))
+    (folder / "topo-colour.txt").write_text("\x1b[1m" + src.replace("GPU0", "\x1b[4mGPU0\x1b[0m", 1) + "\x1b[0m")
+    cases += [Case("r2-msg:topo-bom", "topo.py", [str(folder / "topo-bom.txt"), "--json"], expect="any"),
+              Case("r2-msg:topo-utf16", "topo.py", [str(folder / "topo-utf16.txt")], reason="UTF-16"),
+              Case("r2-msg:topo-colour-codes", "topo.py", [str(folder / "topo-colour.txt"), "--json"], expect="any")]
+    (folder / "bench-bom.csv").write_text("\ufeff" + _bench_text(), encoding="utf-8")
+    cases.append(Case("r2-msg:bench-header-bom", "plan.py", [*L20, "--bench", str(folder / "bench-bom.csv"), "--json"],
+                      expect="any"))
+    hw = HARDWARE.read_text(encoding="utf-8")
+    (folder / "hw-latin1.toml").write_bytes(hw.replace("#", "# caf\xe9", 1).encode("latin-1"))
+    cases.append(Case("r2-msg:non-utf8-names-the-file", "plan.py",
+                      ["--model", "FLUX.1-dev", "--hardware", str(folder / "hw-latin1.toml"), "--devices", "4"],
+                      reason="hw-latin1.toml"))
+    cases += [Case(f"r2-msg:negative-{value}", "mask_bound.py", ["calc", "--comm-us", value, "--compute-us", "538",
+                                                                   "--chunks", "4"], reason="expected a finite time > 0")
+              for value in ("-5", "-5e2", "-.5")]
+    return cases
+
+
+def _zero_durations(text: str) -> str:
+    """Every task's Duration(us) set to 0 (quoted cells kept intact)."""
+    rows = list(csv.reader(io.StringIO(text)))
+    col = rows[0].index("Duration(us)")
+    for row in rows[1:]:
+        row[col] = "0"
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows(rows)
+    return buf.getvalue()
+
+
 def build(base: Path) -> list[Case]:
     """Write every damaged input under base; return the cases."""
     cases = (profile_cases(base) + stage_delta_cases(base) + topo_cases(base) + plan_cases(base)
              + fewstep_cases(base) + a2a_audit_cases(base) + scope_cases(base) + flag_cases(base)
-             + round2_silent_cases(base))
+             + round2_silent_cases(base) + round2_io_cases(base) + round2_traceback_cases(base)
+             + round2_message_cases(base))
     ids = [c.id for c in cases]
     assert len(ids) == len(set(ids)), "case ids must be unique"
     return cases

@@ -6,7 +6,7 @@ import ast
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parent.parent / "scripts" / "ditpar"
-PLUMBING = {"cli", "errors", "timeparse"}
+PLUMBING = {"cli", "errors", "files", "limits", "timeparse"}
 # package -> the ditpar packages it may import (besides itself and the plumbing)
 ALLOWED = {
     "plumbing": set(),

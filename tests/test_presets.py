@@ -249,7 +249,7 @@ def _wan_text(**changes: str) -> str:
     ({"head_dim = 128": "head_dim = 120"}, "heads*head_dim = 40*120 = 4800 differs from hidden = 5120"),
     ({"kv_heads = 40": "kv_heads = 7"}, "key 'kv_heads' (7) must divide 'heads' (40)"),
     ({"ffn = 13824\n": ""}, "missing key 'ffn'"),
-    ({"default_steps = 50": "default_steps = -5"}, "key 'default_steps' must be an integer in [1, 100000], got -5"),
+    ({"default_steps = 50": "default_steps = -5"}, "key 'default_steps' must be an integer in [1, 10000], got -5"),
     ({"heads = 40": 'heads = "forty"'}, "key 'heads' must be an integer in [1, 4096], got 'forty'"),
     ({"cross = 40": "crosss = 40"}, "unknown key 'blocks.crosss'; did you mean 'blocks.cross'?"),
     ({"cross = 40": "cross_diagonal = 40"}, "unknown key 'blocks.cross_diagonal'"),

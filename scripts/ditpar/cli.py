@@ -12,13 +12,22 @@ import io
 import json
 import math
 import os
+import re
 import sys
-import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ditpar import files
 from ditpar.errors import DitParError, InputError
+from ditpar.files import (  # noqa: F401 - the scripts' names for them
+    output_path,
+    plot_path,
+    register_input,
+    work_folder,
+    write_atomic,
+    write_output,
+)
 
 SCHEMA_PREFIX = "dit-parallel-opt"
 
@@ -34,15 +43,36 @@ def finite_float(text: str) -> float:
     return value
 
 
+NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-(inf|infinity|nan)$", re.IGNORECASE)
+
+
 class _Parser(argparse.ArgumentParser):
     """ArgumentParser whose usage errors are one line and exit 2 (argparse's own convention).
 
     Every ``type=float`` flag of every tool goes through :func:`finite_float`.
     """
 
+    _depth = 0  # nesting of parse_known_args (a subcommand's parser runs inside its parent's)
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.register("type", float, finite_float)
+        # "-5e2", "-.5", "-inf" are values, not flags: the flag's own range check then says what is wrong
+        self._negative_number_matcher = NEGATIVE_NUMBER
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        """Parse, then register the inputs and check the outputs the arguments name (ditpar.files)."""
+        if _Parser._depth == 0:
+            files.reset()
+        _Parser._depth += 1
+        try:
+            namespace, extras = super().parse_known_args(args, namespace)
+        finally:
+            _Parser._depth -= 1
+        why = files.note_arguments(self, namespace)
+        if why:
+            self.error(why)
+        return namespace, extras
 
     def error(self, message: str) -> None:  # type: ignore[override]
         sys.stderr.write(f"{self.prog}: error: {message} (see --help)\n")
@@ -157,9 +187,10 @@ def add_output_args(parser: argparse.ArgumentParser, csv: bool = True, plot: boo
     """Add the common output flags: --json always, --csv and --plot where the tool has them."""
     parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     if csv:
-        parser.add_argument("--csv", metavar="FILE", help="write the main table as CSV to FILE")
+        parser.add_argument("--csv", metavar="FILE", type=output_path, help="write the main table as CSV to FILE")
     if plot:
-        parser.add_argument("--plot", metavar="FILE.png", help="draw a figure into FILE.png")
+        parser.add_argument("--plot", metavar="FILE.png", type=plot_path,
+                            help="draw a figure into FILE.png (.pdf and .svg draw those formats)")
 
 
 def run(prog: str, body: Callable[[], int | None]) -> None:
@@ -171,17 +202,15 @@ def run(prog: str, body: Callable[[], int | None]) -> None:
     """
     held = io.StringIO()
     real_stdout = sys.stdout
-    global _pending
-    outer, _pending = _pending, []
+    outer = files.begin()
     code = 2
     try:
         with contextlib.redirect_stdout(held):
             code = _call(prog, body)
         if code in (0, 1):
-            code = _call(prog, _commit_outputs) or code
+            code = _call(prog, files.commit_all) or code
     finally:
-        _discard_outputs()
-        _pending = outer
+        files.end(outer)
         _flush_held(held.getvalue(), real_stdout)
     raise SystemExit(code)
 
@@ -198,8 +227,11 @@ def _call(prog: str, body: Callable[[], int | None]) -> int:
         return _fail(prog, f"this step needs the Python package '{top}', which is not installed "
                            f"(from the repository root: {hint})", 2)
     except UnicodeDecodeError as exc:
-        return _fail(prog, f"input is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset "
-                           f"{exc.start}{_file_hint(exc)})", 2)
+        name = _file_of(exc)
+        return _fail(prog, f"{name + ': ' if name else ''}input is not UTF-8 text (byte "
+                           f"0x{exc.object[exc.start]:02x} at offset {exc.start}){_encoding_hint(exc)}", 2)
+    except OSError as exc:  # permission denied, a folder where a file belongs, ...: the file and the reason
+        return _fail(prog, files.os_error_text(exc, _file_of(exc)), 2)
     except KeyboardInterrupt:
         sys.stderr.write(f"{prog}: interrupted\n")
         return 130
@@ -210,9 +242,27 @@ def _call(prog: str, body: Callable[[], int | None]) -> int:
     return 0 if code is None else int(code)
 
 
-def _file_hint(exc: UnicodeDecodeError) -> str:
+def _file_of(exc: BaseException) -> str | None:
+    """The file an error came from: its own filename, else the innermost frame holding a path to a file."""
     name = getattr(exc, "filename", None)
-    return f" in {name}" if name else ""
+    if name:
+        return str(name)
+    tb, frames = exc.__traceback__, []
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    for frame in reversed(frames):
+        for value in frame.f_locals.values():
+            if isinstance(value, (str, Path)) and 0 < len(str(value)) < 4096 and files.is_input(value):
+                return str(value)
+    return None
+
+
+def _encoding_hint(exc: UnicodeDecodeError) -> str:
+    data = exc.object[:4] if isinstance(exc.object, (bytes, bytearray)) else b""
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")) or (len(data) >= 2 and 0 in data[:2]):
+        return "; it looks like UTF-16 (e.g. saved by Windows PowerShell): convert it with iconv -f UTF-16 -t UTF-8"
+    return ""
 
 
 def _fail(prog: str, message: str, code: int) -> int:
@@ -283,96 +333,18 @@ def print_json(tool: str, payload: Mapping[str, Any]) -> None:
     sys.stdout.write(dumps_json(json_document(tool, payload)) + "\n")
 
 
-_pending: list[tuple[str, Path]] | None = None  # (temporary file, target) held by run()
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def _check_target(target: Path) -> Path:
-    """An output path must name a file in an existing folder."""
-    if target.is_dir():
-        raise InputError(f"{target}: is a folder; expected a file name to write")
-    directory = target.parent if str(target.parent) else Path(".")
-    if not directory.is_dir():
-        raise InputError(f"{target}: folder {directory} does not exist")
-    return directory
-
-
-def _write_temp(target: Path, data: str | bytes) -> str:
-    """Write data into a temporary file beside target, with the mode a new file gets (umask)."""
-    directory = _check_target(target)
-    mode = "wb" if isinstance(data, bytes) else "w"
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=directory)
-    except OSError as exc:
-        raise InputError(f"{target}: cannot write ({exc.strerror})") from None
-    try:
-        os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, mode, **({} if mode == "wb" else {"encoding": "utf-8", "newline": ""})) as fh:
-            fh.write(data)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    return tmp
-
-
-def _replace(tmp: str, target: Path) -> None:
-    try:
-        os.replace(tmp, target)
-    except OSError as exc:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise InputError(f"{target}: cannot write ({exc.strerror})") from None
-
-
-def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> None:
-    """Write a whole file or nothing now: write a temporary file beside it, then rename."""
-    target = Path(path)
-    _replace(_write_temp(target, data), target)
-
-
-def write_output(path: str | os.PathLike[str], data: str | bytes) -> None:
-    """Write a tool's result file (--csv, --plot, --out): whole, and only if the whole run succeeds.
-
-    Inside :func:`run` the file is prepared now (so a bad path fails early) and renamed into place
-    when the tool ends with exit 0 or 1; outside it, this is :func:`write_atomic`.
-    """
-    target = Path(path)
-    if _pending is None:
-        write_atomic(target, data)
-        return
-    if any(t.resolve() == target.resolve() for _, t in _pending):
-        raise InputError(f"{target}: named for two outputs")
-    _pending.append((_write_temp(target, data), target))
-
-
-def _commit_outputs() -> None:
-    global _pending
-    pending, _pending = _pending or [], []
-    for tmp, target in pending:
-        _replace(tmp, target)
-
-
-def _discard_outputs() -> None:
-    for tmp, _ in _pending or []:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-
-
 def write_csv(path: str | os.PathLike[str], frame: Any) -> None:
     """Write a pandas DataFrame as CSV, atomically."""
     write_output(path, frame.to_csv(index=False, lineterminator="\n"))
 
 
 def save_figure(fig: Any, path: str | os.PathLike[str]) -> None:
-    """Save a matplotlib figure as PNG, atomically."""
+    """Save a matplotlib figure, atomically, in the format its name ends with (.png, .pdf, .svg)."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in files.PLOT_FORMATS and not files.is_stream(os.fspath(path)):  # a stream gets PNG
+        raise InputError(f"{path}: a figure's file name ends in .png, .pdf or .svg (the format drawn)")
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=120, bbox_inches="tight")
+    fig.savefig(buf, format=files.PLOT_FORMATS.get(suffix, "png"), dpi=120, bbox_inches="tight")
     write_output(path, buf.getvalue())
 
 

@@ -100,6 +100,7 @@ def _release_candidates(gs: np.ndarray, ge: np.ndarray, rel: pd.DataFrame):
     fam = np.full(n, "", dtype=object)
     cut = np.full(n, -1, dtype=np.int64)
     lag = np.full(n, -1, dtype=np.int64)
+    rel = rel[rel["dur_ns"].to_numpy() > 0]  # a 0-length collective covers no time and releases nothing
     if rel.empty or n == 0:
         return fam, cut, lag
     e = end_ns(rel)

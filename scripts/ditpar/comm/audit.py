@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ditpar.errors import InputError, NoEvidenceError
+from ditpar.files import decode_log, input_problem, read_input
 
 TAG = "A2AUD"
 #: the record format this reader knows (``v=`` of every line); a newer one may mean fields it would misread
@@ -268,10 +269,11 @@ def expand_paths(paths: Iterable[str]) -> list[Path]:
             if not found:
                 raise InputError(f"{p}: folder holds no *.log or *.txt files")
             out += found
-        elif p.is_file():
-            out.append(p)
         else:
-            raise InputError(f"{p}: no such file or folder")
+            why = input_problem(p, "file", streams=True)
+            if why:
+                raise InputError(why)
+            out.append(p)
     if not out:
         raise InputError("no log files given")
     return out
@@ -290,10 +292,7 @@ def read_logs(paths: Iterable[str]) -> ParsedLogs:
     owner: dict[tuple[str, int, int, int], tuple[Path, str]] = {}  # key -> (file, file:line) first seen
     files = expand_paths(paths)
     for f in files:
-        try:
-            text = f.read_text(encoding="utf-8", errors="replace")
-        except OSError as exc:
-            raise InputError(f"{f}: cannot read ({exc.strerror})") from None
+        text = decode_log(read_input(f), str(f))  # any program's output; FIFOs read once
         lines = text.splitlines()
         cut = len(lines) if text and not text.endswith(("\n", "\r")) else 0  # the writer stopped mid-line
         for i, line in enumerate(lines, 1):

@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from ditpar import files
 from ditpar.cli import write_atomic
 from ditpar.errors import InputError
 
@@ -140,14 +141,9 @@ def parse_matrix(text: str, path: str = "MATRIX") -> list[Row]:
     return rows
 
 
-def read_matrix(path: str | os.PathLike[str]) -> list[Row]:
-    """Read and validate a matrix CSV file."""
-    try:
-        with open(path, encoding="utf-8", newline="") as fh:
-            text = fh.read()
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
-    return parse_matrix(text, str(path))
+def read_matrix(path: str | os.PathLike[str], work_file: bool = False) -> list[Row]:
+    """Read and validate a matrix CSV file (work_file: the matrix a resumed run rewrites)."""
+    return parse_matrix(files.read_input_text(path, work_file=work_file).replace("\r\n", "\n"), str(path))
 
 
 def check_rows(rows: Sequence[Row], path: str = "MATRIX") -> None:

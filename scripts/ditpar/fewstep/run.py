@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ditpar import files
 from ditpar.cli import dumps_json, write_atomic
 from ditpar.errors import InputError
 from ditpar.fewstep.logs import (
@@ -257,8 +258,9 @@ def _read_from(path: Path, offset: int) -> str:
 class MatrixState:
     """The matrix being built: records, the finished-run set, and an atomic save after each run."""
 
-    def __init__(self, logdir: Path, matrix: Path, few_steps: int, anchor_steps: int, timing: str = "dit"):
-        self.logdir, self.matrix, self.timing = logdir, matrix, timing
+    def __init__(self, logdir: Path, matrix: Path, few_steps: int, anchor_steps: int, timing: str = "dit",
+                 save_each: bool = True):
+        self.logdir, self.matrix, self.timing, self.save_each = logdir, matrix, timing, save_each
         self.steps = {"few": few_steps, "anchor": anchor_steps}
         self.records: list[dict[str, Any]] = []
         self.done: set[tuple[str, str, int]] = set()
@@ -274,11 +276,12 @@ class MatrixState:
                 "comm_exposed_share": None if request["share"] is None else request["share"][rank],
                 "tags": cfg.tags, "timing": self.timing, "log": rel})
         self.done.add((cfg.name, tier, repeat))
-        self.save()
+        self.sort()
+        if self.save_each:  # a live run keeps its progress; --parse-only writes once, at the end
+            write_matrix(self.matrix, self.records)
 
-    def save(self) -> None:
+    def sort(self) -> None:
         self.records.sort(key=lambda r: (r["config"], r["tier"] != "few", r["repeat"], r["rank"]))
-        write_matrix(self.matrix, self.records)
 
 
 class Runner:
@@ -323,7 +326,7 @@ class Runner:
                "dit_regex": s.dit_regex, "dit_unit": s.dit_unit, "share_regex": s.share_regex,
                "iters_regex": s.iters_regex, "expect": s.expect, "warmup": s.n_warmup, "timing": s.timing, "configs": known}
         if s.matrix.exists():
-            for r in read_matrix(s.matrix):
+            for r in read_matrix(s.matrix, work_file=True):  # resumed: this run rewrites it
                 cfg = next((c for c in s.configs if c.name == r.config), None)
                 steps = self.m.steps[r.tier]
                 if r.steps != steps and not s.iters_regex:
@@ -561,7 +564,7 @@ def parse_only(logdir: Path, matrix: Path, dit_regex: str | None = None, dit_uni
     expect = list(man.get("expect") or [])
     try:
         state = MatrixState(logdir, matrix, int(man["few_steps"]), int(man["anchor_steps"]),
-                            str(man.get("timing", "dit")))
+                            str(man.get("timing", "dit")), save_each=False)
     except (KeyError, TypeError, ValueError):
         raise InputError(f"{logdir}/manifest.json: few_steps / anchor_steps missing") from None
     latest: dict[tuple[str, str, int], dict[str, Any]] = {}
@@ -584,10 +587,7 @@ def parse_only(logdir: Path, matrix: Path, dit_regex: str | None = None, dit_uni
         fields = man.get("configs", {}).get(meta["config"]) or meta.get("fields") or {}
         cfg = parse_config([meta["config"], *(f"{k}={v}" for k, v in fields.items())])
         log = meta["_path"].parent / str(meta.get("log"))
-        try:
-            text = log.read_text(encoding="utf-8", errors="replace")
-        except OSError as exc:
-            raise InputError(f"{log}: cannot read ({exc.strerror})") from None
+        text = files.decode_log(files.read_input(log), str(log))  # registered: no output may replace it
         if not x.count(text):
             raise InputError(f"{log}: --dit-regex {pattern!r} never matched this log of a run that "
                              "exited 0")

@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from ditpar import files, limits
 from ditpar.errors import InputError
 
 BENCH_COLUMNS = ("op", "bytes", "ranks", "busbw_GBps", "correct", "group")
@@ -69,10 +70,10 @@ def _group(label: str, n: int, where: str) -> list[int]:
     """The ranks of a bench row's group: 'world' (0..n-1) or comma-separated distinct rank numbers."""
     if label in ("", "world"):
         return list(range(n))
-    try:
-        ranks = [int(x) for x in label.split(",")]
-    except ValueError:
-        raise InputError(f"{where}: group {label!r}: expected 'world' or rank numbers joined by ','") from None
+    parts = label.split(",")
+    if len(parts) > limits.MAX_DEVICES or not all(p.strip() for p in parts):
+        raise InputError(f"{where}: group {label!r}: expected 'world' or rank numbers joined by ',' such as 0,1,2,3")
+    ranks = [limits.integer(p, f"{where}: group {label!r}: device id", 0, limits.MAX_DEVICES - 1) for p in parts]
     if len(set(ranks)) != len(ranks) or min(ranks) < 0:
         twice = sorted({r for r in ranks if ranks.count(r) > 1})
         raise InputError(f"{where}: group {label!r} names rank(s) {twice or [min(ranks)]} "
@@ -107,10 +108,7 @@ def read_bench(paths: list[str], hw) -> list[Curve]:
     skipped: list[str] = []
     unused: list[str] = []
     for path in paths:
-        try:
-            text = Path(path).read_text()
-        except OSError as exc:
-            raise InputError(f"--bench {path}: cannot read ({exc.strerror})") from None
+        text = files.read_input_text(path)  # a file or <(...); byte-order mark dropped, other encodings named
         reader = csv.DictReader(text.splitlines())
         cols = reader.fieldnames or []
         missing = [c for c in BENCH_COLUMNS if c not in cols]
@@ -257,10 +255,7 @@ def load_topology(path: str, hw):
     """The preset with domains from an `nvidia-smi topo -m` / `npu-smi info -t topo` file."""
     from ditpar.plan.topology import apply_topology, parse_topology
 
-    try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise InputError(f"--topo {path}: cannot read ({exc.strerror})") from None
+    text = files.read_input_text(path, strip_ansi=True)
     topo = parse_topology(text, path)
     return apply_topology(topo, hw, f"--topo {path}"), topo.warnings
 

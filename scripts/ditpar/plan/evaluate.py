@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ditpar import limits
 from ditpar.errors import DitParError, InputError
 from ditpar.plan.cost import Plan, Tunables, make_shape, parse_resolution, predict
 
@@ -45,8 +46,9 @@ def read_table(path: str | Path):
         raise InputError(f"{path}: missing column(s) {', '.join(missing)}; present: {', '.join(frame.columns)}")
     lines = _row_lines(path, len(frame.columns))
     for column in ("n_devices", "steps", *DEGREES):
+        top = limits.MAX_STEPS if column == "steps" else limits.MAX_DEVICES  # the bounds of --steps, --devices
         for i, text in enumerate(frame[column]):
-            _check_count(text, f"{path}: line {lines[i] if i < len(lines) else i + 2}: column {column!r}")
+            _check_count(text, f"{path}: line {lines[i] if i < len(lines) else i + 2}: column {column!r}", top)
     return frame
 
 
@@ -68,8 +70,8 @@ def _row_lines(path: str | Path, width: int) -> list[int]:
     return lines
 
 
-def _check_count(text: object, where: str) -> None:
-    """A count or degree written as a number must be a whole number >= 1 (text like 'not stated' may stay)."""
+def _check_count(text: object, where: str, top: int) -> None:
+    """A count or degree written as a number must be a whole number in 1..top (text like 'not stated' may stay)."""
     cell = str(text).strip()
     try:
         value = float(cell)
@@ -77,6 +79,8 @@ def _check_count(text: object, where: str) -> None:
         return
     if not (math.isfinite(value) and value >= 1 and value == int(value)):
         raise InputError(f"{where}: {cell!r} is not a whole number >= 1")
+    if value > top:
+        raise InputError(f"{where}: {cell!r} is out of range; expected 1..{top} (no real job has more)")
 
 
 def _int_or_none(text: str) -> int | None:

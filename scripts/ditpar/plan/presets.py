@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ditpar.errors import InputError
+from ditpar.files import is_stream
 from ditpar.plan import schema
 
 try:  # Python 3.11+
@@ -538,7 +539,7 @@ def resolve_hardware(hardware: str, interconnect: str | None = None,
     """
     if not isinstance(hardware, str) or not normalize(hardware):
         raise InputError(f"hardware name must be a non-empty string, got {hardware!r}")
-    if hardware.endswith(".toml"):
+    if hardware.endswith(".toml") or is_stream(hardware):  # a file, or <(...) / a FIFO holding one
         preset = parse_hardware(_read_toml(Path(hardware)), Path(hardware))
         if interconnect is not None:
             ic, nodes = _split_interconnect(str(interconnect))

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ditpar import limits
 from ditpar.errors import InputError
 
 
@@ -91,8 +92,8 @@ MODEL = Table({
     "vae_temporal_causal": Key("bool", required=True), "vae_frame_chunk": _int(0, 1 << 20, False),
     "cfg_default": Key("bool", required=True),
     "default_width": _int(1, 1 << 17), "default_height": _int(1, 1 << 17), "default_frames": _int(1, 1 << 20),
-    "default_steps": _int(1, 100000), "long_skips": _int(0, 4096, False),
-    "blocks": Key("table", table=Table({b: _int(1, 100000, False) for b in BLOCK_TYPES}), required=True),
+    "default_steps": _int(1, limits.MAX_STEPS), "long_skips": _int(0, 4096, False),
+    "blocks": Key("table", table=Table({b: _int(1, limits.MAX_LAYERS, False) for b in BLOCK_TYPES}), required=True),
     "sources": Key("table", table=SOURCES, required=True),
 })
 
@@ -119,12 +120,14 @@ HARDWARE = Table({
 #: --model-file (templates/models/custom-example.toml): the minimal in-house description
 CUSTOM_MODEL = Table({
     "name": TEXT, "family": OPT_TEXT, "notes": OPT_TEXT,
-    "heads": _int(1, 4096), "kv_heads": _int(1, 4096), "head_dim": _int(1, 4096), "layers": _int(1, 100000),
+    # sizes carry the bounds their plan.py flags have (ditpar/limits.py: --heads, --layers, --tokens, --steps)
+    "heads": _int(1, limits.MAX_HEADS), "kv_heads": _int(1, limits.MAX_HEADS), "head_dim": _int(1, 4096),
+    "layers": _int(1, limits.MAX_LAYERS),
     "hidden": _int(1, 1 << 20), "ffn": _int(1, 1 << 22), "text_tokens": _int(0, 1 << 20),
     "cfg": Key("bool", required=True),
-    "tokens": _int(1, 1 << 30, False), "latent": Key("int3"), "patch": Key("int3"),
+    "tokens": _int(1, limits.MAX_TOKENS, False), "latent": Key("int3"), "patch": Key("int3"),
     "text_attention": Key("choice", choices=("cross", "joint")), "ffn_matrices": Key("choice", choices=(2, 3)),
-    "latent_channels": _int(1, 4096, False), "steps": _int(1, 100000, False), "experts": _int(1, 1024, False),
+    "latent_channels": _int(1, 4096, False), "steps": _int(1, limits.MAX_STEPS, False), "experts": _int(1, 1024, False),
     "params_b": _pos(10000, required=False), "text_encoder_params_b": _pos(1000, required=False),
 })
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ditpar import limits
 from ditpar.errors import InputError
 
 MAX_DEVICE_ID = 4095  # one node holds at most a few hundred devices; beyond this a label is damaged
@@ -316,6 +317,9 @@ def parse_topology(text: str, source: str = "<input>") -> Topology:
     ids = [int(_LABEL_RE.match(lb).group(2)) for lb in labels]
     if len(set(ids)) != len(ids):
         raise InputError(f"{source}:{header_at + 1}: repeated device label in the header")
+    if len(ids) > limits.MAX_NODE_DEVICES:
+        raise InputError(f"{source}:{header_at + 1}: {len(ids)} devices in one matrix; expected at most "
+                         f"{limits.MAX_NODE_DEVICES} (one node's devices: the largest single hosts have 16)")
     if max(ids) > MAX_DEVICE_ID:
         raise InputError(f"{source}:{header_at + 1}: device id {max(ids)} in the header; expected ids "
                          f"0..{MAX_DEVICE_ID} (one node's devices)")

@@ -28,6 +28,7 @@ from ditpar.core.profile import (
     function_name,
 )
 from ditpar.errors import IncompleteRankError, InputError
+from ditpar.files import input_problem, os_error_text
 from ditpar.readers import ascend, kineto
 
 __all__ = ["load_profiles", "discover"]
@@ -40,8 +41,9 @@ _NOT_TRACES = ("profiler_info", "profiler_metadata", "communication", "communica
 def discover(path: str | os.PathLike[str]) -> list[tuple[str, Path]]:
     """(format, location) of every rank profile under ``path``: ("ascend", rank folder) or ("kineto", file)."""
     p = Path(path)
-    if not p.exists():
-        raise InputError(f"{p}: no such file or folder")
+    why = input_problem(p, "any")  # no such path, a dangling link, a loop, a FIFO or device
+    if why:
+        raise InputError(why + (" (save the profile to a file first)" if p.exists() else ""))
     if p.is_file():
         if p.name == "trace_view.json" or p.name == ascend.KERNEL_FILE:
             return [("ascend", p.parent)]
@@ -51,7 +53,7 @@ def discover(path: str | os.PathLike[str]) -> list[tuple[str, Path]]:
     if _is_ascend_dir(p):
         return [("ascend", p)]
     found: list[tuple[str, Path]] = []
-    for root, dirs, files in os.walk(p):
+    for root, dirs, files in os.walk(p, onerror=_unreadable):  # a folder it may not list is named, not skipped
         here = Path(root)
         depth = len(here.relative_to(p).parts)
         dirs.sort()
@@ -65,8 +67,15 @@ def discover(path: str | os.PathLike[str]) -> list[tuple[str, Path]]:
         dirs[:] = keep
         for f in sorted(files):
             if _is_trace_name(f):
+                why = input_problem(here / f)  # a FIFO would block the reader; a dangling link is no trace
+                if why:
+                    raise InputError(why)
                 found.append(("kineto", here / f))
     return found
+
+
+def _unreadable(exc: OSError) -> None:
+    raise InputError(os_error_text(exc))
 
 
 def _is_ascend_dir(p: Path) -> bool:
@@ -136,6 +145,11 @@ def load_profiles(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[st
         ps.event_ranks = sorted(int(r) for r, rd in zip(_assign_ranks(reads, kept), reads, strict=True)
                                 if rd.had_events)
         ps.rank_results_of = function_name(per_rank)
+    if not (ps.event_ranks if per_rank is not None else len(ps.events)):
+        where = ", ".join(str(p) for p in kept[:3]) + (" ..." if len(kept) > 3 else "")
+        hint = (" (a CPU-only torch.profiler trace? record with ProfilerActivity.CUDA as well)" if fmt == "kineto"
+                else " (kernel_details.csv has no task rows)")
+        raise InputError(f"{where}: no device kernels or collectives in the profile{hint}; nothing to analyse")
     return ps
 
 
@@ -153,6 +167,10 @@ def _read_one(fmt: str, loc: Path, per_rank: Callable[[ProfileSet], object] | No
         result = ascend.read_rank(loc) if fmt == "ascend" else kineto.read_trace(loc)
     except IncompleteRankError as exc:
         return exc
+    dur = result.events["dur_ns"].to_numpy()
+    if dur.size and not (dur > 0).any():  # nothing can be measured from it: say so, not "no step matched"
+        raise InputError(f"{loc}: every one of its {dur.size} device tasks lasts 0 us; the durations are damaged "
+                         "(or the profile was cut before the device finished)")
     if per_rank is not None:
         one = _combine(fmt, [result], [loc])  # the rank numbered as in the whole set (one read: rank or 0)
         result.had_events = not one.events.empty

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import math
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ditpar import limits
 from ditpar.core import classify
 from ditpar.core.events import make_events
 from ditpar.core.profile import (
@@ -34,6 +36,7 @@ from ditpar.core.profile import (
     GroupInfo,
 )
 from ditpar.errors import IncompleteRankError, InputError
+from ditpar.files import input_problem
 from ditpar.readers.common import (
     as_int,
     byte_counts,
@@ -115,6 +118,8 @@ def read_rank(folder: Path) -> AscendRank:
     out_dir = find_output_dir(folder)
     rank_dir = out_dir.parent if out_dir.name == OUTPUT_DIR else out_dir
     kernel_path = out_dir / KERNEL_FILE
+    if os.path.lexists(kernel_path) and input_problem(kernel_path):  # a dangling link, loop, FIFO, folder
+        raise IncompleteRankError(input_problem(kernel_path))
     if not kernel_path.is_file():
         have = sorted(p.name for p in out_dir.iterdir()) if out_dir.is_dir() else []
         hint = " (export_type db is not supported: export text)" if any(h.endswith(".db") for h in have) else ""
@@ -175,27 +180,33 @@ def _transit_bytes(events: pd.DataFrame, comm_ops: pd.DataFrame) -> pd.DataFrame
 
 def _optional_file(path: Path) -> bool:
     """True for a file, False when absent; something else under that name is an input error."""
-    if path.is_file():
-        return True
-    if path.exists():
-        raise InputError(f"{path}: is a folder (or not a regular file); expected the profiler's file")
-    return False
+    if not os.path.lexists(path):
+        return False
+    why = input_problem(path)  # a folder, FIFO, dangling link or loop where the profiler writes a file
+    if why:
+        raise InputError(why)
+    return True
 
 
 def rank_of(rank_dir: Path) -> tuple[int | None, str]:
     """Rank from profiler_info_<rank>.json (rank_id, else the file name), else the folder name."""
     infos = sorted(rank_dir.glob("profiler_info*.json"))
     for info in infos:
+        why = input_problem(info)  # a FIFO would block the reader, a dangling link holds no rank
+        if why:
+            raise InputError(why)
         data = load_json(info, "profiler info JSON")
         rid = as_int(data.get("rank_id")) if isinstance(data, dict) else None
         if rid is not None and rid >= 0:
-            return rid, f"{info.name} rank_id"
+            return limits.integer(rid, f"{info}: rank_id", 0, limits.MAX_RANK_ID), f"{info.name} rank_id"
         m = re.fullmatch(r"profiler_info_(\d+)\.json", info.name)
         if m:
-            return int(m.group(1)), f"{info.name} file name"
+            return limits.integer(m.group(1), f"{info}: rank in the file name", 0, limits.MAX_RANK_ID), \
+                f"{info.name} file name"
     m = re.search(r"rank[_-]?(\d+)", rank_dir.name, re.I)
     if m:
-        return int(m.group(1)), f"folder name {rank_dir.name}"
+        return limits.integer(m.group(1), f"{rank_dir}: rank in the folder name", 0, limits.MAX_RANK_ID), \
+            f"folder name {rank_dir.name}"
     return None, "unknown"
 
 
@@ -716,7 +727,9 @@ def read_matrix(path: Path) -> pd.DataFrame:
                     bw = info.get("Bandwidth(GB/s)")
                     bw = _number(bw, f"{where}: Bandwidth(GB/s)") if bw is not None else float("nan")
                     for value, label in ((size_mb, "Transit Size(MB)"), (time_us, "Transit Time(ms)"), (bw, "Bandwidth(GB/s)")):
-                        if not (math.isnan(value) or (math.isfinite(value) and 0 <= value < 2**62 / 1e6)):
+                        # only the bandwidth may be absent (NaN): a size or time that is not a number is damage
+                        if not ((math.isnan(value) and label.startswith("Band"))
+                                or (math.isfinite(value) and 0 <= value < 2**62 / 1e6)):
                             raise InputError(f"{where}: {label} {value!r} is not a valid non-negative number")
                     rows.append({"step": step, "op": km.group("op"), "group_hash": km.group("hash") or "",
                                  "link": str(link), "transport": str(info.get("Transport Type", "")),

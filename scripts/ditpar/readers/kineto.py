@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ditpar import limits
 from ditpar.core import classify
 from ditpar.core.events import make_events
 from ditpar.core.profile import BYTES_MESSAGE, STEP_COLUMNS, GroupInfo
@@ -421,10 +422,12 @@ def _base_ns(path: Path, base: object) -> int:
 
 def _rank(path: Path, dist: object) -> tuple[int | None, str]:
     if isinstance(dist, dict) and as_int(dist.get("rank")) is not None and dist["rank"] >= 0:
-        return int(dist["rank"]), "distributedInfo.rank"
+        return limits.integer(dist["rank"], f"{path}: distributedInfo.rank", 0, limits.MAX_RANK_ID), \
+            "distributedInfo.rank"
     m = re.search(r"rank[_-]?(\d+)", path.name, re.I)
     if m:
-        return int(m.group(1)), f"file name {path.name}"
+        return limits.integer(m.group(1), f"{path}: rank in the file name", 0, limits.MAX_RANK_ID), \
+            f"file name {path.name}"
     return None, "unknown"
 
 

@@ -24,7 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ditpar import limits
 from ditpar.errors import InputError, NoEvidenceError
+from ditpar.files import input_problem, read_input_text
 from ditpar.scope.recorder import SCHEMA, STAGES, check_layout
 
 MAX_DIM = 2**40  # larger than any tensor a device holds: a bigger size is a damaged record
@@ -89,12 +91,15 @@ def find_files(paths: Iterable[str | Path]) -> list[Path]:
             found = sorted(path.glob("scope*.jsonl"))
             if not found:
                 present = sorted(p.name for p in path.iterdir())[:10]
-                raise InputError(f"{path}: no scope*.jsonl files (present: {present or 'nothing'})")
+                raise InputError(f"{path}: " + ("is a folder; expected a scope*.jsonl record file, or a folder "
+                                               "holding them" if path.suffix == ".jsonl" else "no scope*.jsonl files")
+                                 + f" (present: {present or 'nothing'})")
             files.extend(found)
-        elif path.is_file():
-            files.append(path)
         else:
-            raise InputError(f"{path}: no such file or folder")
+            why = input_problem(path, "file", streams=True)
+            if why:
+                raise InputError(why)
+            files.append(path)
     return files
 
 
@@ -104,23 +109,22 @@ def load_records(paths: Iterable[str | Path], tag: str | None = None) -> list[di
     seen: dict[str, str] = {}
     duplicates: list[str] = []
     for file in find_files(paths):
-        with open(file, encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                where = f"{file}:{lineno}"
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise InputError(f"{where}: not JSON ({exc.msg})") from None
-                _validate(rec, where)
-                key = json.dumps(rec, sort_keys=True)
-                if key in seen:
-                    duplicates.append(f"{where} repeats {seen[key]}")
-                    continue
-                seen[key] = where
-                rec["_where"] = where
-                records.append(rec)
+        for lineno, line in enumerate(read_input_text(file).splitlines(), 1):
+            if not line.strip():
+                continue
+            where = f"{file}:{lineno}"
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{where}: not JSON ({exc.msg})") from None
+            _validate(rec, where)
+            key = json.dumps(rec, sort_keys=True)
+            if key in seen:
+                duplicates.append(f"{where} repeats {seen[key]}")
+                continue
+            seen[key] = where
+            rec["_where"] = where
+            records.append(rec)
     if duplicates:
         sys.stderr.write(f"scope_probe.py: warning: {len(duplicates)} duplicate record(s) ignored, e.g. "
                          f"{duplicates[0]}\n")
@@ -143,8 +147,11 @@ def _validate(rec: Any, where: str) -> None:
     if missing:
         raise InputError(f"{where}: missing keys {missing} (has {sorted(rec)})")
     for key in ("rank", "world_size"):
-        if not isinstance(rec[key], int) or rec[key] < 0:
+        if not isinstance(rec[key], int) or isinstance(rec[key], bool) or rec[key] < 0:
             raise InputError(f"{where}: {key} must be a non-negative integer, got {rec[key]!r}")
+    # the bound plan.py --devices has: a larger world is a damaged record, never work to do
+    limits.integer(rec["world_size"], f"{where}: world_size", 1, limits.MAX_DEVICES)
+    limits.integer(rec["rank"], f"{where}: rank", 0, rec["world_size"] - 1)
     if rec["stage"] not in STAGES:
         raise InputError(f"{where}: stage {rec['stage']!r}, expected one of {list(STAGES)}")
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ditpar import limits
 from ditpar.errors import InputError
 
 
@@ -62,6 +63,11 @@ def make_shape(model, width: int | None = None, height: int | None = None, frame
     cfg = bool(model.cfg_default if cfg is None else cfg)
     if width <= 0 or height <= 0 or frames <= 0 or steps <= 0:
         raise InputError(f"shape {width}x{height}x{frames}, {steps} steps: every size must be positive")
+    for name, value, top in (("width", width, limits.MAX_PIXELS_SIDE), ("height", height, limits.MAX_PIXELS_SIDE),
+                             ("frames", frames, limits.MAX_FRAMES), ("steps", steps, limits.MAX_STEPS)):
+        if value > top:  # the bounds of --resolution, --frames and --steps hold for a table's rows too
+            raise InputError(f"shape {width}x{height}x{frames}, {steps} steps: {name} {value} is out of range "
+                             f"1..{top}")
     pt, ph, pw = (int(x) for x in model.patch)
     st, sh, sw = (int(x) for x in model.vae_stride)
     lat_h, lat_w = height // sh, width // sw
