@@ -181,6 +181,9 @@ def evaluate_parser():
     p.add_argument("--calibrate", action="store_true",
                    help="calibrate compute per table/model/machine/shape from its single-device row (--ref-latency)")
     p.add_argument("--scenarios", action="store_true", help="print one line per scenario")
+    p.add_argument("--hold-out", choices=("all", "source", "hardware", "framework"), default="all",
+                   help="what one held-out fold leaves out: a source table, a hardware class, a framework, or all "
+                        "three in turn (default)")
     _tunable_args(p)
     cli.add_output_args(p, csv=True)
     return p
@@ -274,9 +277,10 @@ def run_evaluate(args) -> int:
     if not args.in_sample_only:
         from ditpar.plan import heldout
 
-        held = heldout.evaluate_heldout(frames, _tunables(args), calibrate=args.calibrate,
-                                        fixed_launch=args.launch_us is not None,
-                                        fixed_overlap=args.overlap_efficiency is not None)
+        held = [heldout.evaluate_heldout(frames, _tunables(args), calibrate=args.calibrate,
+                                         fixed_launch=args.launch_us is not None,
+                                         fixed_overlap=args.overlap_efficiency is not None, by=by)
+                for by in (heldout.GROUPINGS if args.hold_out == "all" else (args.hold_out,))]
     for line in res["warnings"]:
         sys.stderr.write(f"{PROG}: warning: {line}\n")
     if args.csv:
@@ -284,11 +288,12 @@ def run_evaluate(args) -> int:
     if args.json:
         doc = evaluate.evaluation_payload(res)
         if held is not None:
-            doc["heldout"] = heldout.payload(held)
+            doc["heldout"] = heldout.payload(held[0])
+            doc["heldout_by"] = {h["by"]: heldout.payload(h) for h in held}
         cli.print_json("plan-evaluate", doc)
     else:
         if held is not None:
-            sys.stdout.write(heldout.render(held) + "\nin-sample figures (constants as shipped; they were chosen "
+            sys.stdout.write("\n".join(heldout.render(h) for h in held) + "\nin-sample figures (constants as shipped; they were chosen "
                              "looking at some of these tables):\n")
         sys.stdout.write(evaluate.render(res, args.scenarios))
     return 0

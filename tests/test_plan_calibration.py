@@ -164,7 +164,12 @@ def test_nvlink_near_ties_are_a_short_list():
         assert p["predicted_low_s"] <= p["predicted_latency_s"] <= p["predicted_high_s"]
         assert p["short_list"] == (p["predicted_low_s"] <= feas[0]["predicted_high_s"])
     assert f"Measure these {len(doc['short_list'])}:" in doc["conclusion"]
-    assert doc["sensitivity"]["command"].startswith("torchrun --nproc-per-node")
+    # with comm 1 % of the latency no link figure flips the leading pair (issue 23: H20 now has a derived GEMM
+    # curve, so the pair is separated by compute shape, not by a link); a sensitivity, when there is one, says how
+    if doc["sensitivity"] is not None:
+        assert doc["sensitivity"]["command"].startswith("torchrun --nproc-per-node")
+    else:
+        assert "KV heads" in doc["conclusion"] or "bandwidth" in doc["conclusion"]
 
 
 def test_compare_reaches_plans_outside_the_top_ten():

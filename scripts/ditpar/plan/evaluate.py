@@ -195,7 +195,7 @@ def score_row_band(row, tun: Tunables | None = None) -> tuple[float | None, floa
     if model is None:
         return None, None, None, note
     bd = predict(model, hw, shape, plan, tp_host_tunables(tun, row_framework(row), plan))
-    band = uncertainty.band(bd.latency_s, bd.exposed_by_link_s, frozenset())
+    band = uncertainty.band_of(bd, frozenset())
     return bd.latency_s, band.low_s, band.high_s, note or "ok"
 
 

@@ -131,14 +131,18 @@ class LinkClass:
     ring_GBps: float = 0.0                                # measured busbw of the ring pattern (all ranks
                                                           # send to one neighbour at once); 0 = not measured
     alltoall_GBps: tuple[tuple[int, float], ...] = ()     # measured all-to-all busbw by group size (> 2)
+    evidence: str = "derived"   # measured (this hardware class) | derived (physics x a measured efficiency, or
+                                # a vendor/NCCL model) | other-class (a figure measured on another device):
+                                # decides how far the band moves this class's exposed comm (uncertainty.py)
 
     def alltoall_bus_GBps(self, group_size: int) -> float:
-        """Measured all-to-all busbw for a group of this size: the entry of the largest measured size
-        not above it (the smallest entry for smaller groups); 0 when none is given or the group is a pair."""
+        """All-to-all busbw for a group of this size: the entry of the largest listed size not above it
+        (templates/PRESETS.md: a 4-card figure is not applied to a 3-card group); 0 when none applies or
+        the group is a pair (then the link bandwidth with its flow sharing prices it)."""
         if not self.alltoall_GBps or group_size <= 2:
             return 0.0
         below = [bw for k, bw in self.alltoall_GBps if k <= group_size]
-        return below[-1] if below else self.alltoall_GBps[0][1]
+        return below[-1] if below else 0.0
 
     def bus_bandwidth_GBps(self, group_size: int) -> float:
         """Bus bandwidth of a group of this size: full-mesh links cap it at (k-1) * per_peer_GBps."""
@@ -168,6 +172,9 @@ class HardwarePreset:
     domains: tuple[tuple[int, ...], ...] = ()
     notes: str = ""
     path: str = ""
+    p2p: bool = True            # device-to-device copies inside a domain go peer to peer (PCIe boxes: false when
+                                # the driver or platform disables P2P and NCCL bounces through host memory)
+    pcie_layout: str = ""       # how the cards hang off PCIe switches and CPU sockets (PCIe presets)
 
     @property
     def n_devices(self) -> int:
@@ -401,9 +408,15 @@ def _link(data: Any, key: str, path: Path) -> LinkClass:
         if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
             raise InputError(f"{path}: {where}.{k} must be a positive number, got {v!r}")
     peer, ring = (_optional_GBps(data, k, where, path) for k in ("per_peer_GBps", "ring_GBps"))
+    evidence = data.get("evidence", "derived")
+    if evidence not in EVIDENCE:
+        raise InputError(f"{path}: {where}.evidence must be one of {', '.join(EVIDENCE)}, got {evidence!r}")
     return LinkClass(name=str(data["name"]), bandwidth_GBps=float(bw), latency_us=float(lat),
                      basis=str(data.get("basis", "")), per_peer_GBps=peer, ring_GBps=ring,
-                     alltoall_GBps=_alltoall_table(data.get("alltoall_GBps", {}), where, path))
+                     alltoall_GBps=_alltoall_table(data.get("alltoall_GBps", {}), where, path), evidence=evidence)
+
+
+EVIDENCE = ("measured", "derived", "other-class")
 
 
 def _optional_GBps(data: Mapping[str, Any], key: str, where: str, path: Path) -> float:
@@ -477,7 +490,15 @@ def parse_hardware(data: Mapping[str, Any], path: Path) -> HardwarePreset:
         hbm_bandwidth_GBps=float(_pos(data, "hbm_bandwidth_GBps", path, (int, float), default=0.0,
                                       allow_zero=True)),
         domains=domains, notes=data.get("notes", ""), path=str(path),
+        p2p=_bool(data, "p2p", path, True), pcie_layout=str(data.get("pcie_layout", "")),
     )
+
+
+def _bool(data: Mapping[str, Any], key: str, path: Path, default: bool) -> bool:
+    value = data.get(key, default)
+    if not isinstance(value, bool):
+        raise InputError(f"{path}: key '{key}' must be true or false, got {value!r}")
+    return value
 
 
 def _domains(data: Mapping[str, Any], path: Path, dpn: int, dom: int) -> tuple[tuple[int, ...], ...]:

@@ -16,7 +16,7 @@ def annotate(results, measured_links: frozenset[str], half_width: float = uncert
     """Set r.band and r.short_list on every result; return the short list (best first)."""
     feas = [r for r in results if r.feasible]
     for r in results:
-        r.band = uncertainty.band(r.latency_s, r.breakdown.exposed_by_link_s, measured_links, half_width)
+        r.band = uncertainty.band_of(r.breakdown, measured_links, half_width)
         r.short_list = False
     if not feas:
         return []
