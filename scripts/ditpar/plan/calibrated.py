@@ -189,7 +189,8 @@ def render(text: str, results, extra: dict, box: Box, top: int) -> str:
         if r not in shown:
             shown.append(r)
     lines = ["", f"predicted bands (model error +-{uncertainty.MODEL_HALF_WIDTH:.1%} held-out, plus exposed comm on "
-             f"preset link figures moved x{uncertainty.PRESET_FACTOR:g} either way); tie = on the short list:",
+             f"preset link figures moved x1.5 / x2 / x3 either way as each is measured / derived / from another class, "
+             f"PipeFusion schedule x{uncertainty.PIPELINE_FACTOR:g}); tie = on the short list:",
              f"{'#':>3} {'plan':<18}{'latency_s':>10}{'low_s':>10}{'high_s':>10}  short list"]
     for r in shown:
         if not r.feasible:
