@@ -66,6 +66,7 @@ def rank_plans(model, hw, shape: Shape, devices: int, tun: Tunables, *, with_dp:
     runs, an indivisible sequence is padded as that framework pads, and weight sharding unlocks G2
     only where that framework has it."""
     from ditpar.plan import gates
+    from ditpar.plan.cost.work import padding_for
     from ditpar.plan.frameworks import exactness, preferred, runs, tp_host_tunables
 
     total = hw.devices_per_node * hw.nodes
@@ -83,7 +84,7 @@ def rank_plans(model, hw, shape: Shape, devices: int, tun: Tunables, *, with_dp:
             continue
         runners = preferred([fw for fw in frameworks if runs(fw, model, hw, shape, plan) is None], hw) \
             if frameworks else []
-        pad = gates.padding_for(model, shape, plan) if frameworks else 0
+        pad = padding_for(model, shape, plan) if frameworks else 0
         pshape = dataclasses.replace(shape, pad_tokens=pad) if pad else shape
         plan_tun = tp_host_tunables(tun, runners[0] if runners else None, plan)
         bd = predict(model, hw, pshape, plan, plan_tun)

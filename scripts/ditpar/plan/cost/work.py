@@ -113,6 +113,17 @@ def parse_kind(kind: str) -> tuple[str, str]:
     return base, span
 
 
+def padding_for(model, shape: Shape, plan: Plan) -> int:
+    """Tokens a padding framework appends so the sequence (per frame for spatial attention) divides sp."""
+    if plan.sp <= 1:
+        return 0
+    spatial = any(parse_kind(k)[1] == "spatial" for k in model.blocks)
+    if spatial:
+        tpf = shape.tokens_per_frame
+        return shape.frames_tok * (-(-tpf // plan.sp) * plan.sp - tpf)
+    return -(-shape.tokens // plan.sp) * plan.sp - shape.tokens
+
+
 def linear_flops_per_token(model, base: str) -> float:
     """Forward FLOPs of one token through one block's projections and MLP (2 FLOPs per MAC)."""
     d, f = model.hidden, model.ffn
