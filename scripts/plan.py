@@ -200,8 +200,10 @@ def main() -> None:
 
 
 def run_plan(args) -> int:
-    from ditpar.plan import custom_model, frameworks, presets, report
-    from ditpar.plan.cost import calibrate, conclusion, make_shape, rank_plans
+    from ditpar.plan.cost import make_shape
+    from ditpar.plan.decide import report
+    from ditpar.plan.decide.rank import calibrate, conclusion, rank_plans
+    from ditpar.plan.inputs import custom_model, frameworks, presets
 
     width, height = _check_request(args)
     if (args.model is None) == (args.model_file is None):
@@ -215,7 +217,7 @@ def run_plan(args) -> int:
     _in_range("--warmup", args.warmup, 0, shape.steps, f" (the request has {shape.steps} steps)")
     tun = _tunables(args)
     tun = dataclasses.replace(tun, offload_text_encoder=args.offload_text_encoder, vae_tiling=args.vae_tiling)
-    from ditpar.plan import calibrated
+    from ditpar.plan.decide import calibrated
 
     box = calibrated.calibrate_box(args, model, hw, shape, tun)
     hw, tun = box.hw, box.tun
@@ -246,7 +248,7 @@ def run_plan(args) -> int:
 
 
 def run_score(args) -> int:
-    from ditpar.plan import evaluate
+    from ditpar.plan.judge import evaluate
 
     frame = evaluate.read_table(args.candidates)
     out = evaluate.score_table(frame, _tunables(args))
@@ -264,7 +266,7 @@ def run_score(args) -> int:
 
 
 def run_evaluate(args) -> int:
-    from ditpar.plan import evaluate
+    from ditpar.plan.judge import evaluate
 
     frames: dict = {}
     for folder in args.tables:
@@ -275,7 +277,7 @@ def run_evaluate(args) -> int:
     res = evaluate.evaluate_tables(frames, _tunables(args), calibrate=args.calibrate)
     held = None
     if not args.in_sample_only:
-        from ditpar.plan import heldout
+        from ditpar.plan.judge import heldout
 
         held = [heldout.evaluate_heldout(frames, _tunables(args), calibrate=args.calibrate,
                                          fixed_launch=args.launch_us is not None,

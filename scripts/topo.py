@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ditpar import cli
 from ditpar.errors import InputError
-from ditpar.plan.topology import LEGAL_RULE, parse_topology
+from ditpar.plan.inputs.topology import LEGAL_RULE, parse_topology
 
 PROG = "topo.py"
 

@@ -19,7 +19,7 @@ from ditpar.plan.cost import (
 )
 from ditpar.plan.cost.timing import comm_time_s, masking_hidden
 from ditpar.plan.cost.work import block_work, step_collectives
-from ditpar.plan.presets import LinkClass
+from ditpar.plan.inputs.presets import LinkClass
 
 B = 2  # bytes per bf16 element
 

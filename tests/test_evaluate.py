@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 from conftest import need_shared
-from ditpar.plan import evaluate as ev
+from ditpar.plan.judge import evaluate as ev
 
 
 def test_kendall_tau_by_hand():

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 from ditpar.errors import InputError
-from ditpar.plan import presets
 from ditpar.plan.cost import Plan, make_shape, predict
 from ditpar.plan.cost import efficiency as eff
 from ditpar.plan.cost.work import block_gemms
+from ditpar.plan.inputs import presets
 
 BEST = 780.2   # m = n = k = 4096, the largest figure of the sm_90 grid
 

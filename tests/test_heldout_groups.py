@@ -6,8 +6,9 @@ import math
 
 import pandas as pd
 import pytest
-from ditpar.plan import evaluate as ev
-from ditpar.plan import heldout, uncertainty
+from ditpar.plan.decide import uncertainty
+from ditpar.plan.judge import evaluate as ev
+from ditpar.plan.judge import heldout
 
 COLS = ev.COLUMNS
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from ditpar.plan import frameworks, presets, shortlist
-from ditpar.plan.cost import Plan, Tunables, make_shape, predict, rank_plans
+from ditpar.plan.cost import Plan, Tunables, make_shape, predict
 from ditpar.plan.cost.timing import host_device_s, slowest_stage_s, stage_split
+from ditpar.plan.decide import shortlist
+from ditpar.plan.decide.rank import rank_plans
+from ditpar.plan.inputs import frameworks, presets
 
 
 def ranked(model: str, hw: str, n: int) -> dict:
@@ -75,7 +77,7 @@ def test_pipefusion_stage_split_and_slowest_stage():
 
 
 def test_band_widens_more_for_other_class_figures():
-    from ditpar.plan import uncertainty
+    from ditpar.plan.decide import uncertainty
     kw = dict(latency_s=10.0, exposed_by_link_s={"intra_domain": 2.0}, measured_links=frozenset(), half_width=0.0)
     meas = uncertainty.band(**kw, evidence={"intra_domain": "measured"})
     der = uncertainty.band(**kw, evidence={"intra_domain": "derived"})

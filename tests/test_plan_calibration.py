@@ -9,7 +9,7 @@ import math
 
 import pytest
 from conftest import ROOT, run_script
-from ditpar.plan import uncertainty
+from ditpar.plan.decide import uncertainty
 
 FLUX_L20 = ["--model", "FLUX.1-dev", "--hardware", "L20", "--devices", "4"]
 BENCH_HEAD = ("op,bytes,ranks,time_us,algbw_GBps,busbw_GBps,correct,wrong,count,dtype,wire_bytes,bus_factor,"
@@ -95,7 +95,7 @@ def test_bench_link_figures_say_measured_or_preset(tmp_path):
 
 
 def test_bench_interpolates_over_message_size(tmp_path):
-    from ditpar.plan.calibration import Curve
+    from ditpar.plan.inputs.calibration import Curve
 
     c = Curve("intra_domain", "alltoall", 4, "all_to_all", [(1 << 20, 2.0), (4 << 20, 6.0)], "x.csv")
     assert c.at(2 << 20)[0] == pytest.approx(4.0)      # halfway in log(bytes)
@@ -202,8 +202,8 @@ def test_emit_matrix_abba_both_tiers(tmp_path):
 
 
 def test_heldout_constants_never_see_the_scored_source():
-    from ditpar.plan import evaluate, heldout
     from ditpar.plan.cost import Tunables
+    from ditpar.plan.judge import evaluate, heldout
 
     frames = evaluate.load_tables(ROOT / "benchmarks" / "published")
     base = heldout.evaluate_heldout(frames, Tunables())
@@ -230,8 +230,8 @@ def test_evaluate_prints_heldout_and_pooled_json():
 
 def test_shipped_band_half_width_is_the_all_sources_fit():
     from conftest import need_shared
-    from ditpar.plan import evaluate, heldout
     from ditpar.plan.cost import Tunables
+    from ditpar.plan.judge import evaluate, heldout
 
     frames = dict(evaluate.load_tables(need_shared("calibration")))
     frames.update(evaluate.load_tables(ROOT / "benchmarks" / "published"))

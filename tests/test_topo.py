@@ -11,7 +11,7 @@ import json
 import pytest
 from conftest import ROOT, run_script
 from ditpar.errors import InputError
-from ditpar.plan.topology import link_rank, parse_topology
+from ditpar.plan.inputs.topology import link_rank, parse_topology
 
 DATA = ROOT / "tests" / "data" / "topo"
 Q0, Q1 = [0, 1, 2, 3], [4, 5, 6, 7]
@@ -153,8 +153,8 @@ def test_cli_bad_input_exits_2(tmp_path):
 
 
 def test_interleaved_domains_give_a_visible_devices_order_and_a_preset():
-    from ditpar.plan import presets
-    from ditpar.plan.topology import apply_topology
+    from ditpar.plan.inputs import presets
+    from ditpar.plan.inputs.topology import apply_topology
 
     topo = parse_topology((DATA / "nvidia_4090_pcie_interleaved.txt").read_text(encoding="utf-8"))
     s = topo.summary()

@@ -17,7 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ditpar.errors import InputError
-from ditpar.plan.presets import _read_toml, normalize, templates_dir
+from ditpar.plan.inputs.presets import _read_toml, normalize, templates_dir
 
 TABLE_NAME = "gemm_efficiency.toml"
 LARGE = 1 << 30   # a dimension "as large as the table goes" (held at the grid edge)

@@ -34,7 +34,7 @@ class Tunables:
     offload_text_encoder: bool = False  # text encoder off the device during denoising (memory only)
     vae_tiling: bool = False            # tiled VAE decode (memory only)
     tp_linear_host_us: float = 0.0      # extra host time per TP-parallelized linear at launch_us = 25 (DTensor
-                                        # dispatch; set by ditpar.plan.cost.rank for a DTensor framework);
+                                        # dispatch; set by ditpar.plan.decide.rank for a DTensor framework);
                                         # scales with launch_us, so --launch-us 0 (captured/compiled) removes it
 
 

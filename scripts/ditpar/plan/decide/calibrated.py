@@ -8,7 +8,8 @@ import re
 from dataclasses import dataclass, field
 
 from ditpar.errors import InputError
-from ditpar.plan import calibration, shortlist, uncertainty
+from ditpar.plan.decide import shortlist, uncertainty
+from ditpar.plan.inputs import calibration
 
 FEW_STEPS, ANCHOR_STEPS, REPEATS = 4, 10, 5
 
@@ -25,7 +26,7 @@ class Box:
 
 def calibrate_box(args, model, hw, shape, tun) -> Box:
     """Apply --topo, --bench, --set and --ref-step-s (in that order) to the preset."""
-    from ditpar.plan.cost import calibrate
+    from ditpar.plan.decide.rank import calibrate
 
     warnings: list[str] = []
     if args.topo:
@@ -90,8 +91,8 @@ def find_plans(results, names: list[str]) -> list:
 def after_ranking(args, box: Box, results, model, hw, shape, tun, write_matrix=None) -> dict:
     """Bands, short list, sensitivity, --compare and --emit-matrix after rank_plans (`write_matrix`:
     the few-step tool's writer, passed in by the script since the plan layer does not import it)."""
-    from ditpar.plan import gates
-    from ditpar.plan.cost.rank import pair_tunables, runner_up
+    from ditpar.plan.decide import gates
+    from ditpar.plan.decide.rank import pair_tunables, runner_up
 
     measured = calibration.measured_links(box.link_records, hw)
     short = shortlist.annotate(results, measured)

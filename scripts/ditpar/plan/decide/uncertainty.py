@@ -1,7 +1,7 @@
 """Predicted bands per plan and the short list of plans the model cannot order.
 
 A plan's band is its prediction widened by the model's own held-out error (a half-width in log
-space, derived leave-one-source-out by `ditpar.plan.heldout`) and by every preset, unmeasured link
+space, derived leave-one-source-out by `ditpar.plan.judge.heldout`) and by every preset, unmeasured link
 figure its exposed communication rests on (moved either way by the figure's evidence: EVIDENCE_FACTOR), and by
 PipeFusion's schedule (PIPELINE_FACTOR).
 Plans whose band overlaps the best plan's band form the short list: a tie the model cannot break.

@@ -194,7 +194,7 @@ def measured_links(records: list[dict], hw) -> frozenset[str]:
 
 def load_topology(path: str, hw):
     """The preset with domains from an `nvidia-smi topo -m` / `npu-smi info -t topo` file."""
-    from ditpar.plan.topology import apply_topology, parse_topology
+    from ditpar.plan.inputs.topology import apply_topology, parse_topology
 
     try:
         text = Path(path).read_text()

@@ -65,9 +65,9 @@ def rank_plans(model, hw, shape: Shape, devices: int, tun: Tunables, *, with_dp:
     allow_approximate), fastest first. With `frameworks` (profiles), G1 keeps only plans one of them
     runs, an indivisible sequence is padded as that framework pads, and weight sharding unlocks G2
     only where that framework has it."""
-    from ditpar.plan import gates
     from ditpar.plan.cost.work import padding_for
-    from ditpar.plan.frameworks import exactness, preferred, runs, tp_host_tunables
+    from ditpar.plan.decide import gates
+    from ditpar.plan.inputs.frameworks import exactness, preferred, runs, tp_host_tunables
 
     total = hw.devices_per_node * hw.nodes
     if devices > total:

@@ -3,7 +3,7 @@
 Every constant that was chosen by looking at published tables is chosen again without the table
 being scored: the `mfu` of the presets derived from published single-device runs (DERIVED_MFU), the
 host cost per eager op and the ring overlap efficiency (picked from a small grid by pairwise accuracy
-on the other tables), and the band half-width of the short list (ditpar.plan.uncertainty). The
+on the other tables), and the band half-width of the short list (ditpar.plan.decide.uncertainty). The
 figures reported for a table are those of the model built without it; pooled figures add them up.
 """
 
@@ -14,8 +14,8 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from ditpar.plan import uncertainty
-from ditpar.plan.evaluate import (
+from ditpar.plan.decide import uncertainty
+from ditpar.plan.judge.evaluate import (
     SCENARIO_KEY,
     TIE,
     _calibration_key,
@@ -153,7 +153,7 @@ def collect_rows(frames: dict[str, object]) -> list[Row]:
 def derive_mfu(rows: list[Row], exclude: str | None, tun, by: str = "source") -> dict[str, float]:
     """mfu per DERIVED_MFU preset from plain single-device rows outside the held-out group `exclude`
     (median of the per-row fits); PRIOR_MFU when no such row is left."""
-    from ditpar.plan.cost import calibrate
+    from ditpar.plan.decide.rank import calibrate
 
     fits: dict[str, list[float]] = {}
     for r in rows:
@@ -184,9 +184,10 @@ class Scorer:
 
     def predict(self, launch: float, overlap: float, mfu: dict[str, float]) -> list[tuple[float, float]]:
         """(latency_s, exposed communication s) per row."""
-        from ditpar.plan.cost import calibrate, predict
-        from ditpar.plan.evaluate import row_framework
-        from ditpar.plan.frameworks import tp_host_tunables
+        from ditpar.plan.cost import predict
+        from ditpar.plan.decide.rank import calibrate
+        from ditpar.plan.inputs.frameworks import tp_host_tunables
+        from ditpar.plan.judge.evaluate import row_framework
 
         key = (launch, overlap, tuple(sorted(mfu.items())))
         if key in self.cache:
@@ -221,7 +222,7 @@ def group_of(r: Row, by: str) -> str:
     if by == "hardware":
         return str(r.hw.accelerator)
     if by == "framework":
-        from ditpar.plan.evaluate import row_framework
+        from ditpar.plan.judge.evaluate import row_framework
 
         fw = row_framework(r.row)
         return fw.name if fw is not None else str(r.row["source_repo"])

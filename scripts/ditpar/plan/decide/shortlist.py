@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from ditpar.plan import uncertainty
 from ditpar.plan.cost import layout, predict
-from ditpar.plan.gates import _scale_link, _threshold
+from ditpar.plan.decide import uncertainty
+from ditpar.plan.decide.gates import _scale_link, _threshold
 
 SHOWN = 6   # short-list names written into the conclusion
 

@@ -7,7 +7,7 @@ import dataclasses
 from pathlib import Path
 
 from ditpar.errors import InputError
-from ditpar.plan.presets import ModelPreset, _read_toml
+from ditpar.plan.inputs.presets import ModelPreset, _read_toml
 
 REQUIRED = ("name", "heads", "kv_heads", "head_dim", "layers", "hidden", "ffn", "text_tokens", "cfg")
 # stated defaults of every other field (references/parallel-selection.md, "Describe an in-house model")

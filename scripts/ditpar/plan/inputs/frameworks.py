@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ditpar.errors import InputError
 from ditpar.plan.cost.plans import Plan
-from ditpar.plan.presets import _read_toml, normalize, templates_dir
+from ditpar.plan.inputs.presets import _read_toml, normalize, templates_dir
 
 FORMS = ("ulysses", "ring", "kv_allgather", "tp", "pipefusion", "cfg", "dp")
 PADDING = ("pad", "uneven", "reject")

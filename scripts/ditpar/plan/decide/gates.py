@@ -81,7 +81,7 @@ def availability(model, hw, shape: Shape, plan: Plan, frameworks=None) -> Gate:
         return Gate("G1", "form availability", "veto", "; ".join(why))
     notes = []
     if frameworks is not None:
-        from ditpar.plan.frameworks import runs
+        from ditpar.plan.inputs.frameworks import runs
 
         lacks = {fw.name: runs(fw, model, hw, shape, plan) for fw in frameworks}
         ok = [n for n, w in lacks.items() if w is None]
