@@ -16,8 +16,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
 from ditpar.errors import InputError  # noqa: E402
-from ditpar.plan import frameworks, presets  # noqa: E402
-from ditpar.plan.cost import Tunables, conclusion, make_shape, rank_plans  # noqa: E402
+from ditpar.plan.cost import Tunables, make_shape
+from ditpar.plan.decide.rank import conclusion, rank_plans  # noqa: E402
+from ditpar.plan.inputs import frameworks, presets  # noqa: E402
 
 
 def main() -> None:

@@ -195,6 +195,9 @@ def evaluate_parser():
     p.add_argument("--calibrate", action="store_true",
                    help="calibrate compute per table/model/machine/shape from its single-device row (--ref-latency)")
     p.add_argument("--scenarios", action="store_true", help="print one line per scenario")
+    p.add_argument("--hold-out", choices=("all", "source", "hardware", "framework"), default="all",
+                   help="what one held-out fold leaves out: a source table, a hardware class, a framework, or all "
+                        "three in turn (default)")
     _tunable_args(p)
     cli.add_output_args(p, csv=True)
     return p
@@ -211,8 +214,10 @@ def main() -> None:
 
 
 def run_plan(args) -> int:
-    from ditpar.plan import custom_model, frameworks, presets, report
-    from ditpar.plan.cost import calibrate, conclusion, make_shape, rank_plans
+    from ditpar.plan.cost import make_shape
+    from ditpar.plan.decide import report
+    from ditpar.plan.decide.rank import calibrate, conclusion, rank_plans
+    from ditpar.plan.inputs import custom_model, frameworks, presets
 
     width, height = _check_request(args)
     if (args.model is None) == (args.model_file is None):
@@ -229,7 +234,7 @@ def run_plan(args) -> int:
     _in_range("--warmup", args.warmup, 0, shape.steps, f" (the request has {shape.steps} steps)")
     tun = _tunables(args)
     tun = dataclasses.replace(tun, offload_text_encoder=args.offload_text_encoder, vae_tiling=args.vae_tiling)
-    from ditpar.plan import calibrated
+    from ditpar.plan.decide import calibrated
 
     box = calibrated.calibrate_box(args, model, hw, shape, tun)
     hw, tun = box.hw, box.tun
@@ -263,7 +268,7 @@ def run_plan(args) -> int:
 
 
 def run_score(args) -> int:
-    from ditpar.plan import evaluate
+    from ditpar.plan.judge import evaluate
 
     frame = evaluate.read_table(args.candidates)
     out = evaluate.score_table(frame, _tunables(args))
@@ -281,7 +286,7 @@ def run_score(args) -> int:
 
 
 def run_evaluate(args) -> int:
-    from ditpar.plan import evaluate
+    from ditpar.plan.judge import evaluate
 
     frames: dict = {}
     for folder in args.tables:
@@ -292,11 +297,12 @@ def run_evaluate(args) -> int:
     res = evaluate.evaluate_tables(frames, _tunables(args), calibrate=args.calibrate)
     held = None
     if not args.in_sample_only:
-        from ditpar.plan import heldout
+        from ditpar.plan.judge import heldout
 
-        held = heldout.evaluate_heldout(frames, _tunables(args), calibrate=args.calibrate,
-                                        fixed_launch=args.launch_us is not None or args.runtime is not None,
-                                        fixed_overlap=args.overlap_efficiency is not None)
+        held = [heldout.evaluate_heldout(frames, _tunables(args), calibrate=args.calibrate,
+                                         fixed_launch=args.launch_us is not None or args.runtime is not None,
+                                         fixed_overlap=args.overlap_efficiency is not None, by=by)
+                for by in (heldout.GROUPINGS if args.hold_out == "all" else (args.hold_out,))]
     for line in res["warnings"]:
         sys.stderr.write(f"{PROG}: warning: {line}\n")
     if args.csv:
@@ -304,11 +310,12 @@ def run_evaluate(args) -> int:
     if args.json:
         doc = evaluate.evaluation_payload(res)
         if held is not None:
-            doc["heldout"] = heldout.payload(held)
+            doc["heldout"] = heldout.payload(held[0])
+            doc["heldout_by"] = {h["by"]: heldout.payload(h) for h in held}
         cli.print_json("plan-evaluate", doc)
     else:
         if held is not None:
-            sys.stdout.write(heldout.render(held) + "\nin-sample figures (constants as shipped; they were chosen "
+            sys.stdout.write("\n".join(heldout.render(h) for h in held) + "\nin-sample figures (constants as shipped; they were chosen "
                              "looking at some of these tables):\n")
         sys.stdout.write(evaluate.render(res, args.scenarios))
     return 0

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 
 from ditpar import cli
-from ditpar.plan.topology import LEGAL_RULE, MAX_DEVICE_ID, parse_topology
+from ditpar.plan.inputs.topology import LEGAL_RULE, MAX_DEVICE_ID, parse_topology
 
 PROG = "topo.py"
 

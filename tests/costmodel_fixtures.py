@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ditpar.plan.presets import HardwarePreset, LinkClass, ModelPreset
+from ditpar.plan.inputs.presets import HardwarePreset, LinkClass, ModelPreset
 
 
 def tiny_model(kv_heads: int = 8, **kw) -> ModelPreset:

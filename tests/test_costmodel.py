@@ -19,7 +19,7 @@ from ditpar.plan.cost import (
 )
 from ditpar.plan.cost.timing import comm_time_s, masking_hidden
 from ditpar.plan.cost.work import block_work, step_collectives
-from ditpar.plan.presets import LinkClass
+from ditpar.plan.inputs.presets import LinkClass
 
 B = 2  # bytes per bf16 element
 
@@ -198,7 +198,7 @@ def test_ring_overlap_and_masking_ceiling():
     # 4 local tokens x 64 wide x 10 B, for 3 hops; and the USP layer's layout copies of Q, K, V, O
     # (2 copies each, read + write) run with Ulysses = 1 too: 2 x 2 x 4 tokens x 2 B x (64+64+64+64)
     assert bw.relayout_bytes == 3 * 4 * 64 * 10 + 2 * 2 * 4 * 2 * 256
-    assert bw.kernels == 30 + 32 + 3 * 20      # block + USP layout ops (no all-to-all call) + 3 hops
+    assert bw.kernels == 30 + 32 + 3 * 12      # block + USP layout ops (no all-to-all call) + 3 hops (OPS_RING_HOP)
     merge = bw.relayout_bytes / (hw.hbm_bandwidth_GBps * 1e9)
     assert ideal.step_s == pytest.approx(2 * (lin + att + merge + exposed_ideal))
     assert none.step_s == pytest.approx(2 * (lin + att + merge + 3 * hop))

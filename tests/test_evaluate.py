@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 from conftest import need_shared
-from ditpar.plan import evaluate as ev
+from ditpar.plan.judge import evaluate as ev
 
 
 def test_kendall_tau_by_hand():
@@ -92,11 +92,11 @@ def test_evaluate_cli(tmp_path):
 
 
 def test_published_tables_outside_shared_are_read_whole():
-    """benchmarks/published: 153 rows from other public docs; every row is scored or says why not."""
+    """benchmarks/published: 182 rows from other public docs; every row is scored or says why not."""
     from conftest import ROOT
 
     frames = ev.load_tables(ROOT / "benchmarks" / "published")
-    assert sum(len(f) for f in frames.values()) == 153
+    assert sum(len(f) for f in frames.values()) == 153 + 13 + 16   # + issue 23's CogVideoX1.5 L40 and L20 charts
     for name, frame in frames.items():
         scored = ev.score_table(frame)
         for _, row in scored.iterrows():
@@ -106,7 +106,7 @@ def test_published_tables_outside_shared_are_read_whole():
     sana = ev.score_table(frames["xdit_sana.csv"])
     assert sana["score_note"].eq("ok").all()
     s = ev.evaluate_tables(frames)["summary"]
-    assert (s["rows_scored"], s["pairs"], s["top1_scenarios"]) == (87, 25, 9)
+    assert (s["rows_scored"], s["pairs"], s["top1_scenarios"]) == (87 + 29, 25 + 28, 9 + 5)   # + the two CogVideoX1.5 charts
     # cache-dit's TP rows are priced with its DTensor TP (the framework named by source_repo)
     tp4 = frames["cachedit_tensor_parallel.csv"].iloc[2]
     assert (int(tp4["tp"]), tp4["latency_s"]) == (4, "10.69") and ev.row_framework(tp4).tp_impl == "dtensor"

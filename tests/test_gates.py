@@ -7,8 +7,9 @@ import re
 import pytest
 from costmodel_fixtures import box, replace, tiny_model
 from ditpar.errors import InputError
-from ditpar.plan import gates
-from ditpar.plan.cost import Plan, Tunables, make_shape, predict, rank_plans
+from ditpar.plan.cost import Plan, Tunables, make_shape, predict
+from ditpar.plan.decide import gates
+from ditpar.plan.decide.rank import rank_plans
 
 
 def shape(model, px=128):
@@ -105,10 +106,10 @@ def test_rank_plans_orders_feasible_first_and_names_devices_error():
 def test_g5_ignores_tp_collectives_and_counts_attention_once():
     """The TP AdaLN all-gather is not a sequence collective: it does not hide behind attention. A plan
     with two maskable families (all-to-all and K/V gather) hides both behind one attention per block."""
-    from ditpar.plan import presets
     from ditpar.plan.cost import layout
     from ditpar.plan.cost.timing import comm_time_s
     from ditpar.plan.cost.work import block_work
+    from ditpar.plan.inputs import presets
 
     flux, h100 = presets.resolve_model("FLUX.1-dev"), presets.resolve_hardware("H100")
     s = make_shape(flux, 1024, 1024, 1, 28, cfg=None)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 from ditpar.errors import InputError
-from ditpar.plan import presets
 from ditpar.plan.cost import Plan, make_shape, predict
 from ditpar.plan.cost import efficiency as eff
 from ditpar.plan.cost.work import block_gemms
+from ditpar.plan.inputs import presets
 
 BEST = 780.2   # m = n = k = 4096, the largest figure of the sm_90 grid
 
@@ -74,14 +74,29 @@ def test_tp_shards_n_of_column_and_k_of_row_parallel_gemms():
 
 
 def test_family_without_a_curve_is_said_and_priced_at_mfu():
+    import dataclasses
     a100 = presets.resolve_hardware("A100", "NVLink")
-    assert eff.curve_for(a100) is None
-    d = eff.describe(a100)
+    other = dataclasses.replace(a100, accelerator="MI300X")     # listed nowhere in the table
+    assert eff.curve_for(other) is None
+    d = eff.describe(other)
     assert d["family"] is None and "no sourced GEMM curve" in d["source"]
     sd3 = presets.resolve_model("SD3-medium")
     shape = make_shape(sd3, 1024, 1024, 1, 28, cfg=None)
-    bd = predict(sd3, a100, shape, Plan(tp=8))
+    bd = predict(sd3, other, shape, Plan(tp=8))
     assert bd.compute_efficiency == 1.0
+
+
+def test_derived_curve_is_the_equal_time_scaling_of_hopper():
+    """A100 (312 TFLOPS) has no public curve: its relative efficiency at (m, n, k) is Hopper's at s x (m, n, k),
+    s = (989 / 312)^(1/3), and describe() says it is derived."""
+    a100 = presets.resolve_hardware("A100", "NVLink")
+    curve = eff.curve_for(a100)
+    hopper = eff.curve_for(presets.resolve_hardware("H100"))
+    s = (989.0 / 312.0) ** (1.0 / 3.0)
+    assert curve.scale == pytest.approx(s)
+    assert curve.relative(512, 640, 3072) == pytest.approx(hopper.relative(512 * s, 640 * s, 3072 * s))
+    d = eff.describe(a100)
+    assert d["derived"] is True and d["verified"] is False and "equal-time" in d["family"]
 
 
 def test_small_per_card_gemms_cost_more_on_hopper():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from conftest import run_script
-from ditpar.plan.gates import _gb
+from ditpar.plan.decide.gates import _gb
 
 
 def plan_json(*args):
@@ -30,7 +30,7 @@ def test_head_padding_is_shown_where_it_is_priced():
     assert by["R4"]["pad_heads"] is None               # no Ulysses, no head split
     from types import SimpleNamespace
 
-    from ditpar.plan.report import padding_note
+    from ditpar.plan.decide.report import padding_note
 
     model = SimpleNamespace(heads=30)
     plan = SimpleNamespace(ulysses=4, tp=1)

@@ -9,7 +9,7 @@ import math
 
 import pytest
 from conftest import ROOT, run_script
-from ditpar.plan import uncertainty
+from ditpar.plan.decide import uncertainty
 
 FLUX_L20 = ["--model", "FLUX.1-dev", "--hardware", "L20", "--devices", "4"]
 BENCH_HEAD = ("op,bytes,ranks,time_us,algbw_GBps,busbw_GBps,correct,wrong,count,dtype,wire_bytes,bus_factor,"
@@ -95,7 +95,7 @@ def test_bench_link_figures_say_measured_or_preset(tmp_path):
 
 
 def test_bench_interpolates_over_message_size(tmp_path):
-    from ditpar.plan.calibration import Curve
+    from ditpar.plan.inputs.calibration import Curve
 
     c = Curve("intra_domain", "alltoall", 4, "all_to_all", [(1 << 20, 2.0), (4 << 20, 6.0)], "x.csv")
     assert c.at(2 << 20)[0] == pytest.approx(4.0)      # halfway in log(bytes)
@@ -168,7 +168,12 @@ def test_nvlink_near_ties_are_a_short_list():
     assert f"Measure these {len(measure)}: {', '.join(measure)} (" in doc["conclusion"]
     if len(doc["short_list"]) > 3:
         assert f"{len(doc['short_list']) - 3} slower predictions also fall in the band" in doc["conclusion"]
-    assert doc["sensitivity"]["command"].startswith("torchrun --nproc-per-node")
+    # with comm 1 % of the latency no link figure flips the leading pair (issue 23: H20 now has a derived GEMM
+    # curve, so the pair is separated by compute shape, not by a link); a sensitivity, when there is one, says how
+    if doc["sensitivity"] is not None:
+        assert doc["sensitivity"]["command"].startswith("torchrun --nproc-per-node")
+    else:
+        assert "KV heads" in doc["conclusion"] or "bandwidth" in doc["conclusion"]
 
 
 def test_compare_reaches_plans_outside_the_top_ten():
@@ -215,8 +220,8 @@ def test_emit_matrix_abba_both_tiers(tmp_path):
 
 
 def test_heldout_constants_never_see_the_scored_source():
-    from ditpar.plan import evaluate, heldout
     from ditpar.plan.cost import Tunables
+    from ditpar.plan.judge import evaluate, heldout
 
     frames = evaluate.load_tables(ROOT / "benchmarks" / "published")
     base = heldout.evaluate_heldout(frames, Tunables())
@@ -243,8 +248,8 @@ def test_evaluate_prints_heldout_and_pooled_json():
 
 def test_shipped_band_half_width_is_the_all_sources_fit():
     from conftest import need_shared
-    from ditpar.plan import evaluate, heldout
     from ditpar.plan.cost import Tunables
+    from ditpar.plan.judge import evaluate, heldout
 
     frames = dict(evaluate.load_tables(need_shared("calibration")))
     frames.update(evaluate.load_tables(ROOT / "benchmarks" / "published"))
@@ -264,8 +269,8 @@ def _rows(path, rows, head=BENCH_HEAD):
 
 
 def test_line_rates_per_link_class_of_the_presets():
-    from ditpar.plan import presets
-    from ditpar.plan.link_limits import line_rate
+    from ditpar.plan.inputs import presets
+    from ditpar.plan.inputs.link_limits import line_rate
 
     def rate(hw, key):
         h = presets.load_hardware(hw)
@@ -298,8 +303,8 @@ def test_line_rates_per_link_class_of_the_presets():
 ])
 def test_implausible_busbw_is_refused_naming_file_row_value_and_range(tmp_path, group, busbw, phrase):
     from ditpar.errors import InputError
-    from ditpar.plan import presets
-    from ditpar.plan.calibration import read_bench
+    from ditpar.plan.inputs import presets
+    from ditpar.plan.inputs.calibration import read_bench
 
     path = _rows(tmp_path / "b.csv", [("all_reduce", 1 << 20, 2, 12.0, "0,1"), ("all_reduce", 1 << 22, 2, busbw, group)])
     with pytest.raises(InputError) as err:
@@ -311,8 +316,8 @@ def test_implausible_busbw_is_refused_naming_file_row_value_and_range(tmp_path, 
 def test_nvls_busbw_above_the_link_rate_is_plausible_on_nvlink(tmp_path):
     """NVIDIA/nccl-tests#212: ~480 GB/s NVLS all-reduce busbw on 450 GB/s NVLink4: accepted; 1000 is not."""
     from ditpar.errors import InputError
-    from ditpar.plan import presets
-    from ditpar.plan.calibration import read_bench
+    from ditpar.plan.inputs import presets
+    from ditpar.plan.inputs.calibration import read_bench
 
     hw = presets.load_hardware("H100")
     curves = read_bench([_rows(tmp_path / "ok.csv", [("all_reduce", 1 << 30, 8, 480.0, "world")])], hw)
@@ -330,8 +335,8 @@ def test_nvls_busbw_above_the_link_rate_is_plausible_on_nvlink(tmp_path):
 ])
 def test_bench_rows_that_cannot_be_a_group_are_refused(tmp_path, row, phrase):
     from ditpar.errors import InputError
-    from ditpar.plan import presets
-    from ditpar.plan.calibration import read_bench
+    from ditpar.plan.inputs import presets
+    from ditpar.plan.inputs.calibration import read_bench
 
     with pytest.raises(InputError, match=None) as err:
         read_bench([_rows(tmp_path / "b.csv", [row])], presets.load_hardware("L20"))
@@ -340,8 +345,8 @@ def test_bench_rows_that_cannot_be_a_group_are_refused(tmp_path, row, phrase):
 
 def test_a_bench_file_that_contributes_nothing_is_said(tmp_path, capsys):
     from ditpar.errors import InputError
-    from ditpar.plan import presets
-    from ditpar.plan.calibration import read_bench
+    from ditpar.plan.inputs import presets
+    from ditpar.plan.inputs.calibration import read_bench
 
     hw = presets.load_hardware("L20")
     good = _rows(tmp_path / "good.csv", [("all_to_all", 1 << 20, 4, 3.0, "world")])
@@ -357,8 +362,8 @@ def test_bench_ops_are_the_comm_bench_ops(tmp_path):
     """A misspelled op ('allreduce') was skipped without a word; the list is comm_bench.py's own."""
     from ditpar.comm.bench import OPS
     from ditpar.errors import InputError
-    from ditpar.plan import presets
-    from ditpar.plan.calibration import BENCH_OPS, read_bench
+    from ditpar.plan.inputs import presets
+    from ditpar.plan.inputs.calibration import BENCH_OPS, read_bench
 
     assert BENCH_OPS == tuple(OPS)
     with pytest.raises(InputError, match="op 'allreduce' is not a comm_bench.py op"):
@@ -374,11 +379,13 @@ def test_one_set_override_replaces_only_its_own_figure():
     assert a2a["GBps"] == 12 and a2a["measured"] is True
     others = [r for f, r in recs.items() if f != "all-to-all busbw, group 4"]
     assert others and not any(r["measured"] for r in others)
-    # the link keeps its preset widening (uncertainty.band): high = latency x e^0.025 + exposed x (2 - 1)
+    # the link keeps its preset widening (uncertainty.band): high = latency x e^h + exposed x (factor - 1),
+    # factor >= 1.5 for any preset figure (issue 23: 1.5 measured elsewhere, 2 derived, 3 other-class)
     import math
 
+    h = doc["band"]["model_half_width"]
     wide = [p for p in doc["plans"] if p["feasible"] and p["exposed_by_link_s"].get("intra_domain", 0) > 0]
     assert wide
     for p in wide:
         preset = sum(v for v in p["exposed_by_link_s"].values() if v > 0)
-        assert p["predicted_high_s"] == pytest.approx(p["predicted_latency_s"] * math.exp(0.025) + preset)
+        assert p["predicted_high_s"] >= p["predicted_latency_s"] * math.exp(h) + 0.5 * preset - 1e-9

@@ -12,10 +12,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from ditpar.errors import InputError  # noqa: E402
-from ditpar.plan import custom_model, frameworks, presets  # noqa: E402
-from ditpar.plan.cost import Plan, Tunables, layout, make_shape, rank_plans  # noqa: E402
+from ditpar.plan.cost import Plan, Tunables, layout, make_shape  # noqa: E402
 from ditpar.plan.cost.work import block_work, kv_heads_after_split  # noqa: E402
-from ditpar.plan.gates import MEMORY_HEADROOM  # noqa: E402
+from ditpar.plan.decide.gates import MEMORY_HEADROOM  # noqa: E402
+from ditpar.plan.decide.rank import rank_plans  # noqa: E402
+from ditpar.plan.inputs import custom_model, frameworks, presets  # noqa: E402
 
 GQA = ROOT / "templates" / "models" / "custom-example.toml"
 
@@ -83,7 +84,7 @@ def test_indivisible_sequence_is_padded_by_a_padding_framework_and_costed():
     u8 = next(r for r in res if r.plan == Plan(ulysses=8))
     assert u8.feasible and u8.pad_tokens == 6896 - 6889   # ceil(6889 / 8) * 8 = 6896
     # xDiT rejects it (no padding in its profile): vetoed with the framework's reason
-    from ditpar.plan.frameworks import runs
+    from ditpar.plan.inputs.frameworks import runs
 
     # xDiT pads Qwen-Image (transformer_qwen.py chunk_and_pad_sequence); vLLM-Omni does not
     xdit, omni = frameworks.resolve_frameworks(["xDiT", "vLLM-Omni"])

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from ditpar.plan import presets
-from ditpar.plan.cost import Tunables, make_shape, rank_plans
-from ditpar.plan.cost.rank import runner_up
-from ditpar.plan.frameworks import all_frameworks, preferred
+from ditpar.plan.cost import Tunables, make_shape
+from ditpar.plan.decide.rank import rank_plans, runner_up
+from ditpar.plan.inputs import presets
+from ditpar.plan.inputs.frameworks import all_frameworks, preferred
 
 
 def _rank(model: str, hardware: str, devices: int):

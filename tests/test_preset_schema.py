@@ -8,7 +8,7 @@ import re
 import pytest
 from conftest import ROOT, run_script
 from ditpar.errors import InputError
-from ditpar.plan import custom_model, presets, schema
+from ditpar.plan.inputs import custom_model, presets, schema
 
 TEMPLATES = ROOT / "templates"
 
@@ -133,8 +133,8 @@ def test_link_figure_above_its_technology_ceiling_is_refused(tmp_path):
     ("links.intra_domain.alltoall_GBps.4=20000", "must be a number in (0, 10000]"),
 ])
 def test_set_overrides_obey_the_schema_ranges(item, phrase):
-    from ditpar.plan.calibration import apply_sets
     from ditpar.plan.cost import Tunables
+    from ditpar.plan.inputs.calibration import apply_sets
 
     with pytest.raises(InputError) as err:
         apply_sets([item], presets.load_hardware("L20"), Tunables())

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, need_shared
 from ditpar.errors import InputError
-from ditpar.plan import presets
+from ditpar.plan.inputs import presets
 
 TEMPLATES = ROOT / "templates"
 

@@ -469,7 +469,7 @@ def test_topology_template_loads_as_a_hardware_preset():
         import tomllib
     except ModuleNotFoundError:  # Python 3.10
         import tomli as tomllib
-    from ditpar.plan.presets import parse_hardware
+    from ditpar.plan.inputs.presets import parse_hardware
 
     path = ROOT / "templates" / "topology.toml"
     with open(path, "rb") as fh:

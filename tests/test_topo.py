@@ -11,7 +11,7 @@ import json
 import pytest
 from conftest import ROOT, run_script
 from ditpar.errors import InputError
-from ditpar.plan.topology import link_rank, parse_topology
+from ditpar.plan.inputs.topology import link_rank, parse_topology
 
 DATA = ROOT / "tests" / "data" / "topo"
 Q0, Q1 = [0, 1, 2, 3], [4, 5, 6, 7]
@@ -153,8 +153,8 @@ def test_cli_bad_input_exits_2(tmp_path):
 
 
 def test_interleaved_domains_give_a_visible_devices_order_and_a_preset():
-    from ditpar.plan import presets
-    from ditpar.plan.topology import apply_topology
+    from ditpar.plan.inputs import presets
+    from ditpar.plan.inputs.topology import apply_topology
 
     topo = parse_topology((DATA / "nvidia_4090_pcie_interleaved.txt").read_text(encoding="utf-8"))
     s = topo.summary()
@@ -211,8 +211,8 @@ def test_group_inside_one_fabric_domain_can_still_be_illegal():
     ("npu_910b_hccs_8.txt", "L20", "HCCS"),
 ])
 def test_topology_of_another_fabric_is_refused_naming_both(fname, hardware, fabric):
-    from ditpar.plan import presets
-    from ditpar.plan.topology import apply_topology
+    from ditpar.plan.inputs import presets
+    from ditpar.plan.inputs.topology import apply_topology
 
     base = presets.load_hardware(hardware)
     with pytest.raises(InputError) as err:
@@ -225,8 +225,8 @@ def test_topology_of_another_fabric_is_refused_naming_both(fname, hardware, fabr
 def test_two_islands_on_a_one_domain_preset_is_refused_naming_the_missing_figure():
     """910A islands (HCCS inside, SYS between) on the 910B preset, whose node is one HCCS domain: the
     cross-island hop has no figure there and was priced at the HCCS speed."""
-    from ditpar.plan import presets
-    from ditpar.plan.topology import apply_topology
+    from ditpar.plan.inputs import presets
+    from ditpar.plan.inputs.topology import apply_topology
 
     base = presets.load_hardware("Atlas 800T A2")
     assert base.implied_links == ("inter_domain",)

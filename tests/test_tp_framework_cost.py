@@ -6,11 +6,13 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from ditpar.plan import presets, shortlist
-from ditpar.plan.cost import Plan, Tunables, layout, make_shape, predict, rank_plans
+from ditpar.plan.cost import Plan, Tunables, layout, make_shape, predict
 from ditpar.plan.cost.timing import DTENSOR_LINEAR_HOST_US, block_host_s
 from ditpar.plan.cost.work import block_work
-from ditpar.plan.frameworks import all_frameworks, resolve_frameworks, tp_host_tunables
+from ditpar.plan.decide import shortlist
+from ditpar.plan.decide.rank import rank_plans
+from ditpar.plan.inputs import presets
+from ditpar.plan.inputs.frameworks import all_frameworks, resolve_frameworks, tp_host_tunables
 
 B = 2  # bf16 bytes
 
@@ -107,8 +109,8 @@ def test_flux_h100_tp_and_ulysses_share_the_short_list(devices):
 
 def test_bad_tp_impl_is_one_clear_error(tmp_path):
     from ditpar.errors import InputError
-    from ditpar.plan.frameworks import parse_framework
-    from ditpar.plan.presets import _read_toml, templates_dir
+    from ditpar.plan.inputs.frameworks import parse_framework
+    from ditpar.plan.inputs.presets import _read_toml, templates_dir
 
     data = _read_toml(templates_dir() / "frameworks" / "cache-dit.toml")
     data["tp_impl"] = "megatron"

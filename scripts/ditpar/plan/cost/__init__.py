@@ -7,9 +7,8 @@ latency), memory (per rank), rank (ranking, calibration, conclusion).
 """
 
 from ditpar.plan.cost.plans import Plan, enumerate_plans, layout, parse_order
-from ditpar.plan.cost.rank import PlanResult, calibrate, conclusion, rank_plans
 from ditpar.plan.cost.shape import Shape, make_shape, parse_resolution
 from ditpar.plan.cost.timing import Breakdown, Tunables, predict
 
-__all__ = ["Breakdown", "Plan", "PlanResult", "Shape", "Tunables", "calibrate", "conclusion",
-           "enumerate_plans", "layout", "make_shape", "parse_order", "parse_resolution", "predict", "rank_plans"]
+__all__ = ["Breakdown", "Plan", "Shape", "Tunables", "enumerate_plans", "layout", "make_shape", "parse_order",
+           "parse_resolution", "predict"]

@@ -17,7 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ditpar.errors import InputError
-from ditpar.plan.presets import _read_toml, normalize, templates_dir
+from ditpar.plan.inputs.presets import _read_toml, normalize, templates_dir
 
 TABLE_NAME = "gemm_efficiency.toml"
 LARGE = 1 << 30   # a dimension "as large as the table goes" (held at the grid edge)
@@ -107,13 +107,63 @@ def load_curves(path: str | None = None) -> tuple[GemmCurve, ...]:
     return tuple(out)
 
 
-def curve_for(hw) -> GemmCurve | None:
-    """The family curve of the machine's accelerator, or None when no family lists it."""
+def curve_for(hw) -> GemmCurve | ScaledCurve | None:
+    """The family curve of the machine's accelerator; else the equal-time derivation from a measured family
+    (`[derived.*]` of the table) at the preset's peak; None when neither lists it."""
     acc = normalize(str(getattr(hw, "accelerator", "")))
-    for curve in load_curves():
+    curves = load_curves()
+    for curve in curves:
         if acc and acc in {normalize(a) for a in curve.accelerators}:
             return curve
+    for name, (base_name, accs, rule) in load_derived().items():
+        base = next((c for c in curves if c.family == base_name), None)
+        peak = float(getattr(hw, "peak_tflops_bf16", 0) or 0)
+        if base is not None and peak > 0 and acc in {normalize(a) for a in accs}:
+            return ScaledCurve(f"{name} from {base_name}", base, (base.peak_tflops / peak) ** (1.0 / 3.0), peak,
+                               f"derived ({rule}) from {base.family}: {base.source}")
     return None
+
+
+@dataclass(frozen=True)
+class ScaledCurve:
+    """A measured family's curve moved to a device of another peak by the equal-time rule (gemm_efficiency.toml
+    [derived]): every dimension scaled by `scale` before the look-up, throughput scaled to this peak."""
+
+    family: str
+    base: GemmCurve
+    scale: float
+    peak_tflops: float
+    source: str
+    verified: bool = False
+
+    @property
+    def best_tflops(self) -> float:
+        return self.base.best_tflops * self.peak_tflops / self.base.peak_tflops
+
+    def achieved_tflops(self, m: float, n: float, k: float) -> float:
+        s = self.scale
+        return self.base.achieved_tflops(m * s, n * s, k * s) * self.peak_tflops / self.base.peak_tflops
+
+    def fraction_of_peak(self, m: float, n: float, k: float) -> float:
+        return self.achieved_tflops(m, n, k) / self.peak_tflops
+
+    def relative(self, m: float, n: float, k: float) -> float:
+        return min(1.0, self.achieved_tflops(m, n, k) / self.best_tflops)
+
+
+@lru_cache(maxsize=4)
+def load_derived(path: str | None = None) -> dict[str, tuple[str, tuple[str, ...], str]]:
+    """`[derived.<name>]` entries: name -> (measured family it scales, accelerators, stated rule)."""
+    p = Path(path) if path else table_path()
+    if not p.is_file():
+        return {}
+    out = {}
+    for name, d in (_read_toml(p).get("derived") or {}).items():
+        try:
+            out[name] = (str(d["from"]), tuple(str(a) for a in d["accelerators"]), str(d["rule"]))
+        except (KeyError, TypeError) as exc:
+            raise InputError(f"{p}: derived.{name}: missing or malformed key {exc}") from None
+    return out
 
 
 @dataclass(frozen=True)
@@ -161,4 +211,5 @@ def describe(hw) -> dict:
                 f"templates/{TABLE_NAME}; every GEMM and attention at the preset mfu (no shape term)",
                 "verified": False}
     return {"family": curve.family, "source": curve.source, "verified": curve.verified,
+            "derived": isinstance(curve, ScaledCurve),
             "best_fraction_of_peak": round(curve.best_tflops / curve.peak_tflops, 3)}

@@ -23,15 +23,19 @@ LINK_KEYS = ("intra_domain", "inter_domain", "inter_node")
 # yunchang's attention wrappers: the USP layer (yunchang LongContextAttention, xDiT xFuserLongContextAttention)
 # runs SeqAllToAll4D on Q, K, V and O for every sequence-parallel plan, ring-only included: ~8 layout ops
 # each (reshape, transpose, contiguous, empty_like, reshape, transpose, contiguous, reshape) plus the
-# all_to_all_single call when Ulysses > 1; ring = per hop send/recv (~6) + flash-attn call (~3) + out/LSE
-# update (~10); AllGather-KV ~12; TP ~2 per all-reduce; PipeFusion ~3 per block per patch (stale-KV buffer).
+# all_to_all_single call when Ulysses > 1; ring = per hop send/recv of K and V (batch_isend_irecv, commit, wait:
+# ~6) + flash-attn call (~3) + out/LSE update (~3: yunchang and ring-flash-attn run _update_out_and_lse as one
+# torch.jit.script call, whose ~8 small kernels launch from the TorchScript interpreter, not eager Python);
+# AllGather-KV ~12; TP ~2 per all-reduce; PipeFusion ~8 per block per patch (xDiT's PipeFusion attention: the
+# patch's fresh K and V written into the stale full-sequence buffer (2), the buffer read back as this pass's K/V (2),
+# the joint text K/V joined to it (2), the patch's slice of the rotary embedding (2)).
 OPS_PER_BLOCK = {"self": 30, "cross": 45, "joint": 55, "single": 30}
 OPS_USP_LAYOUT = 32
 OPS_ULYSSES = 36  # OPS_USP_LAYOUT + 4 all_to_all_single calls
-OPS_RING_HOP = 20
+OPS_RING_HOP = 12
 OPS_KV_GATHER = 12
 OPS_ALLREDUCE = 2  # per TP collective call (all-reduce or the AdaLN all-gather)
-OPS_STALE_KV = 3
+OPS_STALE_KV = 8
 OPS_P2P = 6
 
 
@@ -107,6 +111,17 @@ def parse_kind(kind: str) -> tuple[str, str]:
     if base not in BASES or span not in SPANS:
         raise InputError(f"block kind {kind!r}: expected <{'|'.join(BASES)}>[_spatial|_temporal]")
     return base, span
+
+
+def padding_for(model, shape: Shape, plan: Plan) -> int:
+    """Tokens a padding framework appends so the sequence (per frame for spatial attention) divides sp."""
+    if plan.sp <= 1:
+        return 0
+    spatial = any(parse_kind(k)[1] == "spatial" for k in model.blocks)
+    if spatial:
+        tpf = shape.tokens_per_frame
+        return shape.frames_tok * (-(-tpf // plan.sp) * plan.sp - tpf)
+    return -(-shape.tokens // plan.sp) * plan.sp - shape.tokens
 
 
 def linear_flops_per_token(model, base: str) -> float:
@@ -212,6 +227,10 @@ def effective_bw(hw, key: str, group_size: int, flows: int, family: str = "") ->
         measured = link.alltoall_bus_GBps(group_size)
         if measured > 0:
             return measured
+    elif family == "p2p" and link.per_peer_GBps > 0:
+        # a ring hop or a pipeline hand-off sends to ONE neighbour: on a full mesh (HCCS) that is one direct
+        # link (per_peer_GBps), not the k-1 links a collective over the whole group spreads over
+        return link.per_peer_GBps
     elif link.ring_GBps > 0:
         return link.ring_GBps
     bw = link_bw(hw, key, group_size)

@@ -140,7 +140,7 @@ def row_plan(row, model, hw) -> tuple[Plan | None, str]:
 
 def row_context(row):
     """(model, hw, shape, plan, notes) of a row, or (None, ..., reason) when it cannot be scored."""
-    from ditpar.plan import presets
+    from ditpar.plan.inputs import presets
 
     try:
         model = presets.resolve_model(str(row["model"]))
@@ -174,8 +174,8 @@ def row_context(row):
 def row_framework(row):
     """The framework profile whose name or alias is the row's source_repo (e.g. vipshop/cache-dit), else None:
     its TP implementation decides the per-linear host cost of a TP row."""
-    from ditpar.plan.frameworks import all_frameworks
-    from ditpar.plan.presets import normalize
+    from ditpar.plan.inputs.frameworks import all_frameworks
+    from ditpar.plan.inputs.presets import normalize
 
     repo = normalize(str(row.get("source_repo", "") or ""))
     return next((fw for fw in all_frameworks() if repo and repo in {normalize(a) for a in (fw.name, *fw.aliases)}),
@@ -190,16 +190,16 @@ def score_row(row, tun: Tunables | None = None) -> tuple[float | None, str]:
 
 def score_row_band(row, tun: Tunables | None = None) -> tuple[float | None, float | None, float | None, str]:
     """(predicted_latency_s, predicted_low_s, predicted_high_s, score_note) for one row; the band is
-    ditpar.plan.uncertainty's with every link figure a preset (a table row carries no bench)."""
-    from ditpar.plan import uncertainty
-    from ditpar.plan.frameworks import tp_host_tunables
+    ditpar.plan.decide.uncertainty's with every link figure a preset (a table row carries no bench)."""
+    from ditpar.plan.decide import uncertainty
+    from ditpar.plan.inputs.frameworks import tp_host_tunables
 
     tun = tun or Tunables()
     model, hw, shape, plan, note = row_context(row)
     if model is None:
         return None, None, None, note
     bd = predict(model, hw, shape, plan, tp_host_tunables(tun, row_framework(row), plan))
-    band = uncertainty.band(bd.latency_s, bd.exposed_by_link_s, frozenset())
+    band = uncertainty.band_of(bd, frozenset())
     return bd.latency_s, band.low_s, band.high_s, note or "ok"
 
 
@@ -213,7 +213,7 @@ def _calibration_key(row) -> tuple:
 def calibrations(frame, tun: Tunables) -> dict[tuple, Tunables]:
     """Per (table, model, machine, shape, steps, compile mode): tunables calibrated on the measured
     single-device row, exactly as --ref-latency does for a user's own measurement."""
-    from ditpar.plan.cost import calibrate
+    from ditpar.plan.decide.rank import calibrate
 
     out = {}
     for _, row in frame.iterrows():

@@ -42,17 +42,6 @@ def _heads_ok(n: int, d: int) -> bool:
     return d <= n and n % d == 0
 
 
-def padding_for(model, shape: Shape, plan: Plan) -> int:
-    """Tokens a padding framework appends so the sequence (per frame for spatial attention) divides sp."""
-    if plan.sp <= 1:
-        return 0
-    spatial = any(parse_kind(k)[1] == "spatial" for k in model.blocks)
-    if spatial:
-        tpf = shape.tokens_per_frame
-        return shape.frames_tok * (-(-tpf // plan.sp) * plan.sp - tpf)
-    return -(-shape.tokens // plan.sp) * plan.sp - shape.tokens
-
-
 def availability(model, hw, shape: Shape, plan: Plan, frameworks=None) -> Gate:
     """G1: what no framework can change (layers, patches, CFG, devices), then, with framework profiles,
     which named framework runs the plan (divisibility of heads, KV heads and sequence is theirs to
@@ -92,7 +81,7 @@ def availability(model, hw, shape: Shape, plan: Plan, frameworks=None) -> Gate:
         return Gate("G1", "form availability", "veto", "; ".join(why))
     notes = []
     if frameworks is not None:
-        from ditpar.plan.frameworks import runs
+        from ditpar.plan.inputs.frameworks import runs
 
         lacks = {fw.name: runs(fw, model, hw, shape, plan) for fw in frameworks}
         ok = [n for n, w in lacks.items() if w is None]

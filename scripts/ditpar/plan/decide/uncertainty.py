@@ -1,8 +1,9 @@
 """Predicted bands per plan and the short list of plans the model cannot order.
 
 A plan's band is its prediction widened by the model's own held-out error (a half-width in log
-space, derived leave-one-source-out by `ditpar.plan.heldout`) and by every preset, unmeasured link
-figure its exposed communication rests on (such a figure may be off by PRESET_FACTOR either way).
+space, derived leave-one-source-out by `ditpar.plan.judge.heldout`) and by every preset, unmeasured link
+figure its exposed communication rests on (moved either way by the figure's evidence: EVIDENCE_FACTOR), and by
+PipeFusion's schedule (PIPELINE_FACTOR).
 Plans whose band overlaps the best plan's band form the short list: a tie the model cannot break.
 """
 
@@ -35,15 +36,46 @@ class Band:
     preset_exposed_s: float   # exposed communication resting on preset (unmeasured) link figures
 
 
+# How far a link class's exposed communication may move, by what its preset figure rests on (LinkClass.evidence):
+# a measurement of this hardware class moves less than a derivation (physics x a measured efficiency, or NCCL's
+# model), which moves less than a figure measured on another device. A priori, not fitted: PRESET_FACTOR is the
+# derived case; a same-class measurement still differs between boxes and software versions by ~1.5x
+# (NVIDIA/nccl#1603: one box, 2 vs 18 GB/s by transport), a borrowed figure by more.
+EVIDENCE_FACTOR = {"measured": 1.5, "derived": PRESET_FACTOR, "other-class": 3.0}
+# PipeFusion's own model error: warm-up, fill and stage imbalance (Breakdown.pipeline_s) rest on the pipeline's
+# schedule as the model assumes it (no measured PipeFusion schedule is in the tables), moved by this factor.
+PIPELINE_FACTOR = 2.0
+
+
 def band(latency_s: float, exposed_by_link_s: dict[str, float], measured_links: set[str] | frozenset[str],
-         half_width: float = MODEL_HALF_WIDTH, factor: float = PRESET_FACTOR) -> Band:
-    """Band of one prediction: model error times, plus the preset comm moved by `factor` either way."""
+         half_width: float = MODEL_HALF_WIDTH, factor: float = PRESET_FACTOR, *,
+         evidence: dict[str, str] | None = None, pipeline_s: float = 0.0) -> Band:
+    """Band of one prediction: model error times, plus each unmeasured link class's exposed comm moved by its
+    evidence factor (`factor` when its evidence is not known), plus the PipeFusion schedule moved by
+    PIPELINE_FACTOR."""
     if not math.isfinite(latency_s):
         return Band(math.inf, math.inf, 0.0)
-    preset = sum(v for k, v in exposed_by_link_s.items() if k not in measured_links and v > 0)
-    low = latency_s * math.exp(-half_width) - preset * (1 - 1 / factor)
-    high = latency_s * math.exp(half_width) + preset * (factor - 1)
+    evidence = evidence or {}
+    low_move = high_move = preset = 0.0
+    for k, v in exposed_by_link_s.items():
+        if k in measured_links or v <= 0:
+            continue
+        f = EVIDENCE_FACTOR.get(evidence.get(k, ""), factor)
+        preset += v
+        low_move += v * (1 - 1 / f)
+        high_move += v * (f - 1)
+    if pipeline_s > 0:
+        low_move += pipeline_s * (1 - 1 / PIPELINE_FACTOR)
+        high_move += pipeline_s * (PIPELINE_FACTOR - 1)
+    low = latency_s * math.exp(-half_width) - low_move
+    high = latency_s * math.exp(half_width) + high_move
     return Band(max(low, 0.0), high, preset)
+
+
+def band_of(bd, measured_links: set[str] | frozenset[str], half_width: float = MODEL_HALF_WIDTH) -> Band:
+    """Band of one predicted Breakdown (its link evidence and pipeline time included)."""
+    return band(bd.latency_s, bd.exposed_by_link_s, measured_links, half_width,
+                evidence=getattr(bd, "link_evidence", None), pipeline_s=getattr(bd, "pipeline_s", 0.0))
 
 
 def short_list_indices(bands: list[Band], predicted: list[float]) -> list[int]:

@@ -48,6 +48,13 @@ def calibrate(model, hw, shape: Shape, ref_latency_s: float, tun: Tunables) -> T
     if ref_latency_s <= fixed:
         raise InputError(f"--ref-latency {ref_latency_s} s is below the modelled non-compute time {fixed:.3g} s")
     scale = (ref_latency_s - fixed) / single.compute_s * tun.compute_scale
+    # host and device combine as a p-norm (timing.host_device_s), so latency is not exactly fixed + compute:
+    # a few multiplicative corrections land the single-device prediction on the measurement
+    for _ in range(8):
+        got = predict(model, hw, shape, Plan(), dataclasses.replace(tun, compute_scale=scale)).latency_s
+        if abs(got - ref_latency_s) <= 1e-9 * ref_latency_s:
+            break
+        scale *= ref_latency_s / got
     return dataclasses.replace(tun, compute_scale=scale)
 
 
@@ -58,8 +65,9 @@ def rank_plans(model, hw, shape: Shape, devices: int, tun: Tunables, *, with_dp:
     allow_approximate), fastest first. With `frameworks` (profiles), G1 keeps only plans one of them
     runs, an indivisible sequence is padded as that framework pads, and weight sharding unlocks G2
     only where that framework has it."""
-    from ditpar.plan import gates
-    from ditpar.plan.frameworks import exactness, preferred, runs, tp_host_tunables
+    from ditpar.plan.cost.work import padding_for
+    from ditpar.plan.decide import gates
+    from ditpar.plan.inputs.frameworks import exactness, preferred, runs, tp_host_tunables
 
     total = hw.devices_per_node * hw.nodes
     if devices > total:
@@ -76,7 +84,7 @@ def rank_plans(model, hw, shape: Shape, devices: int, tun: Tunables, *, with_dp:
             continue
         runners = preferred([fw for fw in frameworks if runs(fw, model, hw, shape, plan) is None], hw) \
             if frameworks else []
-        pad = gates.padding_for(model, shape, plan) if frameworks else 0
+        pad = padding_for(model, shape, plan) if frameworks else 0
         pshape = dataclasses.replace(shape, pad_tokens=pad) if pad else shape
         plan_tun = tp_host_tunables(tun, runners[0] if runners else None, plan)
         bd = predict(model, hw, pshape, plan, plan_tun)

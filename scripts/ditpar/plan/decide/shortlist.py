@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from ditpar.plan import uncertainty
 from ditpar.plan.cost import layout, predict
-from ditpar.plan.gates import _scale_link, _threshold
+from ditpar.plan.decide import uncertainty
+from ditpar.plan.decide.gates import _scale_link, _threshold
 
 SHOWN = 6   # names of the further tied plans written into the conclusion
 MAX_MEASURE = 3   # plans the conclusion, G6 and --emit-matrix ask the user to measure
@@ -17,7 +17,7 @@ def annotate(results, measured_links: frozenset[str], half_width: float = uncert
     """Set r.band and r.short_list on every result; return the short list (best first)."""
     feas = [r for r in results if r.feasible]
     for r in results:
-        r.band = uncertainty.band(r.latency_s, r.breakdown.exposed_by_link_s, measured_links, half_width)
+        r.band = uncertainty.band_of(r.breakdown, measured_links, half_width)
         r.short_list = False
     if not feas:
         return []

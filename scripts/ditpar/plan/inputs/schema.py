@@ -99,6 +99,8 @@ MODEL = Table({
 
 LINK = Table({
     "name": TEXT, "basis": OPT_TEXT,
+    # what the figure rests on: a measurement of this class, a stated derivation, or another class's figure
+    "evidence": Key("choice", choices=("measured", "derived", "other-class")),
     "bandwidth_GBps": _pos(10000), "latency_us": _pos(1e6),
     "per_peer_GBps": Key("number", 0, 10000), "ring_GBps": Key("number", 0, 10000),
     "alltoall_GBps": Key("table", table=Table(free=_pos(10000), free_keys="group")),
@@ -108,6 +110,7 @@ HARDWARE = Table({
     "name": TEXT, "aliases": Key("texts"), "notes": OPT_TEXT,
     "vendor": Key("choice", choices=("nvidia", "ascend"), required=True), "accelerator": TEXT,
     "interconnect": Key("choice", choices=("NVLink", "PCIe", "HCCS"), required=True),
+    "p2p": Key("bool"), "pcie_layout": OPT_TEXT,
     "devices_per_node": _int(1, 1024), "nodes": _int(1, 1024, False), "domain_size": _int(1, 1024),
     "domains": Key("int_lists"),
     "peak_tflops_bf16": _pos(100000), "mfu": _pos(1), "memory_GB": _pos(100000),

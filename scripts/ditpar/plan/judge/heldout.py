@@ -3,7 +3,7 @@
 Every constant that was chosen by looking at published tables is chosen again without the table
 being scored: the `mfu` of the presets derived from published single-device runs (DERIVED_MFU), the
 host cost per eager op and the ring overlap efficiency (picked from a small grid by pairwise accuracy
-on the other tables), and the band half-width of the short list (ditpar.plan.uncertainty). The
+on the other tables), and the band half-width of the short list (ditpar.plan.decide.uncertainty). The
 figures reported for a table are those of the model built without it; pooled figures add them up.
 """
 
@@ -14,8 +14,8 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from ditpar.plan import uncertainty
-from ditpar.plan.evaluate import (
+from ditpar.plan.decide import uncertainty
+from ditpar.plan.judge.evaluate import (
     SCENARIO_KEY,
     TIE,
     _calibration_key,
@@ -65,6 +65,10 @@ class SourceResult:
     short_hits: int = 0
     short_sizes: list[int] = field(default_factory=list)
     misses: list[str] = field(default_factory=list)
+    speedup_log2: list[float] = field(default_factory=list)        # |log2(predicted / measured speedup)| per row
+    linear_log2: list[float] = field(default_factory=list)         # the same for speedup = n (ideal linear)
+    three_quarter_log2: list[float] = field(default_factory=list)  # the same for speedup = 0.75 n
+    band_inside: list[bool] = field(default_factory=list)          # measured inside the band (one-device scale)
 
     def as_dict(self) -> dict:
         return {"source": self.source, "pairs": self.pairs,
@@ -74,11 +78,54 @@ class SourceResult:
                 "baseline_top1_hit_rate": _ratio(self.base_top1_hits, self.top1_scenarios),
                 "short_list_recall": _ratio(self.short_hits, self.top1_scenarios),
                 "mean_short_list": _ratio(sum(self.short_sizes), len(self.short_sizes)),
+                "speedup_rows": len(self.speedup_log2),
+                "speedup_median_abs_log2": _median(self.speedup_log2),
+                "speedup_within_25pct": _within(self.speedup_log2),
+                "linear_median_abs_log2": _median(self.linear_log2), "linear_within_25pct": _within(self.linear_log2),
+                "three_quarter_median_abs_log2": _median(self.three_quarter_log2),
+                "three_quarter_within_25pct": _within(self.three_quarter_log2),
+                "band_rows": len(self.band_inside), "band_coverage": _ratio(sum(self.band_inside), len(self.band_inside)),
                 "constants": self.constants, "short_list_misses": self.misses}
 
 
 def _ratio(a: float, b: int) -> float | None:
     return None if b == 0 else a / b
+
+
+WITHIN = math.log2(1.25)   # "within 25 %": predicted / measured speedup in [1/1.25, 1.25]
+
+
+def _median(xs: list[float]) -> float | None:
+    if not xs:
+        return None
+    v = sorted(xs)
+    mid = len(v) // 2
+    return v[mid] if len(v) % 2 else 0.5 * (v[mid - 1] + v[mid])
+
+
+def _within(xs: list[float]) -> float | None:
+    return _ratio(sum(x <= WITHIN + 1e-12 for x in xs), len(xs))
+
+
+def _score_speedups(res: SourceResult, rows: list[Row], preds, members: list[int], half: float) -> None:
+    """Speedup over one device (against the single-device row of the same table, model, machine, shape and compile
+    mode) beside speedup = n and 0.75 n, and whether the measured latency falls inside the predicted band once
+    the band is put on the measured one-device scale (predicted x measured single / predicted single)."""
+    singles = {(r.source, r.cal_key): i for i, r in enumerate(rows) if r.single}
+    for i in members:
+        r = rows[i]
+        ref = singles.get((r.source, r.cal_key))
+        cards = r.plan.devices // r.plan.dp
+        if r.single or ref is None or cards < 2:
+            continue
+        meas = rows[ref].measured / r.measured
+        pred = preds[ref][0] / preds[i][0]
+        res.speedup_log2.append(abs(math.log2(pred / meas)))
+        res.linear_log2.append(abs(math.log2(cards / meas)))
+        res.three_quarter_log2.append(abs(math.log2(0.75 * cards / meas)))
+        scale = rows[ref].measured / preds[ref][0]
+        b = uncertainty.band_of(preds[i][2], frozenset(), half)
+        res.band_inside.append(b.low_s * scale <= r.measured <= b.high_s * scale)
 
 
 def collect_rows(frames: dict[str, object]) -> list[Row]:
@@ -103,14 +150,14 @@ def collect_rows(frames: dict[str, object]) -> list[Row]:
     return out
 
 
-def derive_mfu(rows: list[Row], exclude: str | None, tun) -> dict[str, float]:
-    """mfu per DERIVED_MFU preset from plain single-device rows of sources other than `exclude`
+def derive_mfu(rows: list[Row], exclude: str | None, tun, by: str = "source") -> dict[str, float]:
+    """mfu per DERIVED_MFU preset from plain single-device rows outside the held-out group `exclude`
     (median of the per-row fits); PRIOR_MFU when no such row is left."""
-    from ditpar.plan.cost import calibrate
+    from ditpar.plan.decide.rank import calibrate
 
     fits: dict[str, list[float]] = {}
     for r in rows:
-        if r.source == exclude or not r.single or not r.plain:
+        if group_of(r, by) == exclude or not r.single or not r.plain:
             continue
         acc = DERIVED_MFU.get(r.hw.name)
         if acc is None or r.hw.accelerator != acc:
@@ -137,9 +184,10 @@ class Scorer:
 
     def predict(self, launch: float, overlap: float, mfu: dict[str, float]) -> list[tuple[float, float]]:
         """(latency_s, exposed communication s) per row."""
-        from ditpar.plan.cost import calibrate, predict
-        from ditpar.plan.evaluate import row_framework
-        from ditpar.plan.frameworks import tp_host_tunables
+        from ditpar.plan.cost import predict
+        from ditpar.plan.decide.rank import calibrate
+        from ditpar.plan.inputs.frameworks import tp_host_tunables
+        from ditpar.plan.judge.evaluate import row_framework
 
         key = (launch, overlap, tuple(sorted(mfu.items())))
         if key in self.cache:
@@ -160,15 +208,31 @@ class Scorer:
                 scale = r.hw.mfu / mfu[r.hw.name] if r.hw.name in mfu else 1.0
                 tun = dataclasses.replace(base, compute_scale=base.compute_scale * scale)
             bd = predict(r.model, r.hw, r.shape, r.plan, tp_host_tunables(tun, row_framework(r.row), r.plan))
-            out.append((bd.latency_s, bd.exposed_comm_s))
+            out.append((bd.latency_s, bd.exposed_comm_s, bd))
         self.cache[key] = out
         return out
 
 
-def scenarios_of(rows: list[Row], preds: list[tuple[float, float]], sources: set[str]) -> list[list[int]]:
+GROUPINGS = ("source", "hardware", "framework")
+
+
+def group_of(r: Row, by: str) -> str:
+    """The held-out unit of a row: its source table, its hardware class (accelerator) or its framework (the
+    profile named by source_repo, else the repository itself)."""
+    if by == "hardware":
+        return str(r.hw.accelerator)
+    if by == "framework":
+        from ditpar.plan.judge.evaluate import row_framework
+
+        fw = row_framework(r.row)
+        return fw.name if fw is not None else str(r.row["source_repo"])
+    return r.source
+
+
+def scenarios_of(rows: list[Row], preds, sources: set[str], by: str = "source") -> list[list[int]]:
     groups: dict[tuple, list[int]] = {}
     for i, r in enumerate(rows):
-        if r.source in sources:
+        if group_of(r, by) in sources:
             groups.setdefault(r.scenario, []).append(i)
     return [g for g in groups.values() if len(g) >= 2]
 
@@ -188,25 +252,26 @@ def _band_inputs(rows, preds, groups):
 
 
 def evaluate_heldout(frames: dict[str, object], tun, calibrate: bool = False, fixed_launch: bool = False,
-                     fixed_overlap: bool = False) -> dict:
-    """Per-source held-out figures and their pooled sum, beside the rule of thumb on the same rows."""
+                     fixed_overlap: bool = False, by: str = "source") -> dict:
+    """Held-out figures per group (source table, hardware class or framework: `by`) and their pooled sum, beside
+    the rule of thumb on the same rows; every constant chosen from tables is chosen again without the group."""
     rows = collect_rows(frames)
-    sources = sorted({r.source for r in rows})
+    sources = sorted({group_of(r, by) for r in rows})
     scorer = Scorer(rows, tun, calibrate)
     launches = (tun.launch_us,) if fixed_launch else LAUNCH_GRID
     overlaps = (tun.overlap_efficiency,) if fixed_overlap else OVERLAP_GRID
     def fit(train: set[str], exclude: str | None):
-        mfu = derive_mfu(rows, exclude, tun)
+        mfu = derive_mfu(rows, exclude, tun, by)
         best, best_key, chosen = -1.0, None, (launches[0], overlaps[0])
         for la in launches:
             for ov in overlaps:
                 preds = scorer.predict(la, ov, mfu)
-                acc = _pair_accuracy(rows, preds, scenarios_of(rows, preds, train))
+                acc = _pair_accuracy(rows, preds, scenarios_of(rows, preds, train, by))
                 key = (acc, -abs(la - DEFAULTS[0]), -abs(ov - DEFAULTS[1]))
                 if best_key is None or key > best_key:
                     best, best_key, chosen = acc, key, (la, ov)
         preds = scorer.predict(*chosen, mfu)
-        half = uncertainty.fit_half_width(_band_inputs(rows, preds, scenarios_of(rows, preds, train)), TIE)
+        half = uncertainty.fit_half_width(_band_inputs(rows, preds, scenarios_of(rows, preds, train, by)), TIE)
         return preds, {"launch_us": chosen[0], "overlap_efficiency": chosen[1],
                        "mfu": {k: round(v, 3) for k, v in mfu.items()}, "band_half_width": half,
                        "train_pairwise_accuracy": round(best, 3)}
@@ -215,24 +280,27 @@ def evaluate_heldout(frames: dict[str, object], tun, calibrate: bool = False, fi
     for src in sources:
         preds, constants = fit(set(sources) - {src}, src)
         res = SourceResult(src, constants)
-        for g in scenarios_of(rows, preds, {src}):
+        for g in scenarios_of(rows, preds, {src}, by):
             _score_scenario(res, rows, preds, g, constants["band_half_width"])
+        _score_speedups(res, rows, preds, [i for i, r in enumerate(rows) if group_of(r, by) == src],
+                        constants["band_half_width"])
         results.append(res)
     pooled = SourceResult("pooled", {})
     for r in results:
         for f in ("pairs", "correct", "base_correct", "top1_scenarios", "top1_hits", "base_top1_hits", "short_hits"):
             setattr(pooled, f, getattr(pooled, f) + getattr(r, f))
+        for f in ("speedup_log2", "linear_log2", "three_quarter_log2", "band_inside"):
+            getattr(pooled, f).extend(getattr(r, f))
         pooled.short_sizes += r.short_sizes
         pooled.misses += r.misses
     _, all_constants = fit(set(sources), None)
     return {"sources": results, "pooled": pooled, "band_half_width_all_sources": all_constants["band_half_width"],
-            "all_sources": all_constants, "rows": len(rows)}
+            "all_sources": all_constants, "rows": len(rows), "by": by}
 
 
 def _score_scenario(res: SourceResult, rows, preds, g: list[int], half: float) -> None:
     meas = [rows[i].measured for i in g]
     pred = [preds[i][0] for i in g]
-    exposed = [preds[i][1] for i in g]
     n, c = _pairs(meas, pred)
     order = sorted(range(len(g)), key=lambda k: baseline_rank_key(rows[g[k]].row))
     base = [0.0] * len(g)
@@ -247,7 +315,7 @@ def _score_scenario(res: SourceResult, rows, preds, g: list[int], half: float) -
     res.top1_scenarios += 1
     res.top1_hits += bool(_top1(meas, pred))
     res.base_top1_hits += bool(_top1(meas, base))
-    bands = uncertainty.scenario_bands(pred, exposed, half)
+    bands = [uncertainty.band_of(preds[i][2], frozenset(), half) for i in g]
     members = uncertainty.short_list_indices(bands, pred)
     res.short_sizes.append(len(members))
     hit = any(meas[k] <= min(meas) * (1 + TIE) for k in members)
@@ -261,10 +329,12 @@ def _score_scenario(res: SourceResult, rows, preds, g: list[int], half: float) -
 
 def render(res: dict) -> str:
     """Held-out table per source and pooled, beside the rule of thumb on the same rows."""
-    head = (f"{'source (held out)':<40}{'pairs':>6}{'pair acc':>9}{'rule':>6}{'top1 n':>7}{'top1':>6}{'rule':>6}"
-            f"{'SL recall':>10}{'mean SL':>8}   constants used (derived without the source)")
-    lines = ["held-out (leave one source out) figures: every constant chosen from published tables is chosen "
-             "again without the table scored", "", head]
+    by = res.get("by", "source")
+    unit = {"source": "source", "hardware": "hardware class", "framework": "framework"}[by]
+    head = (f"{unit + ' (held out)':<40}{'pairs':>6}{'pair acc':>9}{'rule':>6}{'top1 n':>7}{'top1':>6}{'rule':>6}"
+            f"{'SL recall':>10}{'mean SL':>8}   constants used (derived without the {unit})")
+    lines = [f"held-out (leave one {unit} out) figures: every constant chosen from published tables is chosen "
+             f"again without the {unit} scored", "", head]
 
     def f(x):
         return "-" if x is None else f"{x:.2f}"
@@ -279,6 +349,15 @@ def render(res: dict) -> str:
                      f"{f(d['baseline_pairwise_accuracy']):>6}{d['top1_scenarios']:>7}{f(d['top1_hit_rate']):>6}"
                      f"{f(d['baseline_top1_hit_rate']):>6}{f(d['short_list_recall']):>10}"
                      f"{f(d['mean_short_list']):>8}   {const}")
+    p = res["pooled"].as_dict()
+    lines += ["", f"speedup over one device, held out ({p['speedup_rows']} rows):  median |log2(pred/measured)|  "
+              "share within 25 %",
+              f"  cost model                 {f(p['speedup_median_abs_log2']):>8}  {f(p['speedup_within_25pct']):>8}",
+              f"  ideal linear (n)           {f(p['linear_median_abs_log2']):>8}  {f(p['linear_within_25pct']):>8}",
+              f"  0.75 n                     {f(p['three_quarter_median_abs_log2']):>8}  "
+              f"{f(p['three_quarter_within_25pct']):>8}",
+              f"band coverage, held out: {f(p['band_coverage'])} of {p['band_rows']} rows measured inside the predicted "
+              f"band (one-device scale); the band is sized for {uncertainty.RECALL_TARGET:.2f} short-list recall"]
     lines.append("")
     a = res["all_sources"]
     lines.append(f"constants fitted on all sources: launch {a['launch_us']:g} us, overlap {a['overlap_efficiency']:g}, "
@@ -290,6 +369,7 @@ def render(res: dict) -> str:
 
 
 def payload(res: dict) -> dict:
-    return {"sources": [r.as_dict() for r in res["sources"]], "pooled": res["pooled"].as_dict(),
+    return {"by": res.get("by", "source"), "sources": [r.as_dict() for r in res["sources"]],
+            "pooled": res["pooled"].as_dict(),
             "band_half_width_all_sources": res["band_half_width_all_sources"], "all_sources": res["all_sources"],
             "rows": res["rows"]}

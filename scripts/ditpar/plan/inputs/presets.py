@@ -18,7 +18,7 @@ from typing import Any
 
 from ditpar.errors import InputError
 from ditpar.files import is_stream
-from ditpar.plan import schema
+from ditpar.plan.inputs import schema
 
 try:  # Python 3.11+
     import tomllib
@@ -34,7 +34,7 @@ INTERCONNECTS = {"nvlink": "NVLink", "pcie": "PCIe", "hccs": "HCCS"}
 def templates_dir() -> Path:
     """Folder holding models/ and hardware/: $DITPAR_TEMPLATES, else the checkout's templates/."""
     env = os.environ.get(TEMPLATES_ENV)
-    return Path(env) if env else Path(__file__).resolve().parents[3] / "templates"
+    return Path(env) if env else Path(__file__).resolve().parents[4] / "templates"   # repo/scripts/ditpar/plan/inputs
 
 
 def normalize(name: str) -> str:
@@ -131,14 +131,18 @@ class LinkClass:
     ring_GBps: float = 0.0                                # measured busbw of the ring pattern (all ranks
                                                           # send to one neighbour at once); 0 = not measured
     alltoall_GBps: tuple[tuple[int, float], ...] = ()     # measured all-to-all busbw by group size (> 2)
+    evidence: str = "derived"   # measured (this hardware class) | derived (physics x a measured efficiency, or
+                                # a vendor/NCCL model) | other-class (a figure measured on another device):
+                                # decides how far the band moves this class's exposed comm (uncertainty.py)
 
     def alltoall_bus_GBps(self, group_size: int) -> float:
-        """Measured all-to-all busbw for a group of this size: the entry of the largest measured size
-        not above it (the smallest entry for smaller groups); 0 when none is given or the group is a pair."""
+        """All-to-all busbw for a group of this size: the entry of the largest listed size not above it
+        (templates/PRESETS.md: a 4-card figure is not applied to a 3-card group); 0 when none applies or
+        the group is a pair (then the link bandwidth with its flow sharing prices it)."""
         if not self.alltoall_GBps or group_size <= 2:
             return 0.0
         below = [bw for k, bw in self.alltoall_GBps if k <= group_size]
-        return below[-1] if below else self.alltoall_GBps[0][1]
+        return below[-1] if below else 0.0
 
     def bus_bandwidth_GBps(self, group_size: int) -> float:
         """Bus bandwidth of a group of this size: full-mesh links cap it at (k-1) * per_peer_GBps."""
@@ -169,6 +173,9 @@ class HardwarePreset:
     notes: str = ""
     path: str = ""
     implied_links: tuple[str, ...] = ()   # link keys the file does not give (inter_domain of a one-domain node)
+    p2p: bool = True            # device-to-device copies inside a domain go peer to peer (PCIe boxes: false when
+                                # the driver or platform disables P2P and NCCL bounces through host memory)
+    pcie_layout: str = ""       # how the cards hang off PCIe switches and CPU sockets (PCIe presets)
 
     @property
     def n_devices(self) -> int:
@@ -288,7 +295,7 @@ def _need_sources(sources: Mapping[str, str], keys: Iterable[str], path: Path) -
 
 def parse_model(data: Mapping[str, Any], path: Path) -> ModelPreset:
     """Build and check a ModelPreset from one parsed TOML table: every key's type and range is the schema's
-    (plan/schema.py); the rules that tie keys together are checked here."""
+    (plan/inputs/schema.py); the rules that tie keys together are checked here."""
     schema.check(data, schema.MODEL, path)
     kind, hidden, heads, kv_heads, head_dim = (data[k] for k in ("kind", "hidden", "heads", "kv_heads", "head_dim"))
     if heads % kv_heads:
@@ -332,12 +339,16 @@ def _link(data: Mapping[str, Any], key: str) -> LinkClass:
     return LinkClass(name=data["name"], bandwidth_GBps=float(data["bandwidth_GBps"]), latency_us=float(data["latency_us"]),
                      basis=data.get("basis", ""), per_peer_GBps=float(data.get("per_peer_GBps", 0.0)),
                      ring_GBps=float(data.get("ring_GBps", 0.0)),
-                     alltoall_GBps=tuple(sorted((int(k), float(v)) for k, v in data.get("alltoall_GBps", {}).items())))
+                     alltoall_GBps=tuple(sorted((int(k), float(v)) for k, v in data.get("alltoall_GBps", {}).items())),
+                     evidence=data.get("evidence", "derived"))
+
+
+EVIDENCE = ("measured", "derived", "other-class")   # what a link figure rests on (schema.LINK checks it)
 
 
 def _physical(link: LinkClass, key: str, interconnect: str, accelerator: str, path: Path) -> None:
-    """Every bandwidth of a link class at most its technology's ceiling (plan/link_limits.py), as --bench."""
-    from ditpar.plan.link_limits import line_rate
+    """Every bandwidth of a link class at most its technology's ceiling (plan/inputs/link_limits.py), as --bench."""
+    from ditpar.plan.inputs.link_limits import line_rate
 
     rate = line_rate(key, link.name, interconnect, accelerator)
     figures = {"bandwidth_GBps": link.bandwidth_GBps, "ring_GBps": link.ring_GBps, "per_peer_GBps": link.per_peer_GBps,
@@ -351,7 +362,7 @@ def _physical(link: LinkClass, key: str, interconnect: str, accelerator: str, pa
 
 def parse_hardware(data: Mapping[str, Any], path: Path) -> HardwarePreset:
     """Build and check a HardwarePreset from one parsed TOML table: every key's type and range is the
-    schema's (plan/schema.py); the rules that tie keys together are checked here."""
+    schema's (plan/inputs/schema.py); the rules that tie keys together are checked here."""
     schema.check(data, schema.HARDWARE, path)
     ic, dpn, dom = data["interconnect"], data["devices_per_node"], data["domain_size"]
     if dpn % dom:
@@ -385,6 +396,7 @@ def parse_hardware(data: Mapping[str, Any], path: Path) -> HardwarePreset:
         domain_size=dom, links=links, sources=sources,
         hbm_bandwidth_GBps=float(data.get("hbm_bandwidth_GBps", 0.0)),
         domains=domains, notes=data.get("notes", ""), path=str(path), implied_links=implied,
+        p2p=bool(data.get("p2p", True)), pcie_layout=str(data.get("pcie_layout", "")),
     )
 
 
@@ -645,6 +657,6 @@ def preset_tables_markdown() -> str:
     out += ["", "Aliases (any of these, or the file stem, resolves to the preset):", ""]
     out += [f"- {n}: " + ", ".join(f"`{a}`" for a in resolve_model(n).aliases) for n in list_models()]
     out += [f"- {n}: " + ", ".join(f"`{a}`" for a in resolve_hardware(n).aliases) for n in list_hardware()]
-    out += ["", "Generated by `ditpar.plan.presets.preset_tables_markdown()`; tests/test_presets.py fails when this "
+    out += ["", "Generated by `ditpar.plan.inputs.presets.preset_tables_markdown()`; tests/test_presets.py fails when this "
                 "section and the TOML files disagree."]
     return "\n".join(out)

@@ -7,8 +7,8 @@ import dataclasses
 from pathlib import Path
 
 from ditpar.errors import InputError
-from ditpar.plan import schema
-from ditpar.plan.presets import ModelPreset, _read_toml
+from ditpar.plan.inputs import schema
+from ditpar.plan.inputs.presets import ModelPreset, _read_toml
 
 REQUIRED = ("name", "heads", "kv_heads", "head_dim", "layers", "hidden", "ffn", "text_tokens", "cfg")
 # stated defaults of every other field (references/parallel-selection.md, "Describe an in-house model")
@@ -25,7 +25,7 @@ def block_params(hidden: int, heads: int, kv_heads: int, head_dim: int, ffn: int
 
 def load(path_text: str) -> ModelPreset:
     """ModelPreset from a minimal model file; a missing, unknown or bad key is one InputError naming it
-    (types and ranges: plan/schema.py CUSTOM_MODEL)."""
+    (types and ranges: plan/inputs/schema.py CUSTOM_MODEL)."""
     path = Path(path_text)
     data = _read_toml(path)
     missing = [k for k in REQUIRED if k not in data]

@@ -8,7 +8,8 @@ import re
 from dataclasses import dataclass, field
 
 from ditpar.errors import InputError
-from ditpar.plan import calibration, shortlist, uncertainty
+from ditpar.plan.decide import shortlist, uncertainty
+from ditpar.plan.inputs import calibration
 
 FEW_STEPS, ANCHOR_STEPS, REPEATS = 4, 10, 5
 
@@ -25,7 +26,7 @@ class Box:
 
 def calibrate_box(args, model, hw, shape, tun) -> Box:
     """Apply --topo, --bench, --set and --ref-step-s (in that order) to the preset."""
-    from ditpar.plan.cost import calibrate
+    from ditpar.plan.decide.rank import calibrate
 
     warnings: list[str] = []
     if args.topo:
@@ -113,7 +114,7 @@ def find_plans(results, names: list[str]) -> list:
 def after_ranking(args, box: Box, results, model, hw, shape, tun, write_matrix=None) -> dict:
     """Bands, short list, sensitivity, --compare and --emit-matrix after rank_plans (`write_matrix`:
     the few-step tool's writer, passed in by the script since the plan layer does not import it)."""
-    from ditpar.plan.cost.rank import pair_tunables, runner_up
+    from ditpar.plan.decide.rank import pair_tunables, runner_up
 
     measured = calibration.measured_links(box.link_records, hw)
     short = shortlist.annotate(results, measured)
@@ -153,8 +154,8 @@ def after_ranking(args, box: Box, results, model, hw, shape, tun, write_matrix=N
 
 def _compare_pair(lead, other, model, hw, shape, tun) -> dict:
     """G6, G7, sensitivity and tie of one asked pair (lead = the faster prediction)."""
-    from ditpar.plan import gates
-    from ditpar.plan.cost.rank import pair_tunables
+    from ditpar.plan.decide import gates
+    from ditpar.plan.decide.rank import pair_tunables
 
     rec = {"a": lead.plan.name, "b": other.plan.name}
     if not (lead.feasible and other.feasible):
@@ -173,7 +174,7 @@ def _align_ab_gate(top: list, measure: list) -> None:
     """G6 of the top two names the same plans the conclusion asks to measure (the short list's few)."""
     if len(measure) <= 2:
         return
-    from ditpar.plan.gates import Gate
+    from ditpar.plan.decide.gates import Gate
 
     names = ", ".join(r.plan.name for r in measure)
     for r in top:
@@ -244,7 +245,8 @@ def render(text: str, results, extra: dict, box: Box, top: int) -> str:
         if r not in shown:
             shown.append(r)
     lines = ["", f"predicted bands (model error +-{uncertainty.MODEL_HALF_WIDTH:.1%} held-out, plus exposed comm on "
-             f"preset link figures moved x{uncertainty.PRESET_FACTOR:g} either way); tie = on the short list:",
+             f"preset link figures moved x1.5 / x2 / x3 either way as each is measured / derived / from another class, "
+             f"PipeFusion schedule x{uncertainty.PIPELINE_FACTOR:g}); tie = on the short list:",
              f"{'#':>3} {'plan':<18}{'latency_s':>10}{'low_s':>10}{'high_s':>10}  short list"]
     for r in shown:
         if not r.feasible:

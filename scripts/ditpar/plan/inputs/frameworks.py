@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ditpar.errors import InputError
 from ditpar.plan.cost.plans import Plan
-from ditpar.plan.presets import _read_toml, normalize, templates_dir
+from ditpar.plan.inputs.presets import _read_toml, normalize, templates_dir
 
 FORMS = ("ulysses", "ring", "kv_allgather", "tp", "pipefusion", "cfg", "dp")
 PADDING = ("pad", "uneven", "reject")
@@ -264,7 +264,7 @@ def runs(fw: Framework, model, hw, shape, plan: Plan) -> str | None:
     if plan.ulysses > 1 and model.kv_heads < model.heads and kv_local % plan.ulysses \
             and not fw.gqa_kv_replication:
         return f"kv_heads {model.kv_heads} not divisible by ulysses {plan.ulysses} (no K/V head replication)"
-    from ditpar.plan.gates import padding_for
+    from ditpar.plan.cost.work import padding_for
 
     if padding_for(model, shape, plan) and not fw.pads_sequence(family, plan):
         return f"sequence {shape.tokens} tokens not divisible by sp {plan.sp} (no padding)"

@@ -71,7 +71,7 @@ def _group(label: str, n: int, where: str) -> list[int]:
     if label in ("", "world"):
         return list(range(n))
     parts = label.split(",")
-    if len(parts) > limits.MAX_DEVICES or not all(p.strip() for p in parts):
+    if len(parts) > limits.MAX_DEVICES or not all(p.strip().isdigit() for p in parts):
         raise InputError(f"{where}: group {label!r}: expected 'world' or rank numbers joined by ',' such as 0,1,2,3")
     ranks = [limits.integer(p, f"{where}: group {label!r}: device id", 0, limits.MAX_DEVICES - 1) for p in parts]
     if len(set(ranks)) != len(ranks) or min(ranks) < 0:
@@ -85,7 +85,7 @@ def _group(label: str, n: int, where: str) -> list[int]:
 
 def _plausible(hw, link: str, bw: float, nbytes: int, where: str) -> None:
     """A measured busbw inside the physical range of its link class (link_limits.py), else an InputError."""
-    from ditpar.plan.link_limits import line_rate, plausible_range
+    from ditpar.plan.inputs.link_limits import line_rate, plausible_range
 
     name = hw.links[link].name if link in hw.links else link
     rate = line_rate(link, name, hw.interconnect, hw.accelerator)
@@ -253,7 +253,7 @@ def measured_links(records: list[dict], hw) -> frozenset[str]:
 
 def load_topology(path: str, hw):
     """The preset with domains from an `nvidia-smi topo -m` / `npu-smi info -t topo` file."""
-    from ditpar.plan.topology import apply_topology, parse_topology
+    from ditpar.plan.inputs.topology import apply_topology, parse_topology
 
     text = files.read_input_text(path, strip_ansi=True)
     topo = parse_topology(text, path)
@@ -273,8 +273,8 @@ def set_keys(hw) -> list[str]:
 
 
 def _in_schema(key: str, parts: list[str], value: float, item: str) -> None:
-    """An override obeys the range its key has in a preset file (plan/schema.py): 1e300 GB/s is no what-if."""
-    from ditpar.plan import schema
+    """An override obeys the range its key has in a preset file (plan/inputs/schema.py): 1e300 GB/s is no what-if."""
+    from ditpar.plan.inputs import schema
 
     spec = None
     if key in schema.HARDWARE.keys:

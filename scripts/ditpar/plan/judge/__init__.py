@@ -1,0 +1,1 @@
+"""How the chooser is judged: scoring published tables, held out by source, hardware class and framework."""

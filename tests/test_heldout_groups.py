@@ -1,0 +1,80 @@
+"""Issue 23: held-out folds by hardware class and framework, speedup beside n and 0.75 n, band coverage."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+from ditpar.plan.decide import uncertainty
+from ditpar.plan.judge import evaluate as ev
+from ditpar.plan.judge import heldout
+
+COLS = ev.COLUMNS
+
+
+def _row(repo, hw, ic, n, u, r, cfg, lat):
+    return {"source_repo": repo, "source_path": "doc.md", "model": "FLUX.1-dev", "hardware": hw, "interconnect": ic,
+            "n_devices": str(n), "resolution_or_seq": "1024x1024", "steps": "28", "ulysses": str(u), "ring": str(r),
+            "pipefusion": "1", "cfg": str(cfg), "tp": "1", "other_config": "", "latency_s": str(lat),
+            "notes": "kind=table"}
+
+
+def frames():
+    a = pd.DataFrame([_row("xdit-project/xDiT", "A100", "NVLink", 1, 1, 1, 1, 20.0),
+                      _row("xdit-project/xDiT", "A100", "NVLink", 2, 2, 1, 1, 11.0),
+                      _row("xdit-project/xDiT", "A100", "NVLink", 2, 1, 2, 1, 12.5),
+                      _row("xdit-project/xDiT", "A100", "NVLink", 4, 4, 1, 1, 6.0)], columns=COLS)
+    b = pd.DataFrame([_row("vipshop/cache-dit", "L20", "PCIe", 1, 1, 1, 1, 24.0),
+                      _row("vipshop/cache-dit", "L20", "PCIe", 2, 2, 1, 1, 14.0),
+                      _row("vipshop/cache-dit", "L20", "PCIe", 2, 1, 2, 1, 13.0)], columns=COLS)
+    return {"a.csv": a, "b.csv": b}
+
+
+@pytest.mark.parametrize("by,groups", [("source", ["a.csv", "b.csv"]), ("hardware", ["A100", "L20"]),
+                                       ("framework", ["cache-dit", "xDiT"])])
+def test_folds_are_the_named_groups(by, groups):
+    from ditpar.plan.cost import Tunables
+    res = heldout.evaluate_heldout(frames(), Tunables(), by=by)
+    assert res["by"] == by and [r.source for r in res["sources"]] == groups
+    assert "held-out (leave one" in heldout.render(res)
+
+
+def test_speedup_and_baselines_by_hand():
+    """Held out by hardware class: the A100 fold's speedups recomputed from the fold's own predictions."""
+    from ditpar.plan.cost import Tunables
+    res = heldout.evaluate_heldout(frames(), Tunables(), by="hardware")
+    a100 = res["sources"][0]
+    # 3 multi-card A100 rows: measured speedups 20/11, 20/12.5, 20/6 against n = 2, 2, 4 and 0.75 n
+    meas = [20 / 11, 20 / 12.5, 20 / 6]
+    assert a100.linear_log2 == pytest.approx([abs(math.log2(n / m)) for n, m in zip((2, 2, 4), meas, strict=True)])
+    assert a100.three_quarter_log2 == pytest.approx(
+        [abs(math.log2(0.75 * n / m)) for n, m in zip((2, 2, 4), meas, strict=True)])
+    rows = heldout.collect_rows(frames())
+    scorer = heldout.Scorer(rows, Tunables(), False)
+    c = a100.constants
+    preds = scorer.predict(c["launch_us"], c["overlap_efficiency"], heldout.derive_mfu(rows, "A100", Tunables(), "hardware"))
+    idx = [i for i, r in enumerate(rows) if r.hw.accelerator == "A100"]
+    single = idx[0]
+    want = [abs(math.log2((preds[single][0] / preds[i][0]) / (rows[single].measured / rows[i].measured)))
+            for i in idx[1:]]
+    assert a100.speedup_log2 == pytest.approx(want)
+    inside = []
+    for i in idx[1:]:
+        b = uncertainty.band_of(preds[i][2], frozenset(), c["band_half_width"])
+        scale = rows[single].measured / preds[single][0]
+        inside.append(b.low_s * scale <= rows[i].measured <= b.high_s * scale)
+    assert a100.band_inside == inside
+    d = a100.as_dict()
+    assert d["linear_within_25pct"] == pytest.approx(sum(x <= math.log2(1.25) for x in a100.linear_log2) / 3)
+
+
+def test_evaluate_cli_hold_out_flag(tmp_path):
+    from conftest import run_script
+    for name, f in frames().items():
+        f.to_csv(tmp_path / name, index=False)
+    out = run_script("plan.py", "evaluate", "--tables", str(tmp_path), "--hold-out", "hardware").stdout
+    assert "leave one hardware class out" in out and "leave one source out" not in out
+    assert "ideal linear (n)" in out and "band coverage" in out
+    bad = run_script("plan.py", "evaluate", "--tables", str(tmp_path), "--hold-out", "gpu", check=2)
+    assert "--hold-out" in bad.stderr

@@ -1,0 +1,89 @@
+"""Issue 23 acceptance checks, each on the shipped presets and cost model (frameworks as plan.py uses them)."""
+
+from __future__ import annotations
+
+import pytest
+from ditpar.plan.cost import Plan, Tunables, make_shape, predict
+from ditpar.plan.cost.timing import host_device_s, slowest_stage_s, stage_split
+from ditpar.plan.decide import shortlist
+from ditpar.plan.decide.rank import rank_plans
+from ditpar.plan.inputs import frameworks, presets
+
+
+def ranked(model: str, hw: str, n: int) -> dict:
+    m, h = presets.load_model(model), presets.load_hardware(hw, None, n)
+    rs = rank_plans(m, h, make_shape(m), n, Tunables(), frameworks=frameworks.resolve_frameworks(None),
+                    allow_approximate=True)
+    shortlist.annotate(rs, frozenset())
+    return {r.plan.name: r for r in rs if r.feasible}
+
+
+def test_cogvideox5b_6xl40_cfg_has_ulysses3_cfg2_on_the_short_list():
+    r = ranked("CogVideoX-5b", "L40", 6)
+    assert r["cfg2 U3"].short_list
+
+
+def test_a_3_card_group_does_not_take_the_4_card_all_to_all_figure():
+    link = presets.load_hardware("L40", None, 8).links["intra_domain"]
+    assert link.alltoall_GBps == ((4, 2.0),)
+    assert link.alltoall_bus_GBps(4) == 2.0 and link.alltoall_bus_GBps(3) == 0.0 and link.alltoall_bus_GBps(8) == 2.0
+
+
+def test_flux_8xa100_pipefusion8_not_faster_than_ulysses8():
+    r = ranked("FLUX.1-dev", "A100", 8)
+    assert r["PF8"].latency_s >= r["U8"].latency_s
+
+
+def test_hunyuanvideo_8x_atlas_ring8_at_least_15pct_behind_ulysses8():
+    r = ranked("HunyuanVideo", "Atlas 800I A2", 8)
+    assert r["R8"].latency_s >= 1.15 * r["U8"].latency_s
+
+
+def test_ring_hop_on_a_full_mesh_uses_one_direct_link():
+    """A ring hop sends to one neighbour: on the 910B HCCS mesh that is one link (per_peer 22.4 GB/s)."""
+    from ditpar.plan.cost.work import effective_bw
+    hw = presets.load_hardware("Atlas 800I A2", None, 8)
+    assert effective_bw(hw, "intra_domain", 8, 8, "p2p") == 22.4
+    assert effective_bw(hw, "intra_domain", 8, 8, "allreduce") == pytest.approx(156.8)
+
+
+def test_flux_tp8_on_8_and_tp4_on_4_h100_differ():
+    m, h8, h4 = presets.load_model("FLUX.1-dev"), presets.load_hardware("H100", None, 8), \
+        presets.load_hardware("H100", None, 4)
+    s = make_shape(m)
+    tp8, tp4 = predict(m, h8, s, Plan(tp=8)), predict(m, h4, s, Plan(tp=4))
+    assert tp8.latency_s < tp4.latency_s * 0.99
+
+
+@pytest.mark.xfail(strict=True, reason="issue 23: TP8 vs CFG2 x TP4 on Atlas 800I A2 still a near tie (1.01); "
+                   "the measured 1.37 needs a 4-rank HCCS all-reduce near 120 GB/s, the preset gives 3 x 22.4")
+def test_wan14b_8x_atlas_tp8_at_least_15pct_behind_cfg2_tp4():
+    r = ranked("Wan2.1-T2V-14B", "Atlas 800I A2", 8)
+    assert r["TP8"].latency_s >= 1.15 * r["cfg2 TP4"].latency_s
+
+
+def test_host_device_p_norm_by_hand():
+    assert host_device_s(1.0, 0.0) == 1.0
+    assert host_device_s(3.0, 4.0) == pytest.approx((81 + 256) ** 0.25)
+    assert host_device_s(1.0, 1.0) == pytest.approx(2 ** 0.25)
+
+
+def test_pipefusion_stage_split_and_slowest_stage():
+    assert stage_split(57, 8) == [8, 7, 7, 7, 7, 7, 7, 7]
+    flux = presets.load_model("FLUX.1-dev")      # 19 joint then 38 single
+    # per-stage average times per kind (count = blocks / stages): joint 2.0 s per block, single 1.0 s
+    per_kind = {"joint": 2.0 * 19 / 8, "single": 1.0 * 38 / 8}
+    assert slowest_stage_s(flux, per_kind, [19 / 8, 38 / 8], 8) == pytest.approx(8 * 2.0)
+
+
+def test_band_widens_more_for_other_class_figures():
+    from ditpar.plan.decide import uncertainty
+    kw = dict(latency_s=10.0, exposed_by_link_s={"intra_domain": 2.0}, measured_links=frozenset(), half_width=0.0)
+    meas = uncertainty.band(**kw, evidence={"intra_domain": "measured"})
+    der = uncertainty.band(**kw, evidence={"intra_domain": "derived"})
+    other = uncertainty.band(**kw, evidence={"intra_domain": "other-class"})
+    assert (meas.low_s, meas.high_s) == pytest.approx((10 - 2 * (1 - 1 / 1.5), 10 + 2 * 0.5))
+    assert (der.low_s, der.high_s) == pytest.approx((9.0, 12.0))
+    assert (other.low_s, other.high_s) == pytest.approx((10 - 2 * (2 / 3), 14.0))
+    pf = uncertainty.band(10.0, {}, frozenset(), 0.0, pipeline_s=1.0)
+    assert (pf.low_s, pf.high_s) == pytest.approx((9.5, 11.0))
