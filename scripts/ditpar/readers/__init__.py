@@ -28,7 +28,7 @@ from ditpar.core.profile import (
     function_name,
 )
 from ditpar.errors import IncompleteRankError, InputError
-from ditpar.readers import ascend, kineto
+from ditpar.readers import ascend, ascend_db, kineto
 
 __all__ = ["load_profiles", "discover"]
 
@@ -43,7 +43,7 @@ def discover(path: str | os.PathLike[str]) -> list[tuple[str, Path]]:
     if not p.exists():
         raise InputError(f"{p}: no such file or folder")
     if p.is_file():
-        if p.name == "trace_view.json" or p.name == ascend.KERNEL_FILE:
+        if p.name in ("trace_view.json", ascend.KERNEL_FILE, ascend_db.ANALYSIS_DB) or p.match(ascend_db.PROFILER_DB_GLOB):
             return [("ascend", p.parent)]
         if _is_trace_name(p.name):
             return [("kineto", p)]
@@ -149,7 +149,7 @@ def _read_one(fmt: str, loc: Path, per_rank: Callable[[ProfileSet], object] | No
     (``rank_result``), with the event table emptied.
     """
     try:
-        result = ascend.read_rank(loc) if fmt == "ascend" else kineto.read_trace(loc)
+        result = _read_ascend(loc) if fmt == "ascend" else kineto.read_trace(loc)
     except IncompleteRankError as exc:
         return exc
     if per_rank is not None:
@@ -158,6 +158,11 @@ def _read_one(fmt: str, loc: Path, per_rank: Callable[[ProfileSet], object] | No
         result.rank_result = per_rank(one)
         result.events = make_events({"rank": [], "start_ns": [], "dur_ns": []})
     return result
+
+
+def _read_ascend(loc: Path) -> object:
+    """One torch_npu rank: the text export when it has kernel_details.csv, else its db export."""
+    return ascend_db.read_rank(loc) if ascend_db.has_db(loc) else ascend.read_rank(loc)
 
 
 def _read_each(fmt: str, locs: list[Path], workers: int | None,
@@ -309,6 +314,8 @@ def _profile_bytes(fmt: str, locs: list[Path]) -> int:
     total = 0
     for loc in locs:
         path = ascend.find_output_dir(loc) / ascend.KERNEL_FILE if fmt == "ascend" else loc
+        if fmt == "ascend" and not path.is_file():
+            path = ascend_db.find_db(ascend.find_output_dir(loc)) or path
         try:
             total += path.stat().st_size
         except OSError:
