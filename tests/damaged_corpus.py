@@ -518,10 +518,61 @@ def flag_cases(base: Path) -> list[Case]:
     ]
 
 
+# --- torch_npu export_type db (issue 25) ---------------------------------------------------------
+
+#: connections that hold a database locked while the corpus runs (the cases run in other processes)
+_DB_LOCKS: list = []
+
+
+def round2_db_cases(base: Path) -> list[Case]:
+    """Damaged db exports of the shipped rank 0: truncated, not SQLite, missing table, unknown schema, locked."""
+    import sqlite3
+
+    from ascend_db_synth import write_db_rank
+
+    def db_rank(name: str, **kw: object) -> tuple[Path, Path]:
+        folder = write_db_rank(RANK0, base / "db" / name / RANK0.name, **kw)
+        return folder, next((folder / OUT_DIR).glob("ascend_pytorch_profiler_*.db"))
+
+    cases: list[Case] = []
+    folder, db = db_rank("truncated")
+    data = db.read_bytes()
+    db.write_bytes(data[: len(data) // 2])
+    cases += _with_reason(_profile_cases("db-truncated", [str(folder)]), "truncated")
+    folder, db = db_rank("not-sqlite")
+    db.write_bytes(b"this is not a database\n" * 10)
+    cases += _with_reason(_profile_cases("db-not-sqlite", [str(folder)]), "not an SQLite database")
+    folder, db = db_rank("missing-table")
+    con = sqlite3.connect(db)
+    con.execute("DROP TABLE COMPUTE_TASK_INFO")
+    con.commit()
+    con.close()
+    cases += _with_reason(_profile_cases("db-missing-table", [str(folder)]), "missing table COMPUTE_TASK_INFO")
+    folder, db = db_rank("schema-2", schema_major="2")
+    cases += _with_reason(_profile_cases("db-schema-2", [str(folder)]), "SCHEMA_VERSION")
+    folder, db = db_rank("analysis-cut")
+    analysis = folder / OUT_DIR / "analysis.db"
+    analysis.write_bytes(analysis.read_bytes()[:150])
+    cases += _with_reason(_profile_cases("db-analysis-truncated", [str(folder)]), "analysis.db")
+    folder, db = db_rank("locked")
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")  # this process keeps the lock; the scripts run as other processes
+    _DB_LOCKS.append(holder)
+    cases += _with_reason(_profile_cases("db-locked", [str(folder)]), "locked")
+    return cases
+
+
+def _with_reason(cases: list[Case], reason: str) -> list[Case]:
+    for case in cases:
+        case.reason = reason
+    return cases
+
+
 def build(base: Path) -> list[Case]:
     """Write every damaged input under base; return the cases."""
     cases = (profile_cases(base) + stage_delta_cases(base) + topo_cases(base) + plan_cases(base)
-             + fewstep_cases(base) + a2a_audit_cases(base) + scope_cases(base) + flag_cases(base))
+             + fewstep_cases(base) + a2a_audit_cases(base) + scope_cases(base) + flag_cases(base)
+             + round2_db_cases(base))
     ids = [c.id for c in cases]
     assert len(ids) == len(set(ids)), "case ids must be unique"
     return cases
