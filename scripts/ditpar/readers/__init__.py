@@ -28,7 +28,7 @@ from ditpar.core.profile import (
     function_name,
 )
 from ditpar.errors import IncompleteRankError, InputError
-from ditpar.readers import ascend, ascend_db, kineto
+from ditpar.readers import ascend, ascend_db, ascend_partial, kineto
 
 __all__ = ["load_profiles", "discover"]
 
@@ -161,8 +161,13 @@ def _read_one(fmt: str, loc: Path, per_rank: Callable[[ProfileSet], object] | No
 
 
 def _read_ascend(loc: Path) -> object:
-    """One torch_npu rank: the text export when it has kernel_details.csv, else its db export."""
-    return ascend_db.read_rank(loc) if ascend_db.has_db(loc) else ascend.read_rank(loc)
+    """One torch_npu rank: the text export when it has kernel_details.csv, else its db export, else the
+    step trace and communication files of a rank without device tasks (ascend_partial)."""
+    if ascend_db.has_db(loc):
+        return ascend_db.read_rank(loc)
+    if ascend_partial.has_evidence(loc):
+        return ascend_partial.read_rank(loc)
+    return ascend.read_rank(loc)
 
 
 def _read_each(fmt: str, locs: list[Path], workers: int | None,
@@ -343,7 +348,10 @@ def _combine(fmt: str, reads: list, locations: list[Path]) -> ProfileSet:
     conflicted: set[str] = set()
     unplaced: Counter = Counter()
     sources: dict[int, list[Path]] = {}
+    partial: dict[int, list[str]] = {}
     for rank, rd in zip(ranks, reads, strict=True):
+        if getattr(rd, "evidence", None) is not None:
+            partial[rank] = list(rd.evidence)
         st = rd.steps.copy()
         st["rank"] = rank
         steps.append(st)
@@ -381,6 +389,7 @@ def _combine(fmt: str, reads: list, locations: list[Path]) -> ProfileSet:
         fmt=fmt,
         links=(pd.concat(links, ignore_index=True)[list(LINK_COLUMNS)] if links else None),
         bytes_from=bytes_from,
+        partial_ranks=partial,
     )
 
 
