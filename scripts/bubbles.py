@@ -127,6 +127,9 @@ def main() -> None:
 
         ps = load_profiles(args.paths, workers=args.workers)
         cli.warn_skipped(PROG, ps.skipped)
+        for rank, have in sorted(ps.partial_ranks.items()):
+            sys.stderr.write(f"{PROG}: rank {rank} has no kernel_details.csv ({', '.join(have)} only): its "
+                             "compute-stream gaps need device tasks; left out of this answer\n")
         families = [f.strip() for f in args.family.split(",") if f.strip()] if args.family else None
         report = analyse(ps, ranks=args.rank, families=families, tolerance_us=args.tolerance_us,
                          consumer=args.consumer, stream=args.stream)
@@ -139,7 +142,8 @@ def main() -> None:
             cli.write_csv(args.csv, gap_frame(report))
         if args.json:
             cli.print_json(TOOL, {**payload(report), "skipped_ranks": [
-                {"rank": s["rank"], "reason": s["reason"], "path": s["path"]} for s in ps.skipped]})
+                {"rank": s["rank"], "reason": s["reason"], "path": s["path"]} for s in ps.skipped],
+                "evidence": {str(r): v for r, v in ps.evidence().items()}})
         else:
             print_text(report)
         return 0

@@ -22,7 +22,7 @@ MAIN = ["rank", "family", "group", "group_role", "count", "sum_us", "union_us", 
         "exposed_us", "mean_us", "median_us", "p90_us", "bytes", "bandwidth_GBps", "transit_us", "wait_us", "idle_us"]
 JSON_COLS = ["rank", "family", "group", "group_name", "group_role", "count", "sum_us", "union_us",
              "union_over_sum", "exposed_us", "mean_us", "median_us", "p90_us", "bytes", "bandwidth_GBps",
-             "transit_us", "wait_us", "idle_us", "wait_share", "split_ops", "bytes_from"]
+             "transit_us", "wait_us", "idle_us", "wait_share", "split_ops", "bytes_from", "evidence"]
 RANK_COLS = ["rank", "comm_union_us", "comm_exposed_us", "overlap_pct", "compute_union_us", "span_us"]
 
 
@@ -105,6 +105,16 @@ def print_text(report: CollectiveReport, unclassified) -> None:
     out(cli.format_table(report.checks, ["name", "status", "detail"]) + "\n")
 
 
+def evidence_note(evidence: dict[int, list[str]]) -> str:
+    """Which ranks had which files; ranks without device tasks lack union and exposed time."""
+    line = "evidence per rank: " + "; ".join(f"rank {r}: {', '.join(v)}" for r, v in evidence.items())
+    partial = [r for r, v in evidence.items() if "tasks" not in v]
+    if partial:
+        line += (f"\nranks {partial}: no kernel_details.csv; their rows come from communication.json "
+                 "(count, sum = Elapse Time, transit/wait/idle); union_us and exposed_us need kernel_details.csv")
+    return line
+
+
 def main() -> None:
     args = build_parser().parse_args()
 
@@ -121,10 +131,13 @@ def main() -> None:
         report = analyse(ps, ranks=args.rank, families=families, layers=args.layers, steps=args.steps)
         if args.csv:
             cli.write_csv(args.csv, report.table[JSON_COLS])
+        evidence = ps.evidence()
         if args.json:
-            cli.print_json(TOOL, payload(report, ps.unclassified, ps.skipped))
+            cli.print_json(TOOL, {**payload(report, ps.unclassified, ps.skipped),
+                                  "evidence": {str(r): v for r, v in evidence.items()}})
         else:
             print_text(report, ps.unclassified)
+            print(evidence_note(evidence))
         return 0 if all(c["status"] != "FAIL" for c in report.checks) else 1
 
     cli.run(PROG, body)

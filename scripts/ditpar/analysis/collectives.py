@@ -87,22 +87,30 @@ def check_row(name: str, status: str, detail: str) -> dict[str, str]:
     return {"name": name, "status": status, "detail": detail}
 
 
+def _partial_families(ps: ProfileSet) -> set[str]:
+    """Families of the communication.json ops of ranks without device tasks."""
+    ops = ps.comm_ops
+    if not ps.partial_ranks or ops is None or ops.empty:
+        return set()
+    return set(ops.loc[ops["rank"].isin(list(ps.partial_ranks)), "family"])
+
+
 def select_ranks(ps: ProfileSet, ranks: list[int] | None) -> pd.DataFrame:
     """Events of the requested ranks; an unknown rank is an error listing the ranks present."""
     events = ps.events
     if not ranks:
         return events
-    have = ps.ranks
+    have = sorted({*ps.ranks, *ps.partial_ranks})
     missing = sorted(set(ranks) - set(have))
     if missing:
         raise InputError(f"--rank {missing}: not in the profile; ranks present: {have}")
     return events[events["rank"].isin(ranks)]
 
 
-def require_families(events: pd.DataFrame, families: list[str] | None) -> list[str]:
-    """Check that each requested family occurs among the comm events; return the list."""
+def require_families(events: pd.DataFrame, families: list[str] | None, also: set[str] | None = None) -> list[str]:
+    """Check that each requested family occurs among the comm events (or ``also``); return the list."""
     comm = events[events["kind"] == "comm"]
-    present = sorted(set(comm["family"]) - {""})
+    present = sorted((set(comm["family"]) | (also or set())) - {""})
     if not families:
         return present
     missing = [f for f in families if f not in present]
@@ -420,7 +428,7 @@ def analyse(ps: ProfileSet, ranks: list[int] | None = None, families: list[str] 
             layers: int | None = None, steps: int | None = None) -> CollectiveReport:
     """Run every collectives analysis on a profile set."""
     events = select_ranks(ps, ranks)
-    fams = require_families(events, families)
+    fams = require_families(events, families, _partial_families(ps))
     if not fams:
         raise no_collectives_error(events)
     if families:
@@ -429,11 +437,15 @@ def analyse(ps: ProfileSet, ranks: list[int] | None = None, families: list[str] 
     if comm_ops is not None and ranks:
         comm_ops = comm_ops[comm_ops["rank"].isin(ranks)]
     table = collective_table(events, ps.groups, comm_ops)
+    table["evidence"] = "tasks"
+    extra = partial_rank_rows(ps, ranks, fams)
+    if len(extra):
+        table = pd.concat([table, extra], ignore_index=True)
     # what "bytes" means on each rank: the message (count x dtype) or what the op moved (transit)
     table["bytes_from"] = [ps.bytes_from.get(int(r), "") if b is not None and b == b else ""
                            for r, b in zip(table["rank"], table["bytes"], strict=True)]
     rtab = rank_table(events)
-    checks = [check_accounting(table, rtab), check_comm_streams(events)]
+    checks = [check_accounting(table[table["evidence"] == "tasks"], rtab), check_comm_streams(events)]
     layer_table = None
     not_dit = training_evidence(events) if layers is not None else None
     if layers is not None:
@@ -449,6 +461,44 @@ def analyse(ps: ProfileSet, ranks: list[int] | None = None, families: list[str] 
                             overlap=overlap_matrix(events), skew=family_skew(table),
                             layers=layer_table, checks=checks, slowest_rank=slow, slowest_by=by,
                             not_dit=not_dit, links=link_table(ps, ranks))
+
+
+#: the columns a rank without device tasks cannot have: they need its compute kernels
+NEEDS_KERNELS = ("union_us", "union_over_sum", "exposed_us")
+
+
+def partial_rank_rows(ps: ProfileSet, ranks: list[int] | None, families: list[str]) -> pd.DataFrame:
+    """Rows of ranks without device tasks, from communication.json alone: count, summed op time
+    (Elapse Time), duration statistics, transit bytes and the transit/wait/idle split. Union and
+    exposed time need the rank's kernels (kernel_details.csv) and stay empty."""
+    cols = [*TABLE_COLUMNS, "sum_ns", "union_ns", "exposed_ns", "sized_count", "split_ops", "evidence"]
+    partial = sorted(r for r in ps.partial_ranks if not ranks or r in ranks)
+    ops = ps.comm_ops
+    if not partial or ops is None or ops.empty:
+        return pd.DataFrame(columns=cols)
+    ops = ops[ops["rank"].isin(partial) & ops["family"].isin(families)]
+    rows = []
+    for (rank, family, group), sub in ops.groupby(["rank", "family", "group"], sort=True):
+        durs = np.round(sub["elapse_us"].to_numpy(float) * 1000).astype(np.int64)
+        sized = sub["bytes"].notna().to_numpy()
+        nbytes = int(sub["bytes"][sized].sum()) if sized.any() else None
+        sized_ns = int(durs[sized].sum()) if sized.any() else 0
+        info = ps.groups.get(str(group))
+        transit, wait = sub["transit_us"].sum(min_count=1), sub["wait_us"].sum(min_count=1)
+        total = transit + wait
+        rows.append({
+            "rank": int(rank), "family": family, "group": group,
+            "group_name": info.name if info else "", "group_role": info.role if info else "",
+            "count": int(durs.size), "sum_ns": int(durs.sum()), "sum_us": us(int(durs.sum())),
+            "union_ns": np.nan, "exposed_ns": np.nan, "union_us": np.nan, "union_over_sum": np.nan,
+            "exposed_us": np.nan, "mean_us": us(durs.mean()), "median_us": _percentile_us(durs, 50),
+            "p90_us": _percentile_us(durs, 90), "sized_count": int(sized.sum()), "bytes": nbytes,
+            "bandwidth_GBps": nbytes / sized_ns if nbytes is not None and sized_ns else float("nan"),
+            "transit_us": transit, "wait_us": wait, "idle_us": sub["idle_us"].sum(min_count=1),
+            "wait_share": wait / total if total > 0 else float("nan"), "split_ops": int(len(sub)),
+            "evidence": "communication.json only (no kernel_details.csv)",
+        })
+    return pd.DataFrame(rows, columns=cols)
 
 
 def check_all_ranks(ps: ProfileSet) -> dict[str, str]:
