@@ -20,7 +20,7 @@ PROG = "collectives.py"
 TOOL = "collectives"
 MAIN = ["rank", "family", "group", "group_role", "count", "sum_us", "union_us", "union_over_sum",
         "exposed_us", "mean_us", "median_us", "p90_us", "bytes", "bandwidth_GBps", "transit_us", "wait_us", "idle_us"]
-JSON_COLS = ["rank", "family", "group", "group_name", "group_role", "count", "sum_us", "union_us",
+JSON_COLS = ["rank", "family", "group", "group_name", "group_role", "group_rank", "count", "sum_us", "union_us",
              "union_over_sum", "exposed_us", "mean_us", "median_us", "p90_us", "bytes", "bandwidth_GBps",
              "transit_us", "wait_us", "idle_us", "wait_share", "split_ops", "bytes_from", "evidence"]
 RANK_COLS = ["rank", "comm_union_us", "comm_exposed_us", "overlap_pct", "compute_union_us", "span_us"]
@@ -98,6 +98,8 @@ def print_text(report: CollectiveReport, unclassified) -> None:
             "not the message size\n\n")
     if report.links is not None and not report.links.empty:
         out("Links (communication_matrix.json totals; bandwidth = bytes / transit time)\n")
+        out("link = group-local ranks src-dst; src_rank/dst_rank = global ranks (mapped_by: parallel_group_info "
+            "or a rank's own self link, as msprof-analyze maps them; empty when neither tells)\n")
         out(cli.format_table(report.links.drop(columns=["group_hash"]), digits=3) + "\n\n")
     if unclassified:
         top = ", ".join(f"{k} x{v}" for k, v in list(unclassified.most_common(5)))

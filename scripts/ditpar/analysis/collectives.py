@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ditpar.analysis import global_ranks
 from ditpar.analysis.steps import assign_steps, has_steps, rank_steps
 from ditpar.core.events import end_ns
 from ditpar.core.intervals import Intervals
@@ -225,8 +226,8 @@ def link_table(ps: ProfileSet, ranks: list[int] | None = None) -> pd.DataFrame:
     ``bandwidth_GBps`` is bytes / transit time computed here; ``profiler_bandwidth_GBps`` is the
     profiler's own figure, kept beside it for comparison.
     """
-    cols = ["rank", "step", "op", "link", "transport", "bytes", "transit_us", "bandwidth_GBps",
-            "profiler_bandwidth_GBps", "group_hash"]
+    cols = ["rank", "step", "op", "link", "src_rank", "dst_rank", "transport", "bytes", "transit_us",
+            "bandwidth_GBps", "profiler_bandwidth_GBps", "group_hash", "mapped_by"]
     links = ps.links
     if links is None or links.empty:
         return pd.DataFrame(columns=cols)
@@ -236,6 +237,7 @@ def link_table(ps: ProfileSet, ranks: list[int] | None = None) -> pd.DataFrame:
     t = out["transit_us"].to_numpy(float)
     # bytes per us / 1e3 is GB/s
     out["bandwidth_GBps"] = np.where(t > 0, out["bytes"].to_numpy(float) / np.where(t > 0, t, 1.0) / 1e3, np.nan)
+    out = global_ranks.add_global_links(out, global_ranks.local_to_global(ps))  # link = group-local ranks
     return out[cols].reset_index(drop=True)
 
 
@@ -441,6 +443,7 @@ def analyse(ps: ProfileSet, ranks: list[int] | None = None, families: list[str] 
     extra = partial_rank_rows(ps, ranks, fams)
     if len(extra):
         table = pd.concat([table, extra], ignore_index=True)
+    table["group_rank"] = pd.array(global_ranks.group_ranks(ps, table), dtype="Int64")
     # what "bytes" means on each rank: the message (count x dtype) or what the op moved (transit)
     table["bytes_from"] = [ps.bytes_from.get(int(r), "") if b is not None and b == b else ""
                            for r, b in zip(table["rank"], table["bytes"], strict=True)]
