@@ -127,12 +127,12 @@ def main() -> None:
 
         ps = load_profiles(args.paths, workers=args.workers)
         cli.warn_skipped(PROG, ps.skipped)
-        for rank, have in sorted(ps.partial_ranks.items()):
-            sys.stderr.write(f"{PROG}: rank {rank} has no kernel_details.csv ({', '.join(have)} only): its "
-                             "compute-stream gaps need device tasks; left out of this answer\n")
         families = [f.strip() for f in args.family.split(",") if f.strip()] if args.family else None
         report = analyse(ps, ranks=args.rank, families=families, tolerance_us=args.tolerance_us,
                          consumer=args.consumer, stream=args.stream)
+        for rank, have in sorted(ps.partial_ranks.items()):
+            sys.stderr.write(f"{PROG}: rank {rank} has no kernel_details.csv ({', '.join(have)} only): its "
+                             "compute-stream gaps need device tasks; left out of this answer\n")
         if args.plot:
             from ditpar.analysis.timeline_plot import plot_window
 

@@ -357,6 +357,7 @@ def analyse(ps: ProfileSet, ranks: list[int] | None = None, families: list[str] 
 
     tolerance_us None: chosen from the release lags of all analysed ranks (choose_tolerance).
     """
+    ps.require_tasks("bubbles (compute-stream gaps)")
     events = select_ranks(ps, ranks)
     fams = require_families(events, families) if families else []
     if not (events["kind"] == "comm").any() and (families or consumer):

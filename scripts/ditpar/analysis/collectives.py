@@ -237,7 +237,8 @@ def link_table(ps: ProfileSet, ranks: list[int] | None = None) -> pd.DataFrame:
     t = out["transit_us"].to_numpy(float)
     # bytes per us / 1e3 is GB/s
     out["bandwidth_GBps"] = np.where(t > 0, out["bytes"].to_numpy(float) / np.where(t > 0, t, 1.0) / 1e3, np.nan)
-    out = global_ranks.add_global_links(out, global_ranks.local_to_global(ps))  # link = group-local ranks
+    # link = group-local ranks (global already in msprof-analyze's cluster matrix)
+    out = global_ranks.add_global_links(out, global_ranks.local_to_global(ps), ps.links_global)
     return out[cols].reset_index(drop=True)
 
 
@@ -262,7 +263,9 @@ def rank_table(events: pd.DataFrame) -> pd.DataFrame:
             "overlap_pct": 100.0 * overlap_ns / comm.total if comm.total else float("nan"),
             "compute_union_us": us(compute.total), "span_us": us(span_ns),
         })
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=["rank", "comm_union_ns", "comm_exposed_ns", "overlap_ns", "compute_union_ns",
+                                       "span_ns", "comm_union_us", "comm_exposed_us", "overlap_pct",
+                                       "compute_union_us", "span_us"])
 
 
 def stream_table(events: pd.DataFrame) -> pd.DataFrame:
@@ -448,7 +451,13 @@ def analyse(ps: ProfileSet, ranks: list[int] | None = None, families: list[str] 
     table["bytes_from"] = [ps.bytes_from.get(int(r), "") if b is not None and b == b else ""
                            for r, b in zip(table["rank"], table["bytes"], strict=True)]
     rtab = rank_table(events)
-    checks = [check_accounting(table[table["evidence"] == "tasks"], rtab), check_comm_streams(events)]
+    with_tasks = table[table["evidence"] == "tasks"]
+    if with_tasks.empty and len(table):
+        accounting = check_row("exposed_le_union_le_sum", NO_EVIDENCE, "no rank has device tasks "
+                               "(kernel_details.csv): union and exposed time need kernel rows")
+    else:
+        accounting = check_accounting(with_tasks, rtab)
+    checks = [accounting, check_comm_streams(events)]
     layer_table = None
     not_dit = training_evidence(events) if layers is not None else None
     if layers is not None:

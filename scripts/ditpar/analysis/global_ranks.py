@@ -17,6 +17,7 @@ from ditpar.core.profile import ProfileSet
 
 BY_METADATA = "parallel_group_info"
 BY_SELF_LINK = "self link"
+ALREADY_GLOBAL = "msprof-analyze (already global)"
 _LINK = re.compile(r"^(?P<src>\d+)-(?P<dst>\d+)$")
 
 
@@ -36,9 +37,17 @@ def local_to_global(ps: ProfileSet) -> dict[str, dict[int, tuple[int, str]]]:
     return out
 
 
-def add_global_links(links: pd.DataFrame, mapping: dict[str, dict[int, tuple[int, str]]]) -> pd.DataFrame:
+def add_global_links(links: pd.DataFrame, mapping: dict[str, dict[int, tuple[int, str]]],
+                     already_global: bool = False) -> pd.DataFrame:
     """Links with src_rank/dst_rank (global; empty when unknown) beside the group-local link and the source."""
     out = links.copy()
+    if already_global:
+        ends = out["link"].astype(str).str.extract(_LINK.pattern)
+        out["src_rank"] = pd.array(pd.to_numeric(ends["src"]), dtype="Int64")
+        out["dst_rank"] = pd.array(pd.to_numeric(ends["dst"]), dtype="Int64")
+        out["global_link"] = out["link"]
+        out["mapped_by"] = ALREADY_GLOBAL
+        return out
     src, dst, how = [], [], []
     for group_hash, link in zip(out["group_hash"].astype(str), out["link"].astype(str), strict=True):
         m = _LINK.match(link)

@@ -107,6 +107,18 @@ class ProfileSet:
     #: ranks read without device tasks (no kernel_details.csv) -> what they have: "step_trace",
     #: "communication", "links"; they are not in ``ranks`` (readers/ascend_partial.py)
     partial_ranks: dict[int, list[str]] = field(default_factory=dict)
+    #: True when ``links`` name global ranks already (msprof-analyze cluster output), not group-local ones
+    links_global: bool = False
+
+    def require_tasks(self, what: str) -> None:
+        """InputError when no rank has device tasks: ``what`` needs kernel rows, the aggregates cannot give it."""
+        if self.ranks or not self.partial_ranks:
+            return
+        from ditpar.errors import InputError
+
+        have = "; ".join(f"rank {r}: {', '.join(v)}" for r, v in sorted(self.partial_ranks.items()))
+        raise InputError(f"{what} needs device tasks (kernel_details.csv or a db export's TASK rows); "
+                         f"no rank has them ({have})")
 
     def evidence(self) -> dict[int, list[str]]:
         """Every rank read -> what its files gave: "tasks", "step_trace", "communication", "links"."""

@@ -28,13 +28,14 @@ from ditpar.core.profile import (
     function_name,
 )
 from ditpar.errors import IncompleteRankError, InputError
-from ditpar.readers import ascend, ascend_db, ascend_partial, kineto
+from ditpar.readers import ascend, ascend_db, ascend_partial, kineto, msprof_cluster
 
 __all__ = ["load_profiles", "discover"]
 
 _MAX_DEPTH = 4
 _TRACE_SUFFIXES = (".json", ".json.gz")
-_NOT_TRACES = ("profiler_info", "profiler_metadata", "communication", "communication_matrix")
+_NOT_TRACES = ("profiler_info", "profiler_metadata", "communication", "communication_matrix", "cluster_",
+               "communication_group")
 
 
 def discover(path: str | os.PathLike[str]) -> list[tuple[str, Path]]:
@@ -60,7 +61,8 @@ def discover(path: str | os.PathLike[str]) -> list[tuple[str, Path]]:
             sub = here / d
             if _is_ascend_dir(sub):
                 found.append(("ascend", sub))
-            elif depth + 1 < _MAX_DEPTH and d not in ("FRAMEWORK", "__pycache__") and not d.startswith("PROF_"):
+            elif (depth + 1 < _MAX_DEPTH and d not in ("FRAMEWORK", "__pycache__", msprof_cluster.OUTPUT_DIR)
+                  and not d.startswith("PROF_")):
                 keep.append(d)
         dirs[:] = keep
         for f in sorted(files):
@@ -99,6 +101,9 @@ def load_profiles(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[st
     paths = [Path(p) for p in paths]
     if not paths:
         raise InputError("no profile path given; expected a *_ascend_pt folder or Kineto trace files")
+    cluster = [p for p in paths if msprof_cluster.is_cluster_output(p)]
+    if cluster:
+        return _load_cluster(cluster, paths, per_rank)
     located: list[tuple[str, Path]] = []
     for p in paths:
         found = discover(p)
@@ -135,6 +140,19 @@ def load_profiles(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[st
         ps.event_ranks = sorted(int(r) for r, rd in zip(_assign_ranks(reads, kept), reads, strict=True)
                                 if rd.had_events)
         ps.rank_results_of = function_name(per_rank)
+    return ps
+
+
+def _load_cluster(cluster: list[Path], paths: list[Path], per_rank: Callable | None) -> ProfileSet:
+    """msprof-analyze's cluster_analysis_output: every rank from aggregates, none with device tasks."""
+    if len(cluster) != len(paths) or len(cluster) > 1:
+        raise InputError(f"{cluster[0]}: give one msprof-analyze {msprof_cluster.OUTPUT_DIR} alone, not with "
+                         f"other profile paths ({len(paths)} given)")
+    reads = msprof_cluster.read_cluster(cluster[0])
+    ps = _combine("ascend", reads, [cluster[0]] * len(reads))
+    ps.links_global = True  # msprof-analyze mapped them (comm_matrix_analysis.py)
+    if per_rank is not None:
+        ps.rank_results, ps.event_ranks, ps.rank_results_of = {}, [], function_name(per_rank)
     return ps
 
 
