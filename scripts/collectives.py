@@ -122,15 +122,23 @@ def main() -> None:
 
     def body() -> int:
         from ditpar.analysis.collectives import analyse
+        from ditpar.analysis.collectives_ranks import RankCollectives, analyse_ranks
         from ditpar.readers import load_profiles
 
         for flag, value in (("--layers", args.layers), ("--steps", args.steps)):
             if value is not None and value < 1:
                 raise cli.InputError(f"{flag} {value}: expected >= 1")
-        ps = load_profiles(args.paths, workers=args.workers)
-        cli.warn_skipped(PROG, ps.skipped, needs_all=len(ps.ranks) + len(ps.skipped) > 1)
         families = [f.strip() for f in args.family.split(",") if f.strip()] if args.family else None
-        report = analyse(ps, ranks=args.rank, families=families, layers=args.layers, steps=args.steps)
+        if args.rank:  # a few chosen ranks: one table of their events
+            ps = load_profiles(args.paths, workers=args.workers)
+        else:  # every rank analysed where it is read: 8 large ranks never meet in one table
+            maker = RankCollectives(families, args.layers, args.steps)
+            ps = load_profiles(args.paths, workers=args.workers, per_rank=maker)
+        cli.warn_skipped(PROG, ps.skipped, needs_all=len(ps.ranks) + len(ps.skipped) > 1)
+        if args.rank:
+            report = analyse(ps, ranks=args.rank, families=families, layers=args.layers, steps=args.steps)
+        else:
+            report = analyse_ranks(ps, maker)
         if args.csv:
             cli.write_csv(args.csv, report.table[JSON_COLS])
         evidence = ps.evidence()

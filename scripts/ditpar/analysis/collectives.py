@@ -46,16 +46,25 @@ def training_evidence(events: pd.DataFrame) -> str | None:
     The calls-per-layer hints name DiT inference sources (text encoder, VAE, CFG, Ulysses); on a
     training or pipeline-parallel training profile they mislead, so callers say this once instead.
     """
+    return training_line(*training_facts(events))
+
+
+def training_facts(events: pd.DataFrame) -> tuple[int, pd.Series]:
+    """(compute kernel count, count of each training-kernel name): what training_line judges, per rank."""
     names = events.loc[events["kind"] == "compute", "name"]
     if names.empty:
-        return None
+        return 0, pd.Series(dtype="int64")
     distinct = pd.Series(pd.unique(names))
     hit_names = set(distinct[distinct.map(lambda n: bool(TRAINING_KERNELS.search(str(n))))])
-    hits = int(names.isin(hit_names).sum())
-    if hits < TRAINING_MIN_KERNELS or hits < 0.01 * len(names):
+    return len(names), names[names.isin(hit_names)].value_counts()
+
+
+def training_line(total: int, hit_counts: pd.Series) -> str | None:
+    hits = int(hit_counts.sum())
+    if hits < TRAINING_MIN_KERNELS or hits < 0.01 * total:
         return None
-    example = names[names.isin(hit_names)].value_counts().index[0]
-    return (f"{hits} of {len(names)} compute kernels are backward/gradient/optimizer kernels "
+    example = hit_counts.sort_values(ascending=False, kind="stable").index[0]
+    return (f"{hits} of {total} compute kernels are backward/gradient/optimizer kernels "
             f"(e.g. {str(example)[:70]}): a training step")
 
 #: columns of the per (rank, family, group) table, in print order
@@ -295,25 +304,35 @@ def _stream_sort_key(stream: str) -> tuple:
 
 def check_comm_streams(events: pd.DataFrame) -> dict[str, str]:
     """No compute kernel may run on a stream that carries collectives (synthetic comm:* streams prove nothing)."""
+    return comm_streams_check(*comm_streams_facts(events))
+
+
+def comm_streams_facts(events: pd.DataFrame) -> tuple[set, pd.Series]:
+    """((rank, stream) keys of real comm streams, count of each compute kernel name on them)."""
     comm = events[events["kind"] == "comm"]
     comm = comm[(comm["stream"] != "") & ~comm["stream"].str.startswith("comm:")]
     if comm.empty:
-        return check_row("no_compute_on_comm_streams", NO_EVIDENCE,
-                         "no collective carries a real stream id in this profile")
+        return set(), pd.Series(dtype="int64")
     keys = set(zip(comm["rank"], comm["stream"], strict=True))
     compute = events[events["kind"] == "compute"]
     hit = np.zeros(len(compute), dtype=bool)
     c_rank, c_stream = compute["rank"].to_numpy(), compute["stream"].to_numpy(object)
     for rank, stream in keys:
         hit |= (c_rank == rank) & (c_stream == stream)
-    on_comm = compute[hit]
+    return keys, compute.loc[hit, "name"].value_counts()
+
+
+def comm_streams_check(keys: set, on_comm: pd.Series) -> dict[str, str]:
+    if not keys:
+        return check_row("no_compute_on_comm_streams", NO_EVIDENCE,
+                         "no collective carries a real stream id in this profile")
     where = ", ".join(f"rank {r} stream {s}" for r, s in sorted(keys, key=lambda k: (k[0], _stream_sort_key(k[1]))))
     if on_comm.empty:
         return check_row("no_compute_on_comm_streams", PASS, f"0 compute kernels on comm streams ({where})")
-    names = on_comm["name"].value_counts().head(3)
+    names = on_comm.sort_values(ascending=False, kind="stable").head(3)
     sample = "; ".join(f"{n} x{c}" for n, c in names.items())
     return check_row("no_compute_on_comm_streams", FAIL,
-                     f"{len(on_comm)} compute kernels on comm streams ({where}); e.g. {sample}")
+                     f"{int(on_comm.sum())} compute kernels on comm streams ({where}); e.g. {sample}")
 
 
 def overlap_matrix(events: pd.DataFrame) -> pd.DataFrame:
