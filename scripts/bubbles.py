@@ -122,14 +122,22 @@ def main() -> None:
     args = build_parser().parse_args()
 
     def body() -> int:
-        from ditpar.analysis.bubbles import analyse
+        from ditpar.analysis.bubbles import analyse, compile_consumer
+        from ditpar.analysis.bubbles_ranks import RankGaps, analyse_ranks
         from ditpar.readers import load_profiles
 
-        ps = load_profiles(args.paths, workers=args.workers)
-        cli.warn_skipped(PROG, ps.skipped)
         families = [f.strip() for f in args.family.split(",") if f.strip()] if args.family else None
-        report = analyse(ps, ranks=args.rank, families=families, tolerance_us=args.tolerance_us,
-                         consumer=args.consumer, stream=args.stream)
+        whole = bool(args.rank or args.plot)  # chosen ranks, or a picture of the events: one table
+        if args.consumer:
+            compile_consumer(args.consumer)  # a bad pattern fails before any file is read
+        maker = None if whole else RankGaps(families, args.stream, args.consumer)
+        ps = load_profiles(args.paths, workers=args.workers, per_rank=maker)
+        cli.warn_skipped(PROG, ps.skipped)
+        if whole:
+            report = analyse(ps, ranks=args.rank, families=families, tolerance_us=args.tolerance_us,
+                             consumer=args.consumer, stream=args.stream)
+        else:  # every rank's gaps found where it is read: 8 large ranks never meet in one table
+            report = analyse_ranks(ps, maker, args.tolerance_us)
         for rank, have in sorted(ps.partial_ranks.items()):
             sys.stderr.write(f"{PROG}: rank {rank} has no kernel_details.csv ({', '.join(have)} only): its "
                              "compute-stream gaps need device tasks; left out of this answer\n")

@@ -277,7 +277,8 @@ def consumer_lags(rev: pd.DataFrame, pattern: re.Pattern[str], families: list[st
     e = np.sort(end_ns(prod))
     idx = np.searchsorted(e, c, side="right") - 1
     has = idx >= 0
-    lag = np.where(has, c - e[np.maximum(idx, 0)], 0)
+    # a rank without any producer of the families: no lag to measure (has is all False)
+    lag = np.where(has, c - e[np.maximum(idx, 0)], 0) if e.size else np.zeros(c.size, dtype=np.int64)
     during = intervals_of(prod).covered_at(c)
     return pd.DataFrame({"rank": rev["rank"].to_numpy()[rows], "name": names[hit], "start_ns": c,
                          "has_producer": has, "lag_ns": lag, "during_collective": during})
