@@ -559,6 +559,40 @@ def round2_db_cases(base: Path) -> list[Case]:
     holder.execute("BEGIN EXCLUSIVE")  # this process keeps the lock; the scripts run as other processes
     _DB_LOCKS.append(holder)
     cases += _with_reason(_profile_cases("db-locked", [str(folder)]), "locked")
+    cases += _cluster_cases(base)
+    return cases
+
+
+def _cluster_cases(base: Path) -> list[Case]:
+    """Damaged msprof-analyze cluster_analysis_output (text and db) for step_breakdown and collectives."""
+    import sqlite3
+
+    from msprof_cluster_synth import build_cluster
+
+    ranks = {0: RANK0, 2: RANK2}
+    cases: list[Case] = []
+
+    def both(name: str, folder: Path, reason: str) -> None:
+        for script, flag in (("step_breakdown.py", "s"), ("collectives.py", "c")):
+            cases.append(Case(f"{script.split('.')[0]}:{name}", script,
+                              [str(folder), "--json", "--csv", f"{OUT}/{flag}.csv"], outputs=[f"{flag}.csv"],
+                              reason=reason))
+
+    out = build_cluster(ranks, base / "cluster" / "no-index")
+    path = out / "cluster_step_trace_time.csv"
+    path.write_text(_csv_header(path.read_text(encoding="utf-8"), "Index", None), encoding="utf-8")
+    both("cluster-csv-no-index", out, "missing column(s) ['Index']")
+    out = build_cluster(ranks, base / "cluster" / "comm-cut")
+    path = out / "cluster_communication.json"
+    path.write_text(path.read_text(encoding="utf-8")[:40], encoding="utf-8")
+    both("cluster-comm-json-truncated", out, "cluster_communication.json")
+    out = build_cluster(ranks, base / "cluster" / "db-empty", db=True)
+    con = sqlite3.connect(out / "cluster_analysis.db")
+    con.execute("DROP TABLE ClusterStepTraceTime")
+    con.execute("DROP TABLE ClusterCommAnalyzerTime")
+    con.commit()
+    con.close()
+    both("cluster-db-no-tables", out, "missing table ClusterStepTraceTime")
     return cases
 
 

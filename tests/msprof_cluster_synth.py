@@ -26,7 +26,8 @@ def _rank_files(ranks: dict[int, Path]) -> tuple[dict, dict, dict]:
         with open(folder / OUT / "step_trace_time.csv", newline="") as fh:
             steps[rank] = list(csv.DictReader(fh))
         comm[rank] = json.loads((folder / OUT / "communication.json").read_text())
-        matrix[rank] = json.loads((folder / OUT / "communication_matrix.json").read_text())
+        path = folder / OUT / "communication_matrix.json"
+        matrix[rank] = json.loads(path.read_text()) if path.is_file() else {}
     return steps, comm, matrix
 
 
