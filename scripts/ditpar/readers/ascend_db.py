@@ -133,6 +133,21 @@ class _Db:
         except sqlite3.Error as exc:
             raise InputError(f"{self.path}: table {table}: cannot read ({_reason(exc)})") from None
 
+    def ints(self, table: str, sql: str, width: int) -> np.ndarray:
+        """An integer query as an (n, width) int64 array, fetched in blocks (no Python tuple per row kept)."""
+        try:
+            cur = self.con.execute(sql)
+            blocks = []
+            while rows := cur.fetchmany(1 << 16):
+                try:
+                    blocks.append(np.array(rows, dtype=np.int64).reshape(len(rows), width))
+                except (TypeError, ValueError, OverflowError):
+                    bad = next(r for r in rows if not all(type(v) is int for v in r))
+                    raise InputError(f"{self.path}: table {table}: expected integers, got {bad!r}") from None
+        except sqlite3.Error as exc:
+            raise InputError(f"{self.path}: table {table}: cannot read ({_reason(exc)})") from None
+        return np.concatenate(blocks) if blocks else np.zeros((0, width), dtype=np.int64)
+
     def close(self) -> None:
         self.con.close()
 
@@ -263,32 +278,43 @@ def _device(db: _Db, compute: pd.DataFrame) -> int | None:
 
 def _compute_tasks(db: _Db, strings: dict[int, str]) -> pd.DataFrame:
     """TASK rows of compute kernels (COMPUTE_TASK_INFO), in start order, with their connection ids."""
-    rows = db.rows("TASK", "SELECT T.startNs, T.endNs, T.deviceId, T.streamId, T.connectionId, "
-                           "C.name, C.opType, C.taskType FROM TASK T JOIN COMPUTE_TASK_INFO C "
-                           "ON C.globalTaskId = T.globalTaskId ORDER BY T.startNs")
-    cols = _columns(rows, 8)
+    join = "FROM TASK T JOIN COMPUTE_TASK_INFO C ON C.globalTaskId = T.globalTaskId"
+    _require_integers(db, "TASK", join, ("T.startNs", "T.endNs"))
+    cols = db.ints("TASK", "SELECT T.startNs, T.endNs, COALESCE(T.deviceId, -1), COALESCE(T.streamId, -1), "
+                           "COALESCE(T.connectionId, -2), COALESCE(C.name, -1), COALESCE(C.opType, -1), "
+                           f"COALESCE(C.taskType, -1) {join} ORDER BY T.startNs", 8)
     where = f"{db.path}: table TASK"
-    start = _exact_ints(list(cols[0]), f"{where} column startNs")
-    end = _exact_ints(list(cols[1]), f"{where} column endNs")
+    start, end = cols[:, 0].copy(), cols[:, 1].copy()
     if (end < start).any():
         i = int(np.flatnonzero(end < start)[0])
         raise InputError(f"{where}: compute task {i + 1}: endNs {int(end[i])} before startNs {int(start[i])}")
     check_times(start, end - start, where)
-    frame = pd.DataFrame({"start_ns": start, "end_ns": end,
-                          "device": pd.array([v if type(v) is int else None for v in cols[2]], dtype="Int64"),
-                          "stream": pd.Series([_text(v) for v in cols[3]], dtype=object),
-                          "connection": pd.array([v if type(v) is int else None for v in cols[4]], dtype="Int64")})
+    device = pd.array(cols[:, 2], dtype="Int64")
+    device[cols[:, 2] < 0] = pd.NA
+    s_uniq, s_codes = np.unique(cols[:, 3], return_inverse=True)
+    streams = np.array(["" if v < 0 else str(int(v)) for v in s_uniq] or [""], dtype=object)
+    frame = pd.DataFrame({"start_ns": start, "end_ns": end, "device": device,
+                          "stream": pd.Series(streams[s_codes.ravel()] if len(cols) else [], dtype=object),
+                          "connection": cols[:, 4].copy()})
     for key, col in (("name", 5), ("type", 6), ("core", 7)):
-        frame[key] = _codes(cols[col], strings)
+        frame[key] = _texts(cols[:, col], strings)
     return frame
 
 
-def _codes(ids: tuple | list, strings: dict[int, str]) -> pd.Categorical:
-    """STRING_IDS ids as a categorical of their texts (one Python string per distinct id)."""
-    ids_arr = pd.Series(list(ids), dtype=object)
-    codes, uniques = pd.factorize(ids_arr, use_na_sentinel=False)
-    texts = [strings.get(u, "") if type(u) is int else _text(u) for u in uniques]
-    return pd.Series(np.array(texts or [""], dtype=object)[codes], dtype=object)
+def _require_integers(db: _Db, table: str, source: str, columns: tuple[str, ...]) -> None:
+    """Stamps must be stored as integers: a REAL or TEXT cell has lost digits already (or is not a time)."""
+    test = " OR ".join(f"typeof({c}) != 'integer'" for c in columns)
+    bad = db.rows(table, f"SELECT {', '.join(columns)} {source} WHERE {test} LIMIT 1")
+    if bad:
+        raise InputError(f"{db.path}: table {table}: expected integer ns stamps in {', '.join(columns)}, "
+                         f"got {bad[0]!r}")
+
+
+def _texts(ids: np.ndarray, strings: dict[int, str]) -> pd.Series:
+    """STRING_IDS ids as their texts (one Python string per distinct id)."""
+    uniq, codes = np.unique(ids, return_inverse=True)
+    texts = np.array([strings.get(int(u), "") for u in uniq] or [""], dtype=object)
+    return pd.Series(texts[codes.ravel()] if ids.size else [], dtype=object)
 
 
 def _text(value: object) -> str:
@@ -342,18 +368,15 @@ def _step_windows(db: _Db, compute: pd.DataFrame, comm: pd.DataFrame) -> pd.Data
         ids = [_step_id(s, where) for s, _, _ in host]
         h_start = _exact_ints([_as_int(v) for _, v, _ in host], f"{where} column startNs")
         h_end = _exact_ints([_as_int(v) for _, _, v in host], f"{where} column endNs")
-        api = db.rows("CANN_API", "SELECT startNs, endNs, connectionId FROM CANN_API WHERE type = ?", (NODE_API_TYPE,))
-        a_cols = _columns(api, 3)
-        a_start = _exact_ints(list(a_cols[0]), f"{db.path}: table CANN_API column startNs")
-        a_end = _exact_ints(list(a_cols[1]), f"{db.path}: table CANN_API column endNs")
-        a_conn = np.array([c if type(c) is int else -1 for c in a_cols[2]], dtype=np.int64)
+        _require_integers(db, "CANN_API", "FROM CANN_API", ("startNs", "endNs"))
+        api = db.ints("CANN_API", "SELECT startNs, endNs, COALESCE(connectionId, -1) FROM CANN_API "
+                                  f"WHERE type = {NODE_API_TYPE}", 3)
+        a_start, a_end, a_conn = api[:, 0], api[:, 1], api[:, 2]
         # every TASK row launched in a step counts for its window, not only the compute kernels
-        tasks = db.rows("TASK", "SELECT connectionId, startNs, endNs FROM TASK")
-        t_cols = _columns(tasks, 3)
-        t_conn = np.array([c if type(c) is int else -2 for c in t_cols[0]], dtype=np.int64)
-        t_start = _exact_ints(list(t_cols[1]), f"{db.path}: table TASK column startNs")
-        t_end = _exact_ints(list(t_cols[2]), f"{db.path}: table TASK column endNs")
-        c_conn = compute["connection"].to_numpy(dtype=np.int64, na_value=-2)
+        _require_integers(db, "TASK", "FROM TASK", ("startNs", "endNs"))
+        tasks = db.ints("TASK", "SELECT COALESCE(connectionId, -2), startNs, endNs FROM TASK", 3)
+        t_conn, t_start, t_end = tasks[:, 0], tasks[:, 1], tasks[:, 2]
+        c_conn = compute["connection"].to_numpy(np.int64)
         for i in range(len(host)):
             inside = (a_start >= h_start[i]) & (a_end <= h_end[i])
             conns = a_conn[inside]
