@@ -37,6 +37,10 @@ class RankGaps:
                "present": sorted(set(events.loc[masks[1], "family"]) - {""}),
                "gaps": bu.rank_gaps(events, rank_steps(one.steps, rank), self.families or [], self.stream, masks),
                "lags": None, "common": None}
+        # one family name per gap travels as small codes: unpickling a million strings would cost ~50 MB
+        codes, uniques = pd.factorize(out["gaps"].fam, use_na_sentinel=False)
+        out["fam"] = (codes.astype(np.int32), np.asarray(uniques, dtype=object))
+        out["gaps"].fam = None
         if self.consumer:
             out["lags"] = bu.consumer_lags(events, bu.compile_consumer(self.consumer), self.families or [], masks)
             if not len(out["lags"]):
@@ -45,7 +49,8 @@ class RankGaps:
 
 
 def analyse_ranks(ps: ProfileSet, maker: RankGaps, tolerance_us: float | None = None) -> bu.BubbleReport:
-    """The bubbles report from the per-rank results ``maker`` left in ``ps`` (read with per_rank=maker)."""
+    """The bubbles report from the per-rank results ``maker`` left in ``ps`` (read with per_rank=maker);
+    each rank's gaps are let go once classed (``ps.rank_results`` is emptied)."""
     ps.require_tasks("bubbles (compute-stream gaps)")
     results = ps.rank_results_from(maker)
     if results is None:
@@ -72,6 +77,9 @@ def analyse_ranks(ps: ProfileSet, maker: RankGaps, tolerance_us: float | None = 
         listed = "; ".join(f"{n[:60]} x{c}" for n, c in common.items())
         raise InputError(f"--consumer {maker.consumer!r}: matches no compute kernel; most common kernels: {listed}")
     per_rank = [p["gaps"] for p in parts]
+    for p, rg in zip(parts, per_rank, strict=True):
+        codes, uniques = p.pop("fam")
+        rg.fam = uniques[codes] if len(uniques) else np.zeros(codes.size, dtype=object)
     cands = pd.concat([rg.candidates() for rg in per_rank], ignore_index=True)
     if tolerance_us is None:
         choice = bu.choose_tolerance(cands["lag_ns"].to_numpy(np.int64))
@@ -79,9 +87,18 @@ def analyse_ranks(ps: ProfileSet, maker: RankGaps, tolerance_us: float | None = 
         choice = {"source": "given", "tolerance_ns": int(round(tolerance_us * 1000)), "lags": len(cands),
                   "break_us": None, "rule": "--tolerance-us"}
     tol_ns = choice["tolerance_ns"]
-    report = bu.BubbleReport(ranks=[bu.classify_gaps(rg, tol_ns) for rg in per_rank], families=maker.families or [],
-                             tolerance_ns=tol_ns, tolerance={k: v for k, v in choice.items() if k != "tolerance_ns"},
-                             tolerance_sweep=bu.sweep(cands, tol_ns))
+    sweep = bu.sweep(cands, tol_ns)
+    del cands
+    classified = []
+    for i in range(len(per_rank)):  # each rank's gaps let go once classed: the peak stays near one copy
+        rb = bu.classify_gaps(per_rank[i], tol_ns)
+        rb.classes, rb.candidates = {}, None  # for plots, which take the whole-table path
+        classified.append(rb)
+        per_rank[i] = parts[i]["gaps"] = None
+    results.clear()
+    report = bu.BubbleReport(ranks=classified, families=maker.families or [], tolerance_ns=tol_ns,
+                             tolerance={k: v for k, v in choice.items() if k != "tolerance_ns"},
+                             tolerance_sweep=sweep)
     if maker.consumer:
         report.lags = pd.concat([p["lags"] for p in parts], ignore_index=True)
         report.lag_summary = {"pattern": maker.consumer, **bu.summarise_lags(report.lags, tol_ns)}
