@@ -8,14 +8,15 @@ each job as a whole process, best of 3, and reports wall time and peak resident 
   ascend floor      a process that reads the needed columns with pyarrow (times as strings)
   step_breakdown.py read + classify + step breakdown of one rank; ratio to the floor (target <= 3x)
   collectives.py    the same rank (target <= 4x); peak of each < 700 MB
-  8 ranks           step_breakdown.py on 8 x 1M rows; ratio to one rank (target <= 5x on 2 cores)
+  8 ranks           step_breakdown.py, collectives.py and bubbles.py on 8 x 1M rows, each rank
+                    analysed where it is read; ratio to one rank (target <= 5x on 2 cores, < 700 MB)
   kineto floors     orjson.loads and json.load of the whole trace
   collectives.py    on the trace (read + overlap); target >= 10x faster than HTA, < 400 MB
   HTA               TraceAnalysis(...) + get_comm_comp_overlap(), when holistictraceanalysis is installed
 
 The machine may be shared: compare ratios measured in the same run, not absolute times.
 
-    python benchmarks/bench_readers.py [--rows 1000000] [--repeat 3] [--ranks 8] [--no-hta] [--keep DIR]
+    python benchmarks/bench_readers.py [--rows 1000000] [--repeat 3] [--ranks 8] [--no-hta] [--no-kineto] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -209,6 +210,7 @@ def main() -> None:
     parser.add_argument("--ranks", type=int, default=8, help="ranks of the multi-rank job (default 8; 0 skips)")
     parser.add_argument("--repeat", type=int, default=3, help="runs per job; the best is kept (default 3)")
     parser.add_argument("--no-hta", action="store_true", help="skip HTA even when it is installed")
+    parser.add_argument("--no-kineto", action="store_true", help="skip the Kineto part")
     parser.add_argument("--keep", metavar="DIR", help="write the tiled inputs here instead of a temp folder")
     args = parser.parse_args()
     ascend_src = next((p for p in ASCEND_SRC if p.is_dir()), None)
@@ -230,6 +232,8 @@ def main() -> None:
             rows.append(("ascend: step_breakdown.py", sb, _ratio(sb, floor, "floor"), 3.0, "<= 3x, < 700 MB"))
             co = best_of(args.repeat, "script", str(scripts / "collectives.py"), [str(one), "--json"], work)
             rows.append(("ascend: collectives.py", co, _ratio(co, floor, "floor"), 4.0, "<= 4x, < 700 MB"))
+            bu = best_of(args.repeat, "script", str(scripts / "bubbles.py"), [str(one), "--json"], work)
+            rows.append(("ascend: bubbles.py", bu, _ratio(bu, floor, "floor"), None, "< 700 MB"))
             if args.ranks > 1:
                 many = work / f"ascend{args.ranks}"
                 if not many.is_dir():
@@ -237,9 +241,13 @@ def main() -> None:
                 mr = best_of(args.repeat, "script", str(scripts / "step_breakdown.py"), [str(many), "--json"], work)
                 rows.append((f"ascend: {args.ranks} ranks step_breakdown.py", mr,
                              f"{mr['s'] / sb['s']:.2f}x one rank (wall)", 5.0, f"<= 5x on {_cores()} cores"))
+                for name, single in (("collectives.py", co), ("bubbles.py", bu)):
+                    res = best_of(args.repeat, "script", str(scripts / name), [str(many), "--json"], work)
+                    rows.append((f"ascend: {args.ranks} ranks {name}", res, f"{res['s'] / single['s']:.2f}x one rank (wall)",
+                                 5.0, f"<= 5x on {_cores()} cores, < 700 MB"))
         else:
             print("# Ascend fixture absent; Ascend part skipped", file=sys.stderr)
-        if kineto_src is not None:
+        if kineto_src is not None and not args.no_kineto:
             kdir = work / "kineto"
             trace = kdir / "rank0.json"
             if not trace.is_file():
@@ -259,7 +267,7 @@ def main() -> None:
             else:
                 print("# HTA not installed (or --no-hta): HTA comparison skipped", file=sys.stderr)
         else:
-            print("# Kineto fixture absent (../shared/fixtures/kineto); Kineto part skipped", file=sys.stderr)
+            print("# Kineto part skipped (--no-kineto, or ../shared/fixtures/kineto absent)", file=sys.stderr)
     print(f"best of {args.repeat} whole processes, {args.rows} rows/events per rank, {_cores()} usable cores")
     print(f"{'job':<40} {'wall_s':>7} {'cpu_s':>7} {'peak_MB':>8}  {'ratio (wall / cpu)':<28} target")
     for job, res, ratio, _, note in rows:

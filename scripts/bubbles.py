@@ -122,13 +122,25 @@ def main() -> None:
     args = build_parser().parse_args()
 
     def body() -> int:
-        from ditpar.analysis.bubbles import analyse
+        from ditpar.analysis.bubbles import analyse, compile_consumer
+        from ditpar.analysis.bubbles_ranks import RankGaps, analyse_ranks
         from ditpar.readers import load_profiles
 
-        ps = load_profiles(args.paths, workers=args.workers)
+        families = args.family or None   # already a list (cli.name_list)
+        whole = bool(args.rank or args.plot)  # chosen ranks, or a picture of the events: one table
+        if args.consumer:
+            compile_consumer(args.consumer)  # a bad pattern fails before any file is read
+        maker = None if whole else RankGaps(families, args.stream, args.consumer)
+        ps = load_profiles(args.paths, workers=args.workers, per_rank=maker)
         cli.warn_skipped(PROG, ps.skipped)
-        report = analyse(ps, ranks=args.rank, families=args.family, tolerance_us=args.tolerance_us,
-                         consumer=args.consumer, stream=args.stream)
+        if whole:
+            report = analyse(ps, ranks=args.rank, families=families, tolerance_us=args.tolerance_us,
+                             consumer=args.consumer, stream=args.stream)
+        else:  # every rank's gaps found where it is read: 8 large ranks never meet in one table
+            report = analyse_ranks(ps, maker, args.tolerance_us)
+        for rank, have in sorted(ps.partial_ranks.items()):
+            sys.stderr.write(f"{PROG}: rank {rank} has no kernel_details.csv ({', '.join(have)} only): its "
+                             "compute-stream gaps need device tasks; left out of this answer\n")
         if args.plot:
             from ditpar.analysis.timeline_plot import plot_window
 
@@ -138,7 +150,8 @@ def main() -> None:
             cli.write_csv(args.csv, gap_frame(report))
         if args.json:
             cli.print_json(TOOL, {**payload(report), "skipped_ranks": [
-                {"rank": s["rank"], "reason": s["reason"], "path": s["path"]} for s in ps.skipped]})
+                {"rank": s["rank"], "reason": s["reason"], "path": s["path"]} for s in ps.skipped],
+                "evidence": {str(r): v for r, v in ps.evidence().items()}})
         else:
             print_text(report)
         return 0

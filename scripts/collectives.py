@@ -20,9 +20,9 @@ PROG = "collectives.py"
 TOOL = "collectives"
 MAIN = ["rank", "family", "group", "group_role", "count", "sum_us", "union_us", "union_over_sum",
         "exposed_us", "mean_us", "median_us", "p90_us", "bytes", "bandwidth_GBps", "transit_us", "wait_us", "idle_us"]
-JSON_COLS = ["rank", "family", "group", "group_name", "group_role", "count", "sum_us", "union_us",
+JSON_COLS = ["rank", "family", "group", "group_name", "group_role", "group_rank", "count", "sum_us", "union_us",
              "union_over_sum", "exposed_us", "mean_us", "median_us", "p90_us", "bytes", "bandwidth_GBps",
-             "transit_us", "wait_us", "idle_us", "wait_share", "split_ops", "bytes_from"]
+             "transit_us", "wait_us", "idle_us", "wait_share", "split_ops", "bytes_from", "evidence"]
 RANK_COLS = ["rank", "comm_union_us", "comm_exposed_us", "overlap_pct", "compute_union_us", "span_us"]
 
 
@@ -114,6 +114,8 @@ def print_text(report: CollectiveReport, unclassified) -> None:
             "not the message size\n\n")
     if report.links is not None and not report.links.empty:
         out("Links (communication_matrix.json totals; bandwidth = bytes / transit time)\n")
+        out("link = group-local ranks src-dst; src_rank/dst_rank = global ranks (mapped_by: parallel_group_info "
+            "or a rank's own self link, as msprof-analyze maps them; empty when neither tells)\n")
         out(cli.format_table(report.links.drop(columns=["group_hash"]), digits=3) + "\n\n")
     if unclassified:
         top = ", ".join(f"{k} x{v}" for k, v in list(unclassified.most_common(5)))
@@ -121,25 +123,47 @@ def print_text(report: CollectiveReport, unclassified) -> None:
     out(cli.format_table(report.checks, ["name", "status", "detail"]) + "\n")
 
 
+def evidence_note(evidence: dict[int, list[str]]) -> str:
+    """Which ranks had which files; ranks without device tasks lack union and exposed time."""
+    line = "evidence per rank: " + "; ".join(f"rank {r}: {', '.join(v)}" for r, v in evidence.items())
+    partial = [r for r, v in evidence.items() if "tasks" not in v]
+    if partial:
+        line += (f"\nranks {partial}: no kernel_details.csv; their rows come from communication.json "
+                 "(count, sum = Elapse Time, transit/wait/idle); union_us and exposed_us need kernel_details.csv")
+    return line
+
+
 def main() -> None:
     args = build_parser().parse_args()
 
     def body() -> int:
         from ditpar.analysis.collectives import analyse
+        from ditpar.analysis.collectives_ranks import RankCollectives, analyse_ranks
         from ditpar.readers import load_profiles
 
         for flag, value in (("--layers", args.layers), ("--steps", args.steps)):
             if value is not None and value < 1:
                 raise cli.InputError(f"{flag} {value}: expected >= 1")
-        ps = load_profiles(args.paths, workers=args.workers)
+        families = args.family or None   # already a list (cli.name_list)
+        if args.rank:  # a few chosen ranks: one table of their events
+            ps = load_profiles(args.paths, workers=args.workers)
+        else:  # every rank analysed where it is read: 8 large ranks never meet in one table
+            maker = RankCollectives(families, args.layers, args.steps)
+            ps = load_profiles(args.paths, workers=args.workers, per_rank=maker)
         cli.warn_skipped(PROG, ps.skipped, needs_all=len(ps.ranks) + len(ps.skipped) > 1)
-        report = analyse(ps, ranks=args.rank, families=args.family, layers=args.layers, steps=args.steps)
+        if args.rank:
+            report = analyse(ps, ranks=args.rank, families=families, layers=args.layers, steps=args.steps)
+        else:
+            report = analyse_ranks(ps, maker)
         if args.csv:
             cli.write_csv(args.csv, report.table[JSON_COLS])
+        evidence = ps.evidence()
         if args.json:
-            cli.print_json(TOOL, payload(report, ps.unclassified, ps.skipped))
+            cli.print_json(TOOL, {**payload(report, ps.unclassified, ps.skipped),
+                                  "evidence": {str(r): v for r, v in evidence.items()}})
         else:
             print_text(report, ps.unclassified)
+            print(evidence_note(evidence))
         return 0 if all(c["status"] != "FAIL" for c in report.checks) else 1
 
     cli.run(PROG, body)

@@ -932,12 +932,98 @@ def _zero_durations(text: str) -> str:
     return buf.getvalue()
 
 
+
+
+# --- torch_npu export_type db (issue 25) ---------------------------------------------------------
+
+#: connections that hold a database locked while the corpus runs (the cases run in other processes)
+_DB_LOCKS: list = []
+
+
+def round2_db_cases(base: Path) -> list[Case]:
+    """Damaged db exports of the shipped rank 0: truncated, not SQLite, missing table, unknown schema, locked."""
+    import sqlite3
+
+    from ascend_db_synth import write_db_rank
+
+    def db_rank(name: str, **kw: object) -> tuple[Path, Path]:
+        folder = write_db_rank(RANK0, base / "db" / name / RANK0.name, **kw)
+        return folder, next((folder / OUT_DIR).glob("ascend_pytorch_profiler_*.db"))
+
+    cases: list[Case] = []
+    folder, db = db_rank("truncated")
+    data = db.read_bytes()
+    db.write_bytes(data[: len(data) // 2])
+    cases += _with_reason(_profile_cases("db-truncated", [str(folder)]), "truncated")
+    folder, db = db_rank("not-sqlite")
+    db.write_bytes(b"this is not a database\n" * 10)
+    cases += _with_reason(_profile_cases("db-not-sqlite", [str(folder)]), "not an SQLite database")
+    folder, db = db_rank("missing-table")
+    con = sqlite3.connect(db)
+    con.execute("DROP TABLE COMPUTE_TASK_INFO")
+    con.commit()
+    con.close()
+    cases += _with_reason(_profile_cases("db-missing-table", [str(folder)]), "missing table COMPUTE_TASK_INFO")
+    folder, db = db_rank("schema-2", schema_major="2")
+    cases += _with_reason(_profile_cases("db-schema-2", [str(folder)]), "SCHEMA_VERSION")
+    folder, db = db_rank("analysis-cut")
+    analysis = folder / OUT_DIR / "analysis.db"
+    analysis.write_bytes(analysis.read_bytes()[:150])
+    cases += _with_reason(_profile_cases("db-analysis-truncated", [str(folder)]), "analysis.db")
+    folder, db = db_rank("locked")
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")  # this process keeps the lock; the scripts run as other processes
+    _DB_LOCKS.append(holder)
+    cases += _with_reason(_profile_cases("db-locked", [str(folder)]), "locked")
+    cases += _cluster_cases(base)
+    return cases
+
+
+def _cluster_cases(base: Path) -> list[Case]:
+    """Damaged msprof-analyze cluster_analysis_output (text and db) for step_breakdown and collectives."""
+    import sqlite3
+
+    from msprof_cluster_synth import build_cluster
+
+    ranks = {0: RANK0, 2: RANK2}
+    cases: list[Case] = []
+
+    def both(name: str, folder: Path, reason: str) -> None:
+        for script, flag in (("step_breakdown.py", "s"), ("collectives.py", "c")):
+            cases.append(Case(f"{script.split('.')[0]}:{name}", script,
+                              [str(folder), "--json", "--csv", f"{OUT}/{flag}.csv"], outputs=[f"{flag}.csv"],
+                              reason=reason))
+
+    out = build_cluster(ranks, base / "cluster" / "no-index")
+    path = out / "cluster_step_trace_time.csv"
+    path.write_text(_csv_header(path.read_text(encoding="utf-8"), "Index", None), encoding="utf-8")
+    both("cluster-csv-no-index", out, "missing column(s) ['Index']")
+    out = build_cluster(ranks, base / "cluster" / "comm-cut")
+    path = out / "cluster_communication.json"
+    path.write_text(path.read_text(encoding="utf-8")[:40], encoding="utf-8")
+    both("cluster-comm-json-truncated", out, "cluster_communication.json")
+    out = build_cluster(ranks, base / "cluster" / "db-empty", db=True)
+    con = sqlite3.connect(out / "cluster_analysis.db")
+    con.execute("DROP TABLE ClusterStepTraceTime")
+    con.execute("DROP TABLE ClusterCommAnalyzerTime")
+    con.commit()
+    con.close()
+    both("cluster-db-no-tables", out, "missing table ClusterStepTraceTime")
+    return cases
+
+
+def _with_reason(cases: list[Case], reason: str) -> list[Case]:
+    for case in cases:
+        case.reason = reason
+    return cases
+
+
 def build(base: Path) -> list[Case]:
     """Write every damaged input under base; return the cases."""
     cases = (profile_cases(base) + stage_delta_cases(base) + topo_cases(base) + plan_cases(base)
              + fewstep_cases(base) + a2a_audit_cases(base) + scope_cases(base) + flag_cases(base)
              + round2_silent_cases(base) + round2_io_cases(base) + round2_traceback_cases(base)
-             + round2_message_cases(base))
+             + round2_message_cases(base) + round2_db_cases(base))
     ids = [c.id for c in cases]
     assert len(ids) == len(set(ids)), "case ids must be unique"
     return cases

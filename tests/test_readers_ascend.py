@@ -157,7 +157,7 @@ def test_missing_kernel_details_lists_what_is_there(tmp_path):
     dst = tmp_path / "r_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
     dst.mkdir(parents=True)
     (dst / "analysis.db").write_bytes(b"")
-    with pytest.raises(InputError, match=r"no kernel_details.csv \(export_type db .*\['analysis.db'\]"):
+    with pytest.raises(InputError, match=r"no kernel_details.csv \(export_type db: ascend_pytorch_profiler_<rank>.db is missing\).*\['analysis.db'\]"):
         load_profiles([dst.parent])
 
 

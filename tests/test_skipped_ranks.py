@@ -1,4 +1,5 @@
-"""An incomplete rank (no kernel_details.csv) is skipped, named on stderr and in JSON, never silently."""
+"""An incomplete rank (no kernel_details.csv, and no step trace or communication file that would let it
+take part: see test_partial_ranks.py) is skipped, named on stderr and in JSON, never silently."""
 
 from __future__ import annotations
 
@@ -17,11 +18,12 @@ RANK2 = "node0_23103_20251127201437507_ascend_pt"  # profiler_info_2.json
 
 @pytest.fixture()
 def half_broken(tmp_path):
-    """The two shipped ranks, rank 2 without its kernel_details.csv."""
+    """The two shipped ranks, rank 2 without its kernel_details.csv, step trace and communication files."""
     run = tmp_path / "run"
     shutil.copytree(DATA / RANK0, run / RANK0)
     shutil.copytree(DATA / RANK2, run / RANK2)
-    (run / RANK2 / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv").unlink()
+    for name in ("kernel_details.csv", "step_trace_time.csv", "communication.json"):
+        (run / RANK2 / "ASCEND_PROFILER_OUTPUT" / name).unlink()
     return run
 
 
@@ -42,7 +44,8 @@ def test_one_incomplete_rank_alone_is_still_an_input_error(half_broken):
 
 
 def test_every_rank_incomplete_is_an_input_error(half_broken):
-    (half_broken / RANK0 / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv").unlink()
+    for name in ("kernel_details.csv", "step_trace_time.csv", "communication.json"):
+        (half_broken / RANK0 / "ASCEND_PROFILER_OUTPUT" / name).unlink()
     with pytest.raises(InputError, match="every rank is incomplete"):
         load_profiles([half_broken])
 

@@ -278,7 +278,8 @@ def consumer_lags(rev: pd.DataFrame, pattern: re.Pattern[str], families: list[st
     e = np.sort(end_ns(prod))
     idx = np.searchsorted(e, c, side="right") - 1
     has = idx >= 0
-    lag = np.where(has, c - e[np.maximum(idx, 0)], 0)
+    # a rank without any producer of the families: no lag to measure (has is all False)
+    lag = np.where(has, c - e[np.maximum(idx, 0)], 0) if e.size else np.zeros(c.size, dtype=np.int64)
     during = intervals_of(prod).covered_at(c)
     return pd.DataFrame({"rank": rev["rank"].to_numpy()[rows], "name": names[hit], "start_ns": c,
                          "has_producer": has, "lag_ns": lag, "during_collective": during})
@@ -358,6 +359,7 @@ def analyse(ps: ProfileSet, ranks: list[int] | None = None, families: list[str] 
 
     tolerance_us None: chosen from the release lags of all analysed ranks (choose_tolerance).
     """
+    ps.require_tasks("bubbles (compute-stream gaps)")
     events = select_ranks(ps, ranks)
     fams = require_families(events, families) if families else []
     if not (events["kind"] == "comm").any() and (families or consumer):

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ditpar.analysis import global_ranks
 from ditpar.analysis.steps import assign_steps, has_steps, rank_steps
 from ditpar.core.events import end_ns
 from ditpar.core.intervals import Intervals
@@ -45,16 +46,25 @@ def training_evidence(events: pd.DataFrame) -> str | None:
     The calls-per-layer hints name DiT inference sources (text encoder, VAE, CFG, Ulysses); on a
     training or pipeline-parallel training profile they mislead, so callers say this once instead.
     """
+    return training_line(*training_facts(events))
+
+
+def training_facts(events: pd.DataFrame) -> tuple[int, pd.Series]:
+    """(compute kernel count, count of each training-kernel name): what training_line judges, per rank."""
     names = events.loc[events["kind"] == "compute", "name"]
     if names.empty:
-        return None
+        return 0, pd.Series(dtype="int64")
     distinct = pd.Series(pd.unique(names))
     hit_names = set(distinct[distinct.map(lambda n: bool(TRAINING_KERNELS.search(str(n))))])
-    hits = int(names.isin(hit_names).sum())
-    if hits < TRAINING_MIN_KERNELS or hits < 0.01 * len(names):
+    return len(names), names[names.isin(hit_names)].value_counts()
+
+
+def training_line(total: int, hit_counts: pd.Series) -> str | None:
+    hits = int(hit_counts.sum())
+    if hits < TRAINING_MIN_KERNELS or hits < 0.01 * total:
         return None
-    example = names[names.isin(hit_names)].value_counts().index[0]
-    return (f"{hits} of {len(names)} compute kernels are backward/gradient/optimizer kernels "
+    example = hit_counts.sort_values(ascending=False, kind="stable").index[0]
+    return (f"{hits} of {total} compute kernels are backward/gradient/optimizer kernels "
             f"(e.g. {str(example)[:70]}): a training step")
 
 #: columns of the per (rank, family, group) table, in print order
@@ -87,22 +97,30 @@ def check_row(name: str, status: str, detail: str) -> dict[str, str]:
     return {"name": name, "status": status, "detail": detail}
 
 
+def _partial_families(ps: ProfileSet) -> set[str]:
+    """Families of the communication.json ops of ranks without device tasks."""
+    ops = ps.comm_ops
+    if not ps.partial_ranks or ops is None or ops.empty:
+        return set()
+    return set(ops.loc[ops["rank"].isin(list(ps.partial_ranks)), "family"])
+
+
 def select_ranks(ps: ProfileSet, ranks: list[int] | None) -> pd.DataFrame:
     """Events of the requested ranks; an unknown rank is an error listing the ranks present."""
     events = ps.events
     if not ranks:
         return events
-    have = ps.ranks
+    have = sorted({*ps.ranks, *ps.partial_ranks})
     missing = sorted(set(ranks) - set(have))
     if missing:
         raise InputError(f"--rank {missing}: not in the profile; ranks present: {have}")
     return events[events["rank"].isin(ranks)]
 
 
-def require_families(events: pd.DataFrame, families: list[str] | None) -> list[str]:
-    """Check that each requested family occurs among the comm events; return the list."""
+def require_families(events: pd.DataFrame, families: list[str] | None, also: set[str] | None = None) -> list[str]:
+    """Check that each requested family occurs among the comm events (or ``also``); return the list."""
     comm = events[events["kind"] == "comm"]
-    present = sorted(set(comm["family"]) - {""})
+    present = sorted((set(comm["family"]) | (also or set())) - {""})
     if not families:
         return present
     missing = [f for f in families if f not in present]
@@ -222,8 +240,8 @@ def link_table(ps: ProfileSet, ranks: list[int] | None = None) -> pd.DataFrame:
     ``bandwidth_GBps`` is bytes / transit time computed here; ``profiler_bandwidth_GBps`` is the
     profiler's own figure, kept beside it for comparison.
     """
-    cols = ["rank", "step", "op", "link", "transport", "bytes", "transit_us", "bandwidth_GBps",
-            "profiler_bandwidth_GBps", "group_hash"]
+    cols = ["rank", "step", "op", "link", "src_rank", "dst_rank", "transport", "bytes", "transit_us",
+            "bandwidth_GBps", "profiler_bandwidth_GBps", "group_hash", "mapped_by"]
     links = ps.links
     if links is None or links.empty:
         return pd.DataFrame(columns=cols)
@@ -233,6 +251,8 @@ def link_table(ps: ProfileSet, ranks: list[int] | None = None) -> pd.DataFrame:
     t = out["transit_us"].to_numpy(float)
     # bytes per us / 1e3 is GB/s
     out["bandwidth_GBps"] = np.where(t > 0, out["bytes"].to_numpy(float) / np.where(t > 0, t, 1.0) / 1e3, np.nan)
+    # link = group-local ranks (global already in msprof-analyze's cluster matrix)
+    out = global_ranks.add_global_links(out, global_ranks.local_to_global(ps), ps.links_global)
     return out[cols].reset_index(drop=True)
 
 
@@ -257,7 +277,9 @@ def rank_table(events: pd.DataFrame) -> pd.DataFrame:
             "overlap_pct": 100.0 * overlap_ns / comm.total if comm.total else float("nan"),
             "compute_union_us": us(compute.total), "span_us": us(span_ns),
         })
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=["rank", "comm_union_ns", "comm_exposed_ns", "overlap_ns", "compute_union_ns",
+                                       "span_ns", "comm_union_us", "comm_exposed_us", "overlap_pct",
+                                       "compute_union_us", "span_us"])
 
 
 def stream_table(events: pd.DataFrame) -> pd.DataFrame:
@@ -287,25 +309,35 @@ def _stream_sort_key(stream: str) -> tuple:
 
 def check_comm_streams(events: pd.DataFrame) -> dict[str, str]:
     """No compute kernel may run on a stream that carries collectives (synthetic comm:* streams prove nothing)."""
+    return comm_streams_check(*comm_streams_facts(events))
+
+
+def comm_streams_facts(events: pd.DataFrame) -> tuple[set, pd.Series]:
+    """((rank, stream) keys of real comm streams, count of each compute kernel name on them)."""
     comm = events[events["kind"] == "comm"]
     comm = comm[(comm["stream"] != "") & ~comm["stream"].str.startswith("comm:")]
     if comm.empty:
-        return check_row("no_compute_on_comm_streams", NO_EVIDENCE,
-                         "no collective carries a real stream id in this profile")
+        return set(), pd.Series(dtype="int64")
     keys = set(zip(comm["rank"], comm["stream"], strict=True))
     compute = events[events["kind"] == "compute"]
     hit = np.zeros(len(compute), dtype=bool)
     c_rank, c_stream = compute["rank"].to_numpy(), compute["stream"].to_numpy(object)
     for rank, stream in keys:
         hit |= (c_rank == rank) & (c_stream == stream)
-    on_comm = compute[hit]
+    return keys, compute.loc[hit, "name"].value_counts()
+
+
+def comm_streams_check(keys: set, on_comm: pd.Series) -> dict[str, str]:
+    if not keys:
+        return check_row("no_compute_on_comm_streams", NO_EVIDENCE,
+                         "no collective carries a real stream id in this profile")
     where = ", ".join(f"rank {r} stream {s}" for r, s in sorted(keys, key=lambda k: (k[0], _stream_sort_key(k[1]))))
     if on_comm.empty:
         return check_row("no_compute_on_comm_streams", PASS, f"0 compute kernels on comm streams ({where})")
-    names = on_comm["name"].value_counts().head(3)
+    names = on_comm.sort_values(ascending=False, kind="stable").head(3)
     sample = "; ".join(f"{n} x{c}" for n, c in names.items())
     return check_row("no_compute_on_comm_streams", FAIL,
-                     f"{len(on_comm)} compute kernels on comm streams ({where}); e.g. {sample}")
+                     f"{int(on_comm.sum())} compute kernels on comm streams ({where}); e.g. {sample}")
 
 
 def overlap_matrix(events: pd.DataFrame) -> pd.DataFrame:
@@ -425,7 +457,7 @@ def analyse(ps: ProfileSet, ranks: list[int] | None = None, families: list[str] 
             layers: int | None = None, steps: int | None = None) -> CollectiveReport:
     """Run every collectives analysis on a profile set."""
     events = select_ranks(ps, ranks)
-    fams = require_families(events, families)
+    fams = require_families(events, families, _partial_families(ps))
     if not fams:
         raise no_collectives_error(events)
     if families:
@@ -434,11 +466,22 @@ def analyse(ps: ProfileSet, ranks: list[int] | None = None, families: list[str] 
     if comm_ops is not None and ranks:
         comm_ops = comm_ops[comm_ops["rank"].isin(ranks)]
     table = collective_table(events, ps.groups, comm_ops)
+    table["evidence"] = "tasks"
+    extra = partial_rank_rows(ps, ranks, fams)
+    if len(extra):
+        table = pd.concat([table, extra], ignore_index=True)
+    table["group_rank"] = pd.array(global_ranks.group_ranks(ps, table), dtype="Int64")
     # what "bytes" means on each rank: the message (count x dtype) or what the op moved (transit)
     table["bytes_from"] = [ps.bytes_from.get(int(r), "") if b is not None and b == b else ""
                            for r, b in zip(table["rank"], table["bytes"], strict=True)]
     rtab = rank_table(events)
-    checks = [check_accounting(table, rtab), check_comm_streams(events)]
+    with_tasks = table[table["evidence"] == "tasks"]
+    if with_tasks.empty and len(table):
+        accounting = check_row("exposed_le_union_le_sum", NO_EVIDENCE, "no rank has device tasks "
+                               "(kernel_details.csv): union and exposed time need kernel rows")
+    else:
+        accounting = check_accounting(with_tasks, rtab)
+    checks = [accounting, check_comm_streams(events)]
     layer_table = None
     not_dit = training_evidence(events)
     if layers is not None:
@@ -454,6 +497,44 @@ def analyse(ps: ProfileSet, ranks: list[int] | None = None, families: list[str] 
                             overlap=overlap_matrix(events), skew=family_skew(table),
                             layers=layer_table, checks=checks, slowest_rank=slow, slowest_by=by,
                             not_dit=not_dit, links=link_table(ps, ranks))
+
+
+#: the columns a rank without device tasks cannot have: they need its compute kernels
+NEEDS_KERNELS = ("union_us", "union_over_sum", "exposed_us")
+
+
+def partial_rank_rows(ps: ProfileSet, ranks: list[int] | None, families: list[str]) -> pd.DataFrame:
+    """Rows of ranks without device tasks, from communication.json alone: count, summed op time
+    (Elapse Time), duration statistics, transit bytes and the transit/wait/idle split. Union and
+    exposed time need the rank's kernels (kernel_details.csv) and stay empty."""
+    cols = [*TABLE_COLUMNS, "sum_ns", "union_ns", "exposed_ns", "sized_count", "split_ops", "evidence"]
+    partial = sorted(r for r in ps.partial_ranks if not ranks or r in ranks)
+    ops = ps.comm_ops
+    if not partial or ops is None or ops.empty:
+        return pd.DataFrame(columns=cols)
+    ops = ops[ops["rank"].isin(partial) & ops["family"].isin(families)]
+    rows = []
+    for (rank, family, group), sub in ops.groupby(["rank", "family", "group"], sort=True):
+        durs = np.round(sub["elapse_us"].to_numpy(float) * 1000).astype(np.int64)
+        sized = sub["bytes"].notna().to_numpy()
+        nbytes = int(sub["bytes"][sized].sum()) if sized.any() else None
+        sized_ns = int(durs[sized].sum()) if sized.any() else 0
+        info = ps.groups.get(str(group))
+        transit, wait = sub["transit_us"].sum(min_count=1), sub["wait_us"].sum(min_count=1)
+        total = transit + wait
+        rows.append({
+            "rank": int(rank), "family": family, "group": group,
+            "group_name": info.name if info else "", "group_role": info.role if info else "",
+            "count": int(durs.size), "sum_ns": int(durs.sum()), "sum_us": us(int(durs.sum())),
+            "union_ns": np.nan, "exposed_ns": np.nan, "union_us": np.nan, "union_over_sum": np.nan,
+            "exposed_us": np.nan, "mean_us": us(durs.mean()), "median_us": _percentile_us(durs, 50),
+            "p90_us": _percentile_us(durs, 90), "sized_count": int(sized.sum()), "bytes": nbytes,
+            "bandwidth_GBps": nbytes / sized_ns if nbytes is not None and sized_ns else float("nan"),
+            "transit_us": transit, "wait_us": wait, "idle_us": sub["idle_us"].sum(min_count=1),
+            "wait_share": wait / total if total > 0 else float("nan"), "split_ops": int(len(sub)),
+            "evidence": "communication.json only (no kernel_details.csv)",
+        })
+    return pd.DataFrame(rows, columns=cols)
 
 
 def check_all_ranks(ps: ProfileSet) -> dict[str, str]:

@@ -20,7 +20,11 @@ def headline(table: pd.DataFrame, ranks: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=HEADLINE_COLUMNS)
     span = dict(zip(ranks["rank"].astype(int), ranks["span_ns"].astype("int64"), strict=True))
     total = dict(zip(ranks["rank"].astype(int), ranks["comm_exposed_ns"].astype("int64"), strict=True))
-    fam = table.groupby(["rank", "family"], sort=True).agg(calls=("count", "sum"),
+    # ranks without device tasks (profiler files only) have no exposed time: they are left out here
+    timed = table[table["rank"].astype(int).isin(list(span))]
+    if timed.empty:
+        return pd.DataFrame(columns=HEADLINE_COLUMNS)
+    fam = timed.groupby(["rank", "family"], sort=True).agg(calls=("count", "sum"),
                                                             exposed_ns=("exposed_ns", "sum")).reset_index()
     rows = []
     for rank, sub in fam.groupby("rank", sort=True):

@@ -104,6 +104,33 @@ class ProfileSet:
     rank_results_of: str = ""
     #: the ranks that had events, when ``events`` was left empty (per_rank)
     event_ranks: list[int] | None = None
+    #: ranks read without device tasks (no kernel_details.csv) -> what they have: "step_trace",
+    #: "communication", "links"; they are not in ``ranks`` (readers/ascend_partial.py)
+    partial_ranks: dict[int, list[str]] = field(default_factory=dict)
+    #: True when ``links`` name global ranks already (msprof-analyze cluster output), not group-local ones
+    links_global: bool = False
+
+    def require_tasks(self, what: str) -> None:
+        """InputError when no rank has device tasks: ``what`` needs kernel rows, the aggregates cannot give it."""
+        if self.ranks or not self.partial_ranks:
+            return
+        from ditpar.errors import InputError
+
+        have = "; ".join(f"rank {r}: {', '.join(v)}" for r, v in sorted(self.partial_ranks.items()))
+        raise InputError(f"{what} needs device tasks (kernel_details.csv or a db export's TASK rows); "
+                         f"no rank has them ({have})")
+
+    def evidence(self) -> dict[int, list[str]]:
+        """Every rank read -> what its files gave: "tasks", "step_trace", "communication", "links"."""
+        out: dict[int, list[str]] = {}
+        for rank in sorted({*self.ranks, *self.partial_ranks}):
+            have = ["tasks"] if rank in self.ranks else []
+            for key, table in (("step_trace", self.step_trace), ("communication", self.comm_ops),
+                               ("links", self.links)):
+                if table is not None and len(table) and bool((table["rank"] == rank).any()):
+                    have.append(key)
+            out[int(rank)] = have
+        return out
 
     def rank_results_from(self, fn: Callable) -> dict[int, object] | None:
         """Each rank's result of ``fn`` when the set was read with ``load_profiles(per_rank=fn)``, else None."""

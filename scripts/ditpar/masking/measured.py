@@ -106,6 +106,7 @@ def measure_arm(profile: ProfileSet, family: str, consumer: str, group: str | No
                 label: str) -> list[ArmFigures]:
     """Per-rank totals of one arm."""
     events = profile.events
+    profile.require_tasks(f"{label}: measured masking")
     if len(events) == 0:
         raise InputError(f"{label}: the profile holds no events")
     fam_all = family_mask(events, profile, family, group, label)

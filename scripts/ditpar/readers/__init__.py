@@ -29,13 +29,14 @@ from ditpar.core.profile import (
 )
 from ditpar.errors import IncompleteRankError, InputError
 from ditpar.files import input_problem, os_error_text
-from ditpar.readers import ascend, kineto
+from ditpar.readers import ascend, ascend_db, ascend_partial, kineto, msprof_cluster
 
 __all__ = ["load_profiles", "discover"]
 
 _MAX_DEPTH = 4
 _TRACE_SUFFIXES = (".json", ".json.gz")
-_NOT_TRACES = ("profiler_info", "profiler_metadata", "communication", "communication_matrix")
+_NOT_TRACES = ("profiler_info", "profiler_metadata", "communication", "communication_matrix", "cluster_",
+               "communication_group")
 
 
 def discover(path: str | os.PathLike[str]) -> list[tuple[str, Path]]:
@@ -45,7 +46,7 @@ def discover(path: str | os.PathLike[str]) -> list[tuple[str, Path]]:
     if why:
         raise InputError(why + (" (save the profile to a file first)" if p.exists() else ""))
     if p.is_file():
-        if p.name == "trace_view.json" or p.name == ascend.KERNEL_FILE:
+        if p.name in ("trace_view.json", ascend.KERNEL_FILE, ascend_db.ANALYSIS_DB) or p.match(ascend_db.PROFILER_DB_GLOB):
             return [("ascend", p.parent)]
         if _is_trace_name(p.name):
             return [("kineto", p)]
@@ -62,7 +63,8 @@ def discover(path: str | os.PathLike[str]) -> list[tuple[str, Path]]:
             sub = here / d
             if _is_ascend_dir(sub):
                 found.append(("ascend", sub))
-            elif depth + 1 < _MAX_DEPTH and d not in ("FRAMEWORK", "__pycache__") and not d.startswith("PROF_"):
+            elif (depth + 1 < _MAX_DEPTH and d not in ("FRAMEWORK", "__pycache__", msprof_cluster.OUTPUT_DIR)
+                  and not d.startswith("PROF_")):
                 keep.append(d)
         dirs[:] = keep
         for f in sorted(files):
@@ -108,6 +110,9 @@ def load_profiles(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[st
     paths = [Path(p) for p in paths]
     if not paths:
         raise InputError("no profile path given; expected a *_ascend_pt folder or Kineto trace files")
+    cluster = [p for p in paths if msprof_cluster.is_cluster_output(p)]
+    if cluster:
+        return _load_cluster(cluster, paths, per_rank)
     located: list[tuple[str, Path]] = []
     for p in paths:
         found = discover(p)
@@ -153,6 +158,19 @@ def load_profiles(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[st
     return ps
 
 
+def _load_cluster(cluster: list[Path], paths: list[Path], per_rank: Callable | None) -> ProfileSet:
+    """msprof-analyze's cluster_analysis_output: every rank from aggregates, none with device tasks."""
+    if len(cluster) != len(paths) or len(cluster) > 1:
+        raise InputError(f"{cluster[0]}: give one msprof-analyze {msprof_cluster.OUTPUT_DIR} alone, not with "
+                         f"other profile paths ({len(paths)} given)")
+    reads = msprof_cluster.read_cluster(cluster[0])
+    ps = _combine("ascend", reads, [cluster[0]] * len(reads))
+    ps.links_global = True  # msprof-analyze mapped them (comm_matrix_analysis.py)
+    if per_rank is not None:
+        ps.rank_results, ps.event_ranks, ps.rank_results_of = {}, [], function_name(per_rank)
+    return ps
+
+
 #: below this many bytes of profile files, starting worker processes costs more than it saves
 PARALLEL_MIN_BYTES = 64 << 20
 
@@ -164,7 +182,7 @@ def _read_one(fmt: str, loc: Path, per_rank: Callable[[ProfileSet], object] | No
     (``rank_result``), with the event table emptied.
     """
     try:
-        result = ascend.read_rank(loc) if fmt == "ascend" else kineto.read_trace(loc)
+        result = _read_ascend(loc) if fmt == "ascend" else kineto.read_trace(loc)
     except IncompleteRankError as exc:
         return exc
     dur = result.events["dur_ns"].to_numpy()
@@ -177,6 +195,16 @@ def _read_one(fmt: str, loc: Path, per_rank: Callable[[ProfileSet], object] | No
         result.rank_result = per_rank(one)
         result.events = make_events({"rank": [], "start_ns": [], "dur_ns": []})
     return result
+
+
+def _read_ascend(loc: Path) -> object:
+    """One torch_npu rank: the text export when it has kernel_details.csv, else its db export, else the
+    step trace and communication files of a rank without device tasks (ascend_partial)."""
+    if ascend_db.has_db(loc):
+        return ascend_db.read_rank(loc)
+    if ascend_partial.has_evidence(loc):
+        return ascend_partial.read_rank(loc)
+    return ascend.read_rank(loc)
 
 
 def _read_each(fmt: str, locs: list[Path], workers: int | None,
@@ -328,6 +356,8 @@ def _profile_bytes(fmt: str, locs: list[Path]) -> int:
     total = 0
     for loc in locs:
         path = ascend.find_output_dir(loc) / ascend.KERNEL_FILE if fmt == "ascend" else loc
+        if fmt == "ascend" and not path.is_file():
+            path = ascend_db.find_db(ascend.find_output_dir(loc)) or path
         try:
             total += path.stat().st_size
         except OSError:
@@ -355,7 +385,10 @@ def _combine(fmt: str, reads: list, locations: list[Path]) -> ProfileSet:
     conflicted: set[str] = set()
     unplaced: Counter = Counter()
     sources: dict[int, list[Path]] = {}
+    partial: dict[int, list[str]] = {}
     for rank, rd in zip(ranks, reads, strict=True):
+        if getattr(rd, "evidence", None) is not None:
+            partial[rank] = list(rd.evidence)
         st = rd.steps.copy()
         st["rank"] = rank
         steps.append(st)
@@ -393,6 +426,7 @@ def _combine(fmt: str, reads: list, locations: list[Path]) -> ProfileSet:
         fmt=fmt,
         links=(pd.concat(links, ignore_index=True)[list(LINK_COLUMNS)] if links else None),
         bytes_from=bytes_from,
+        partial_ranks=partial,
     )
 
 

@@ -122,7 +122,8 @@ def read_rank(folder: Path) -> AscendRank:
         raise IncompleteRankError(input_problem(kernel_path))
     if not kernel_path.is_file():
         have = sorted(p.name for p in out_dir.iterdir()) if out_dir.is_dir() else []
-        hint = " (export_type db is not supported: export text)" if any(h.endswith(".db") for h in have) else ""
+        hint = (" (export_type db: ascend_pytorch_profiler_<rank>.db is missing)"
+                if any(h.endswith(".db") for h in have) else "")
         raise IncompleteRankError(f"{out_dir}: no {KERNEL_FILE}{hint}; found {have or 'nothing'}")
     sources = [kernel_path]
     rank, rank_from = rank_of(rank_dir)

@@ -1,0 +1,593 @@
+"""Reader of torch_npu ``export_type`` db output: ``ascend_pytorch_profiler_<R>.db`` and ``analysis.db``.
+
+The same AscendRank the text reader builds, from SQLite through the standard library. Times stay the
+profiler's own integer nanoseconds (TASK.startNs/endNs, COMMUNICATION_OP.startNs/endNs): no float
+round trip. Table and column names are the ones torch_npu writes and msprof-analyze reads:
+
+- TASK x COMPUTE_TASK_INFO (names through STRING_IDS): the compute kernels, as in msprof-analyze's
+  ``msprof_step_trace_time_adapter.py`` and ``compare_tools/.../npu_profiling_db_parser.py``
+  (Ascend mstt @ 99c2e0f9, mirror xiaobingling93-pixel/Ascend-mstt);
+- COMMUNICATION_OP (opName, opType, groupName, startNs, endNs, count, dataType): one row per HCCL op,
+  the rows kernel_details.csv lists as ``hcom_*``;
+- STEP_TIME (host ProfilerStep spans) and CANN_API type 10000 ("node") launches: a step owns the tasks
+  whose launch lies inside its host span, and the window runs from the first such task to
+  max(last task end, host end), as torch_npu's ``_step_info_db_parser.py`` does (Ascend/pytorch @ 171d4546);
+  communication ops belong to the window that holds their start (``_trace_step_time_db_parser.py``);
+- analysis.db StepTraceTime (the profiler's own step figures, us), CommAnalyzerTime / CommAnalyzerBandwidth
+  (communication.json), CommAnalyzerMatrix (communication_matrix.json);
+- META_DATA: SCHEMA_VERSION_MAJOR (1 is what this reader knows) and parallel_group_info (JSON).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import sqlite3
+import struct
+from pathlib import Path
+from urllib.parse import quote
+
+import numpy as np
+import pandas as pd
+
+from ditpar.core import classify
+from ditpar.core.events import make_events
+from ditpar.core.profile import (
+    BYTES_MESSAGE,
+    COMM_OP_COLUMNS,
+    LINK_COLUMNS,
+    STEP_COLUMNS,
+    STEP_TRACE_COLUMNS,
+)
+from ditpar.errors import InputError
+from ditpar.readers import ascend
+from ditpar.readers.common import check_times
+
+PROFILER_DB_GLOB = "ascend_pytorch_profiler*.db"
+ANALYSIS_DB = "analysis.db"
+#: META_DATA SCHEMA_VERSION_MAJOR values whose tables this reader knows
+KNOWN_SCHEMA_MAJOR = ("1",)
+#: CANN_API.type of the "node" level (ENUM_API_TYPE 10000): the launches torch_npu maps to steps
+NODE_API_TYPE = 10000
+
+_NEED = {
+    "TASK": ("startNs", "endNs", "deviceId", "connectionId", "globalTaskId", "streamId"),
+    "COMPUTE_TASK_INFO": ("name", "globalTaskId", "taskType", "opType"),
+    "STRING_IDS": ("id", "value"),
+}
+_OPTIONAL = {
+    "COMMUNICATION_OP": ("opName", "startNs", "endNs", "groupName", "opType", "count", "dataType"),
+    "STEP_TIME": ("id", "startNs", "endNs"),
+    "CANN_API": ("startNs", "endNs", "type", "connectionId"),
+    "ENUM_HCCL_DATA_TYPE": ("id", "name"),
+    "RANK_DEVICE_MAP": ("rankId", "deviceId"),
+    "META_DATA": ("name", "value"),
+}
+#: analysis.db StepTraceTime column -> ProfileSet.step_trace column (us)
+STEP_TRACE_TABLE = {
+    "computing": "computing_us",
+    "communication_not_overlapped": "communication_not_overlapped_us",
+    "overlapped": "overlapped_us",
+    "communication": "communication_us",
+    "free": "free_us",
+    "stage": "stage_us",
+    "bubble": "bubble_us",
+}
+_ANALYSIS_TABLES = {
+    "StepTraceTime": ("step", *[c for c in STEP_TRACE_TABLE if c != "bubble"]),
+    "CommAnalyzerTime": ("hccl_op_name", "group_name", "start_timestamp", "elapse_time", "transit_time",
+                         "wait_time", "synchronization_time", "idle_time", "step"),
+    "CommAnalyzerBandwidth": ("hccl_op_name", "transport_type", "transit_size"),
+    "CommAnalyzerMatrix": ("hccl_op_name", "group_name", "src_rank", "dst_rank", "transport_type",
+                           "transit_size", "transit_time", "bandwidth", "step"),
+}
+
+
+def find_db(out_dir: Path) -> Path | None:
+    """The one ascend_pytorch_profiler*.db of a rank's output folder, or None."""
+    found = sorted(out_dir.glob(PROFILER_DB_GLOB)) if out_dir.is_dir() else []
+    if len(found) > 1:
+        raise InputError(f"{out_dir}: {len(found)} profiler databases {[p.name for p in found]}; "
+                         "expected one per rank folder")
+    return found[0] if found else None
+
+
+def has_db(folder: Path) -> bool:
+    """True when the rank folder holds a db export and no kernel_details.csv (the text form wins)."""
+    out_dir = ascend.find_output_dir(folder)
+    return not (out_dir / ascend.KERNEL_FILE).is_file() and find_db(out_dir) is not None
+
+
+class _Db:
+    """A read-only connection whose every failure is one InputError naming the file and the table."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        _check_header(path)
+        try:
+            self.con = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True, timeout=1.0)
+            self.tables = {name: self._columns(name) for (name,) in
+                           self.con.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()}
+        except sqlite3.Error as exc:
+            raise InputError(f"{path}: cannot read as an SQLite database ({_reason(exc)})") from None
+
+    def _columns(self, table: str) -> tuple[str, ...]:
+        return tuple(row[1] for row in self.con.execute(f'PRAGMA table_info("{table}")').fetchall())
+
+    def require(self, table: str, columns: tuple[str, ...], optional: bool = False) -> bool:
+        """True when the table has the columns; absent and optional: False; otherwise an InputError."""
+        if table not in self.tables:
+            if optional:
+                return False
+            raise InputError(f"{self.path}: missing table {table}; have {sorted(self.tables)}")
+        missing = [c for c in columns if c not in self.tables[table]]
+        if missing:
+            raise InputError(f"{self.path}: table {table}: missing column(s) {missing}; "
+                             f"have {list(self.tables[table])}")
+        return True
+
+    def rows(self, table: str, sql: str, params: tuple = ()) -> list[tuple]:
+        try:
+            return self.con.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise InputError(f"{self.path}: table {table}: cannot read ({_reason(exc)})") from None
+
+    def ints(self, table: str, sql: str, width: int) -> np.ndarray:
+        """An integer query as an (n, width) int64 array, fetched in blocks (no Python tuple per row kept)."""
+        try:
+            cur = self.con.execute(sql)
+            blocks = []
+            while rows := cur.fetchmany(1 << 16):
+                try:
+                    blocks.append(np.array(rows, dtype=np.int64).reshape(len(rows), width))
+                except (TypeError, ValueError, OverflowError):
+                    bad = next(r for r in rows if not all(type(v) is int for v in r))
+                    raise InputError(f"{self.path}: table {table}: expected integers, got {bad!r}") from None
+        except sqlite3.Error as exc:
+            raise InputError(f"{self.path}: table {table}: cannot read ({_reason(exc)})") from None
+        return np.concatenate(blocks) if blocks else np.zeros((0, width), dtype=np.int64)
+
+    def close(self) -> None:
+        self.con.close()
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def _check_header(path: Path) -> None:
+    """A file shorter than its own header says (page size x page count) was cut off while copying."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as fh:
+            head = fh.read(100)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot open ({_reason(exc)})") from None
+    if len(head) < 100 or not head.startswith(b"SQLite format 3\x00"):
+        raise InputError(f"{path}: not an SQLite database (no 'SQLite format 3' header); "
+                         "expected torch_npu's export_type db output")
+    page_size = struct.unpack(">H", head[16:18])[0]
+    page_size = 65536 if page_size == 1 else page_size
+    pages = struct.unpack(">I", head[28:32])[0]
+    changes, valid_for = struct.unpack(">I", head[24:28])[0], struct.unpack(">I", head[92:96])[0]
+    # the in-header size is valid when 'version-valid-for' equals the change counter (sqlite.org/fileformat)
+    if pages and changes == valid_for and size < page_size * pages:
+        raise InputError(f"{path}: truncated: {size} bytes, its header says {page_size * pages} "
+                         f"({pages} pages of {page_size}); copy the file again")
+
+
+def _strings(db: _Db) -> dict[int, str]:
+    return {int(i): ("" if v is None else str(v)) for i, v in db.rows("STRING_IDS", "SELECT id, value FROM STRING_IDS")}
+
+
+def _check_schema(db: _Db) -> dict[str, str]:
+    """META_DATA as a dict; a SCHEMA_VERSION_MAJOR this reader does not know is an input error."""
+    if not db.require("META_DATA", _OPTIONAL["META_DATA"], optional=True):
+        return {}
+    meta = {str(k): ("" if v is None else str(v)) for k, v in db.rows("META_DATA", "SELECT name, value FROM META_DATA")}
+    major = meta.get("SCHEMA_VERSION_MAJOR")
+    if major is not None and major.strip() not in KNOWN_SCHEMA_MAJOR:
+        raise InputError(f"{db.path}: table META_DATA: SCHEMA_VERSION {meta.get('SCHEMA_VERSION', major)!r}; "
+                         f"this reader knows major version(s) {list(KNOWN_SCHEMA_MAJOR)}")
+    return meta
+
+
+def _columns(rows: list[tuple], width: int) -> list[list]:
+    """SQLite rows as ``width`` column lists."""
+    return [list(col) for col in zip(*rows, strict=True)] if rows else [[] for _ in range(width)]
+
+
+def _exact_ints(column: list, where: str) -> np.ndarray:
+    """Integers exactly as stored (a REAL or TEXT cell would already have lost digits: refuse it)."""
+    bad = next((i for i, v in enumerate(column) if type(v) is not int), None)
+    if bad is not None:
+        raise InputError(f"{where}: row {bad + 1}: expected an integer ns stamp, got {column[bad]!r}")
+    return np.array(column, dtype=np.int64) if column else np.zeros(0, dtype=np.int64)
+
+
+def read_rank(folder: Path) -> ascend.AscendRank:
+    """Read one rank of a db export: ``folder`` is the ``*_ascend_pt`` folder or its ASCEND_PROFILER_OUTPUT."""
+    out_dir = ascend.find_output_dir(folder)
+    rank_dir = out_dir.parent if out_dir.name == ascend.OUTPUT_DIR else out_dir
+    path = find_db(out_dir)
+    if path is None:
+        raise InputError(f"{out_dir}: no {PROFILER_DB_GLOB}")
+    db = _Db(path)
+    try:
+        for table, cols in _NEED.items():
+            db.require(table, cols)
+        meta = _check_schema(db)
+        strings = _strings(db)
+        rank, rank_from = ascend.rank_of(rank_dir)
+        if rank is None:
+            rank, rank_from = _db_rank(db, path)
+        compute = _compute_tasks(db, strings)
+        comm = _comm_ops(db, strings)
+        windows = _step_windows(db, compute, comm)
+        events, unplaced = _events(compute, comm, windows, _device(db, compute))
+        meta_groups = _meta_groups(db, meta)
+    finally:
+        db.close()
+    sources = [path]
+    meta_path = rank_dir / "profiler_metadata.json"
+    if not meta_groups and meta_path.is_file():
+        meta_groups = ascend._parallel_groups(meta_path)
+        sources.append(meta_path)
+    step_trace = comm_ops = links = None
+    hashes: dict[str, str] = {}
+    analysis = out_dir / ANALYSIS_DB
+    if analysis.is_file():
+        step_trace, comm_ops, links, hashes = read_analysis(analysis, comm)
+        sources.append(analysis)
+    # the communicator hash is msprof-analyze's double_hash of COMMUNICATION_OP.groupName; its last
+    # 3 digits are the ones in the op names
+    for group_name in sorted(set(comm["group_name"])) if len(comm) else []:
+        if group_name:
+            full = str(ascend.double_hash(group_name))
+            hashes.setdefault(full[-3:], full)
+    steps = windows[list(STEP_COLUMNS)].reset_index(drop=True)
+    groups = ascend._groups(events, hashes, meta_groups, None)
+    return ascend.AscendRank(rank, rank_from, events, steps, step_trace, comm_ops, groups, unplaced, sources, links,
+                             BYTES_MESSAGE if events["bytes"].notna().any() else "")
+
+
+def _db_rank(db: _Db, path: Path) -> tuple[int | None, str]:
+    if db.require("RANK_DEVICE_MAP", _OPTIONAL["RANK_DEVICE_MAP"], optional=True):
+        ranks = {r for (r,) in db.rows("RANK_DEVICE_MAP", "SELECT rankId FROM RANK_DEVICE_MAP") if type(r) is int}
+        if len(ranks) == 1 and min(ranks) >= 0:
+            return min(ranks), "RANK_DEVICE_MAP rankId"
+    m = re.fullmatch(r"ascend_pytorch_profiler_(\d+)\.db", path.name)
+    if m:
+        return int(m.group(1)), f"{path.name} file name"
+    return None, "unknown"
+
+
+def _device(db: _Db, compute: pd.DataFrame) -> int | None:
+    if len(compute):
+        devices = compute["device"].dropna().unique()
+        if len(devices) == 1:
+            return int(devices[0])
+    if db.require("RANK_DEVICE_MAP", _OPTIONAL["RANK_DEVICE_MAP"], optional=True):
+        devs = {d for (d,) in db.rows("RANK_DEVICE_MAP", "SELECT deviceId FROM RANK_DEVICE_MAP") if type(d) is int}
+        if len(devs) == 1:
+            return min(devs)
+    return None
+
+
+def _compute_tasks(db: _Db, strings: dict[int, str]) -> pd.DataFrame:
+    """TASK rows of compute kernels (COMPUTE_TASK_INFO), in start order, with their connection ids."""
+    join = "FROM TASK T JOIN COMPUTE_TASK_INFO C ON C.globalTaskId = T.globalTaskId"
+    _require_integers(db, "TASK", join, ("T.startNs", "T.endNs"))
+    cols = db.ints("TASK", "SELECT T.startNs, T.endNs, COALESCE(T.deviceId, -1), COALESCE(T.streamId, -1), "
+                           "COALESCE(T.connectionId, -2), COALESCE(C.name, -1), COALESCE(C.opType, -1), "
+                           f"COALESCE(C.taskType, -1) {join} ORDER BY T.startNs", 8)
+    where = f"{db.path}: table TASK"
+    start, end = cols[:, 0].copy(), cols[:, 1].copy()
+    if (end < start).any():
+        i = int(np.flatnonzero(end < start)[0])
+        raise InputError(f"{where}: compute task {i + 1}: endNs {int(end[i])} before startNs {int(start[i])}")
+    check_times(start, end - start, where)
+    device = pd.array(cols[:, 2], dtype="Int64")
+    device[cols[:, 2] < 0] = pd.NA
+    s_uniq, s_codes = np.unique(cols[:, 3], return_inverse=True)
+    streams = np.array(["" if v < 0 else str(int(v)) for v in s_uniq] or [""], dtype=object)
+    frame = pd.DataFrame({"start_ns": start, "end_ns": end, "device": device,
+                          "stream": pd.Series(streams[s_codes.ravel()] if len(cols) else [], dtype=object),
+                          "connection": cols[:, 4].copy()})
+    for key, col in (("name", 5), ("type", 6), ("core", 7)):
+        frame[key] = _texts(cols[:, col], strings)
+    return frame
+
+
+def _require_integers(db: _Db, table: str, source: str, columns: tuple[str, ...]) -> None:
+    """Stamps must be stored as integers: a REAL or TEXT cell has lost digits already (or is not a time)."""
+    test = " OR ".join(f"typeof({c}) != 'integer'" for c in columns)
+    bad = db.rows(table, f"SELECT {', '.join(columns)} {source} WHERE {test} LIMIT 1")
+    if bad:
+        raise InputError(f"{db.path}: table {table}: expected integer ns stamps in {', '.join(columns)}, "
+                         f"got {bad[0]!r}")
+
+
+def _texts(ids: np.ndarray, strings: dict[int, str]) -> pd.Series:
+    """STRING_IDS ids as their texts (one Python string per distinct id)."""
+    uniq, codes = np.unique(ids, return_inverse=True)
+    texts = np.array([strings.get(int(u), "") for u in uniq] or [""], dtype=object)
+    return pd.Series(texts[codes.ravel()] if ids.size else [], dtype=object)
+
+
+def _text(value: object) -> str:
+    return "" if value is None else str(value)
+
+
+def _comm_ops(db: _Db, strings: dict[int, str]) -> pd.DataFrame:
+    """COMMUNICATION_OP rows: name, type, communicator, exact start/end, message bytes (count x dtype)."""
+    columns = ["name", "type", "group_name", "start_ns", "end_ns", "bytes"]
+    if not db.require("COMMUNICATION_OP", _OPTIONAL["COMMUNICATION_OP"], optional=True):
+        return pd.DataFrame(columns=columns)
+    sizes: dict[int, int] = {}
+    if db.require("ENUM_HCCL_DATA_TYPE", _OPTIONAL["ENUM_HCCL_DATA_TYPE"], optional=True):
+        for i, name in db.rows("ENUM_HCCL_DATA_TYPE", "SELECT id, name FROM ENUM_HCCL_DATA_TYPE"):
+            if str(name).upper() in ascend.HCCL_DTYPE_BYTES:
+                sizes[int(i)] = ascend.HCCL_DTYPE_BYTES[str(name).upper()]
+    rows = db.rows("COMMUNICATION_OP", "SELECT opName, opType, groupName, startNs, endNs, count, dataType "
+                                       "FROM COMMUNICATION_OP ORDER BY startNs")
+    where = f"{db.path}: table COMMUNICATION_OP"
+    cols = _columns(rows, 7)
+    start = _exact_ints(list(cols[3]), f"{where} column startNs")
+    end = _exact_ints(list(cols[4]), f"{where} column endNs")
+    if (end < start).any():
+        i = int(np.flatnonzero(end < start)[0])
+        raise InputError(f"{where}: op {i + 1}: endNs {int(end[i])} before startNs {int(start[i])}")
+    check_times(start, end - start, where)
+    nbytes = []
+    for count, dtype in zip(cols[5], cols[6], strict=True):
+        size = sizes.get(dtype) if type(dtype) is int else None
+        ok = isinstance(count, (int, float)) and not isinstance(count, bool) and math.isfinite(count) and count >= 0
+        nbytes.append(int(round(count)) * size if ok and size else None)
+    group_names = [strings.get(g, "") if type(g) is int else _text(g) for g in cols[2]]
+    names = [strings.get(n, "") if type(n) is int else _text(n) for n in cols[0]]
+    frame = pd.DataFrame({"name": pd.Series(names, dtype=object),
+                          "type": pd.Series([strings.get(t, "") if type(t) is int else _text(t) for t in cols[1]],
+                                            dtype=object),
+                          "group_name": pd.Series(group_names, dtype=object),
+                          "start_ns": start, "end_ns": end, "bytes": pd.array(nbytes, dtype="Int64")})
+    return frame
+
+
+def _step_windows(db: _Db, compute: pd.DataFrame, comm: pd.DataFrame) -> pd.DataFrame:
+    """Step windows and, per compute task, the index of its step (column ``step_of`` of ``compute``)."""
+    compute["step_of"] = -1
+    host: list[tuple] = []
+    if db.require("STEP_TIME", _OPTIONAL["STEP_TIME"], optional=True):
+        host = db.rows("STEP_TIME", "SELECT id, startNs, endNs FROM STEP_TIME ORDER BY startNs")
+    out = []
+    if host and db.require("CANN_API", _OPTIONAL["CANN_API"], optional=True):
+        where = f"{db.path}: table STEP_TIME"
+        ids = [_step_id(s, where) for s, _, _ in host]
+        h_start = _exact_ints([_as_int(v) for _, v, _ in host], f"{where} column startNs")
+        h_end = _exact_ints([_as_int(v) for _, _, v in host], f"{where} column endNs")
+        _require_integers(db, "CANN_API", "FROM CANN_API", ("startNs", "endNs"))
+        api = db.ints("CANN_API", "SELECT startNs, endNs, COALESCE(connectionId, -1) FROM CANN_API "
+                                  f"WHERE type = {NODE_API_TYPE}", 3)
+        a_start, a_end, a_conn = api[:, 0], api[:, 1], api[:, 2]
+        # every TASK row launched in a step counts for its window, not only the compute kernels
+        _require_integers(db, "TASK", "FROM TASK", ("startNs", "endNs"))
+        tasks = db.ints("TASK", "SELECT COALESCE(connectionId, -2), startNs, endNs FROM TASK", 3)
+        t_conn, t_start, t_end = tasks[:, 0], tasks[:, 1], tasks[:, 2]
+        c_conn = compute["connection"].to_numpy(np.int64)
+        for i in range(len(host)):
+            inside = (a_start >= h_start[i]) & (a_end <= h_end[i])
+            conns = a_conn[inside]
+            mine = np.isin(t_conn, conns)
+            if mine.any():
+                lo, hi = int(t_start[mine].min()), max(int(t_end[mine].max()), int(h_end[i]))
+            else:
+                lo, hi = int(h_start[i]), int(h_end[i])
+            out.append({"rank": 0, "step": ids[i], "start_ns": lo, "end_ns": hi})
+            c_mine = np.isin(c_conn, conns) & (compute["step_of"].to_numpy() < 0)
+            compute.loc[c_mine, "step_of"] = i
+    if not out:
+        starts = [int(compute["start_ns"].min())] if len(compute) else []
+        ends = [int(compute["end_ns"].max())] if len(compute) else []
+        if len(comm):
+            starts.append(int(comm["start_ns"].min()))
+            ends.append(int(comm["end_ns"].max()))
+        if not starts:
+            return pd.DataFrame(columns=list(STEP_COLUMNS))
+        out.append({"rank": 0, "step": None, "start_ns": min(starts), "end_ns": max(ends)})
+        compute["step_of"] = -1
+    frame = pd.DataFrame(out)
+    frame["step"] = pd.array(frame["step"], dtype="Int64")
+    return frame
+
+
+def _as_int(value: object) -> object:
+    """STEP_TIME stamps: integers, or integer text (torch_npu writes both)."""
+    if isinstance(value, str) and re.fullmatch(r"-?\d{1,19}", value.strip()):
+        return int(value.strip())
+    return value
+
+
+def _step_id(value: object, where: str) -> int | None:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if type(value) is int:
+        return value
+    if isinstance(value, str) and re.fullmatch(r"\d{1,12}", value.strip()):
+        return int(value.strip())
+    raise InputError(f"{where}: step id {value!r}: expected an integer")
+
+
+def _events(compute: pd.DataFrame, comm: pd.DataFrame, windows: pd.DataFrame,
+            device: int | None) -> tuple[pd.DataFrame, dict[str, int]]:
+    """The event table: compute kernels and HCCL ops, classified as the text reader classifies them."""
+    n_c, n_m = len(compute), len(comm)
+    names = pd.concat([compute["name"], comm["name"]], ignore_index=True)
+    types = pd.concat([compute["type"], comm["type"]], ignore_index=True)
+    cores = pd.concat([compute["core"], pd.Series(["COMMUNICATION"] * n_m, dtype=object)], ignore_index=True)
+    decided = classify.classify_ascend(names, types, cores)
+    start = np.concatenate([compute["start_ns"].to_numpy(np.int64), comm["start_ns"].to_numpy(np.int64)])
+    end = np.concatenate([compute["end_ns"].to_numpy(np.int64), comm["end_ns"].to_numpy(np.int64)])
+    step_ids = windows["step"].to_numpy(dtype=object) if len(windows) else np.zeros(0, dtype=object)
+    step = pd.array([pd.NA] * (n_c + n_m), dtype="Int64")
+    of = compute["step_of"].to_numpy(np.int64) if n_c else np.zeros(0, dtype=np.int64)
+    for i, sid in enumerate(step_ids):
+        if sid is not None and not pd.isna(sid):
+            step[np.flatnonzero(of == i)] = int(sid)
+    if n_m and len(windows) and not pd.isna(step_ids).all():
+        w_start = windows["start_ns"].to_numpy(np.int64)
+        w_end = windows["end_ns"].to_numpy(np.int64)
+        m_start = comm["start_ns"].to_numpy(np.int64)
+        for i, sid in enumerate(step_ids):
+            if sid is None or pd.isna(sid):
+                continue
+            hit = np.flatnonzero((m_start >= w_start[i]) & (m_start < w_end[i])) + n_c
+            free = hit[pd.isna(step[hit])] if hit.size else hit
+            step[free] = int(sid)
+    stream = np.concatenate([compute["stream"].to_numpy(dtype=object), np.full(n_m, "", dtype=object)])
+    is_comm = decided.comm
+    stream[is_comm] = np.array([f"comm:{g}" for g in decided.group[is_comm]], dtype=object)
+    dev = np.concatenate([compute["device"].to_numpy(dtype=object, na_value=None), np.full(n_m, device, dtype=object)])
+    table = pd.DataFrame({
+        "rank": np.zeros(n_c + n_m, dtype=np.int64),
+        "device": pd.array(list(dev), dtype="Int64"),
+        "stream": pd.Series(stream, dtype=object),
+        "kind": pd.Series(decided.kind, dtype=object),
+        "core": pd.Series(cores.to_numpy(dtype=object), dtype=object),
+        "name": pd.Series(names.to_numpy(dtype=object), dtype=object),
+        "family": pd.Series(decided.family, dtype=object),
+        "group": pd.Series(decided.group, dtype=object),
+        "start_ns": start,
+        "dur_ns": end - start,
+        "step": step,
+        "bytes": pd.concat([pd.Series(pd.NA, index=range(n_c), dtype="Int64"),
+                            pd.Series(comm["bytes"].array, dtype="Int64")], ignore_index=True),
+    })
+    order = np.argsort(start, kind="stable")
+    return make_events(table.take(order).reset_index(drop=True)), dict(decided.unclassified)
+
+
+def _meta_groups(db: _Db, meta: dict[str, str]) -> dict[str, dict]:
+    """parallel_group_info from META_DATA (a JSON object keyed by group name), as profiler_metadata.json has it."""
+    text = meta.get("parallel_group_info")
+    if not text:
+        return {}
+    try:
+        info = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{db.path}: table META_DATA: parallel_group_info is not JSON ({exc.msg})") from None
+    if not isinstance(info, dict):
+        raise InputError(f"{db.path}: table META_DATA: parallel_group_info: expected an object keyed by group name")
+    return {str(k): v for k, v in info.items() if isinstance(v, dict)}
+
+
+def read_analysis(path: Path, comm: pd.DataFrame | None = None
+                  ) -> tuple[pd.DataFrame | None, pd.DataFrame | None, pd.DataFrame | None, dict[str, str]]:
+    """analysis.db: StepTraceTime, CommAnalyzerTime (+ Bandwidth bytes), CommAnalyzerMatrix totals."""
+    db = _Db(path)
+    try:
+        step_trace = _step_trace(db) if db.require("StepTraceTime", _ANALYSIS_TABLES["StepTraceTime"],
+                                                     optional=True) else None
+        comm_ops, hashes = (_comm_time(db, comm) if db.require("CommAnalyzerTime", _ANALYSIS_TABLES["CommAnalyzerTime"],
+                                                                 optional=True) else (None, {}))
+        links = (_matrix(db) if db.require("CommAnalyzerMatrix", _ANALYSIS_TABLES["CommAnalyzerMatrix"], optional=True)
+                 else None)
+    finally:
+        db.close()
+    return step_trace, comm_ops, links, hashes
+
+
+def _us_value(value: object, where: str) -> float:
+    try:
+        x = float(value)  # NUMERIC cells: int, float or numeric text
+    except (TypeError, ValueError):
+        raise InputError(f"{where}: expected a number, got {value!r}") from None
+    if not (math.isfinite(x) and x >= 0):
+        raise InputError(f"{where}: expected a finite time >= 0, got {value!r}")
+    return x
+
+
+def _step_trace(db: _Db) -> pd.DataFrame:
+    cols = [c for c in STEP_TRACE_TABLE if c in db.tables["StepTraceTime"]]
+    rows = db.rows("StepTraceTime", f"SELECT step, {', '.join(cols)} FROM StepTraceTime")
+    out = []
+    for i, row in enumerate(rows):
+        where = f"{db.path}: table StepTraceTime row {i + 1}"
+        rec: dict[str, object] = {"rank": 0, "step": _step_id(row[0], where)}
+        for col, value in zip(cols, row[1:], strict=True):
+            rec[STEP_TRACE_TABLE[col]] = _us_value(value, f"{where} column {col}")
+        out.append(rec)
+    frame = pd.DataFrame(out, columns=list(STEP_TRACE_COLUMNS))
+    frame["rank"] = frame["rank"].astype(np.int64)
+    frame["step"] = pd.array(frame["step"], dtype="Int64")
+    return frame
+
+
+def _comm_time(db: _Db, comm: pd.DataFrame | None) -> tuple[pd.DataFrame, dict[str, str]]:
+    """CommAnalyzerTime rows as ProfileSet.comm_ops (ms -> us); start exact from COMMUNICATION_OP by op name."""
+    rows = db.rows("CommAnalyzerTime", "SELECT hccl_op_name, group_name, start_timestamp, elapse_time, transit_time, "
+                                       "wait_time, synchronization_time, idle_time, step FROM CommAnalyzerTime")
+    transit: dict[str, float] = {}
+    if db.require("CommAnalyzerBandwidth", _ANALYSIS_TABLES["CommAnalyzerBandwidth"], optional=True):
+        seen = set()
+        for op, transport, size in db.rows("CommAnalyzerBandwidth", "SELECT hccl_op_name, transport_type, "
+                                                                   "transit_size FROM CommAnalyzerBandwidth"):
+            # one row per packet-size bucket, each repeating its transport's total: count it once
+            if str(transport) in ascend._TRANSPORTS and (op, transport) not in seen:
+                seen.add((op, transport))
+                transit[str(op)] = transit.get(str(op), 0.0) + _us_value(size, f"{db.path}: table "
+                                                                         f"CommAnalyzerBandwidth op {op!r} transit_size")
+    exact = {}
+    if comm is not None and len(comm):
+        unique = comm.drop_duplicates("name", keep=False)
+        exact = dict(zip(unique["name"], unique["start_ns"], strict=True))
+    out, hashes = [], {}
+    for i, (name, group, start, *times, step) in enumerate(rows):
+        where = f"{db.path}: table CommAnalyzerTime row {i + 1}"
+        name = _text(name)
+        m = re.fullmatch(r"step(\d*)", _text(step))
+        rec = {"rank": 0, "step": int(m.group(1)) if m and m.group(1) else None, "name": name,
+               "group_hash": _text(group)}
+        start_us = _us_value(start, f"{where} column start_timestamp")
+        rec["start_ns"] = int(exact[name]) if name in exact else int(round(start_us * 1000))
+        for key, value in zip(("elapse_us", "transit_us", "wait_us", "synchronization_us", "idle_us"), times,
+                              strict=True):
+            rec[key] = _us_value(value, f"{where}") * 1000.0 if value is not None else float("nan")
+        rec["bytes"] = int(round(transit[name] * 1e6)) if name in transit else None
+        hm = classify.HCOM_NAME.match(name)
+        if hm and rec["group_hash"]:
+            hashes.setdefault(hm.group("group"), rec["group_hash"])
+        out.append(rec)
+    frame = pd.DataFrame(out, columns=[c for c in COMM_OP_COLUMNS if c not in ("family", "group")])
+    decided = classify.classify_ascend(frame["name"], pd.Series([""] * len(frame)),
+                                       pd.Series(["COMMUNICATION"] * len(frame)))
+    frame["family"] = decided.family
+    frame["group"] = decided.group
+    frame["step"] = pd.array(frame["step"], dtype="Int64")
+    frame["bytes"] = pd.array(frame["bytes"], dtype="Int64")
+    frame["start_ns"] = frame["start_ns"].astype(np.int64)
+    return frame[list(COMM_OP_COLUMNS)], hashes
+
+
+def _matrix(db: _Db) -> pd.DataFrame:
+    """CommAnalyzerMatrix ``<op>-total`` rows as ProfileSet.links (link "src-dst", group-local ranks)."""
+    rows = db.rows("CommAnalyzerMatrix", "SELECT hccl_op_name, group_name, src_rank, dst_rank, transport_type, "
+                                         "transit_size, transit_time, bandwidth, step FROM CommAnalyzerMatrix")
+    out = []
+    for i, (op, group, src, dst, transport, size, time_ms, bw, step) in enumerate(rows):
+        km = re.fullmatch(r"(?P<op>[A-Za-z0-9_]+)-total", _text(op))
+        if not km:
+            continue  # top/middle/bottom slices repeat what the total holds
+        where = f"{db.path}: table CommAnalyzerMatrix row {i + 1}"
+        m = re.fullmatch(r"step(\d*)", _text(step))
+        out.append({"rank": 0, "step": int(m.group(1)) if m and m.group(1) else None, "op": km.group("op"),
+                    "group_hash": _text(group), "link": f"{_text(src)}-{_text(dst)}", "transport": _text(transport),
+                    "bytes": int(round(_us_value(size, f"{where} transit_size") * 1e6)),
+                    "transit_us": _us_value(time_ms, f"{where} transit_time") * 1000.0,
+                    "profiler_bandwidth_GBps": _us_value(bw, f"{where} bandwidth") if bw is not None else float("nan")})
+    frame = pd.DataFrame(out, columns=list(LINK_COLUMNS))
+    frame["rank"] = frame["rank"].astype(np.int64)
+    frame["step"] = pd.array(frame["step"], dtype="Int64")
+    return frame
