@@ -267,20 +267,20 @@ def _torchfrtrace(folder: Path) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)
 
 
-@pytest.mark.parametrize("name, seq, group_info", [("cache_skip", 7, "1"), ("size_mismatch", 2, "1"),
-                                                   ("missing_rank", 3, "0:default_pg"),
-                                                   ("group_order", 1, "1")])
-def test_torchfrtrace_names_the_same_sequence_id(dumps, name, seq, group_info):
+@pytest.mark.parametrize("name, pg, seq, group_info", [("cache_skip", "1", 7, "1"), ("size_mismatch", "1", 2, "1"),
+                                                       ("missing_rank", "0", 3, "0:default_pg"),
+                                                       ("group_order", "1", 1, "1"), ("group_order", "2", 1, "2")])
+def test_torchfrtrace_names_the_same_sequence_id(dumps, name, pg, seq, group_info):
     pytest.importorskip("torch.distributed.flight_recorder.fr_trace")
     proc = _torchfrtrace(dumps[name])
     text = proc.stdout + proc.stderr
     assert proc.returncode == 0, text[-2000:]
-    found = re.search(r"(?:Collective sequence number: (\d+) has errors|joining collective, sequence number: (\d+))"
-                      r"\s*\ninternal record id: \d+\s*\ngroup info: (\S+)", text)
-    assert found, text[-2000:]
-    assert (int(found.group(1) or found.group(2)), found.group(3)) == (seq, group_info)
+    found = {(int(m.group(1) or m.group(2)), m.group(3)) for m in re.finditer(
+        r"(?:Collective sequence number: (\d+) has errors|joining collective, sequence number: (\d+))"
+        r"\s*\ninternal record id: \d+\s*\ngroup info: (\S+)", text)}
+    assert (seq, group_info) in found, text[-2000:]
     ours, _ = doctor(str(dumps[name]))
-    assert ours["first_divergence"]["first_divergent_seq"] == seq
+    assert group(ours, pg)["first_divergent_seq"] == seq
 
 
 def test_torchfrtrace_on_gloo_dumps_as_torch_writes_them(dumps, tmp_path):
@@ -331,3 +331,55 @@ def test_usage_errors(dumps, args, words):
     target = [str(dumps["healthy"]), "--world", "4"] if args else []
     _, proc = doctor(*target, *args, check=2)
     assert words in proc.stderr and proc.stderr.count("\n") == 1
+
+
+# --- the library helper and an NCCL-shaped dump ---------------------------------------------------
+
+def test_hang_watch_dumps_when_the_block_raises(tmp_path):
+    """One gloo rank: record.enable sets the switches, the block raises, hang_watch dumps and re-raises."""
+    out = tmp_path / "fr"
+    code = f"""
+import sys
+sys.path.insert(0, {str(ROOT / 'scripts')!r})
+from ditpar.hang import record
+print(sorted(record.enable({str(out)!r})))
+import torch, torch.distributed as dist
+dist.init_process_group("gloo", init_method="tcp://127.0.0.1:{_free_port()}", rank=0, world_size=1)
+try:
+    with record.hang_watch({str(out)!r}):
+        dist.all_reduce(torch.ones(3))
+        raise ValueError("boom")
+except ValueError:
+    print("re-raised")
+"""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH_FR_", "TORCH_NCCL_", "TORCH_HCCL_"))}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0 and "re-raised" in proc.stdout, proc.stderr[-2000:]
+    assert "'TORCH_FR_BUFFER_SIZE'" in proc.stdout and "'TORCH_HCCL_DUMP_ON_TIMEOUT'" in proc.stdout
+    doc = safe_unpickle((out / "fr_rank_0").read_bytes())
+    assert [(e["profiling_name"], e["input_sizes"]) for e in doc["entries"]] == [("gloo:all_reduce", [[3]])]
+    assert doc["pg_config"]["0"]["ranks"] == "[0]"
+    r, _ = doctor(str(out), check=0)
+    assert r["verdict"] == "no divergence" and group(r, "0")["last_common_seq"] == 1
+
+
+def _nccl_entry(seq: int, state: str) -> dict:
+    return {"record_id": seq - 1, "pg_id": 0, "process_group": ("0", "default_pg"), "collective_seq_id": seq,
+            "p2p_seq_id": 0, "op_id": seq, "profiling_name": "nccl:all_reduce", "time_created_ns": 10**18 + seq,
+            "input_sizes": [[4]], "input_dtypes": ["Float"], "output_sizes": [[4]], "output_dtypes": ["Float"],
+            "state": state, "is_p2p": False, "frames": []}
+
+
+def test_nccl_shaped_dump_uses_entry_states(tmp_path):
+    """NCCL dumps record states (no pg_status in older ones): the last completed call comes from them."""
+    config = {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"}}
+    docs = {0: [_nccl_entry(1, "completed"), _nccl_entry(2, "completed"), _nccl_entry(3, "started")],
+            1: [_nccl_entry(1, "completed"), _nccl_entry(2, "completed")]}
+    for rank, entries in docs.items():
+        doc = {"version": "2.4", "pg_config": config, "entries": entries}
+        (tmp_path / f"nccl_trace_rank_{rank}").write_bytes(pickle.dumps(doc, protocol=2))
+    r, proc = doctor(str(tmp_path), check=1)
+    g = group(r, "0")
+    assert (g["last_completed_seq"], g["last_common_seq"], g["first_divergent_seq"]) == (2, 2, 3)
+    assert (g["missing_ranks"], g["cause"], g["by_rank"]["0"]["state"]) == ([1], "rank_missing_or_dead", "started")
+    assert "pg_status" in proc.stderr
