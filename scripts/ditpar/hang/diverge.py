@@ -187,7 +187,10 @@ def compare(job: Job, labels: dict[frozenset, list[str]] | None = None) -> dict[
     for name in names:
         members, source, claims = _members(job, name, labels)
         rows.append(_group_row(job, name, members, source, claims, table[name], p2p.get(name, 0), labels))
-    rows = [r for r in rows if r["calls_compared"] or r["first_divergent_seq"] is not None or r["member_claims"]]
+    shown = [r for r in rows if r["calls_compared"] or r["first_divergent_seq"] is not None or r["member_claims"]]
+    notes = list(job.notes) + [f"group {r['group']}: {r['p2p_calls_not_compared']} point-to-point calls only, "
+                               "not compared" for r in rows if r not in shown and r["p2p_calls_not_compared"]]
+    rows = shown
     _link_waits(job, rows, table)
     divergent = [r for r in rows if r["first_divergent_seq"] is not None]
     root = _root(divergent)
@@ -195,7 +198,7 @@ def compare(job: Job, labels: dict[frozenset, list[str]] | None = None) -> dict[
         "verdict": "divergence" if divergent else "no divergence",
         "world": job.world, "world_source": job.world_source,
         "ranks_read": sorted(job.dumps), "ranks_without_dump": job.missing_dumps,
-        "first_divergence": root, "groups": rows, "notes": job.notes,
+        "first_divergence": root, "groups": rows, "notes": notes,
     }
 
 
@@ -218,7 +221,8 @@ def _group_row(job: Job, name: str, members: list[int], source: str, claims: dic
         "membership_source": source, "member_claims": claims, "ranks_without_dump": no_dump,
         "last_common_seq": None, "last_completed_seq": _completed(job, name, present),
         "first_divergent_seq": None, "op": None, "by_rank": {}, "issued_ranks": [], "missing_ranks": [],
-        "waiting_in": {}, "cause": None, "detail": "", "first_divergent_created_ns": None, "calls_compared": 0, "p2p_calls_not_compared": p2p,
+        "waiting_in": {}, "cause": None, "detail": "", "first_divergent_created_ns": None, "calls_compared": 0,
+        "p2p_calls_not_compared": p2p,
         "first_seq_in_buffers": start if starts else None,
     }
     if claims:

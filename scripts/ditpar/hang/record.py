@@ -137,6 +137,8 @@ def hang_watch(dump_dir: str | os.PathLike[str], *, after_s: float | None = None
     the main thread is blocked inside a collective), or once when the block runs longer than `after_s`.
 
     `on_dump(path)` runs after each dump made by the watcher thread (e.g. to exit a hung test process).
+    The signal reaches the watcher thread through `signal.set_wakeup_fd` (main thread only; the previous
+    wakeup fd and handler come back when the block ends).
     """
     stop_r, stop_w = socket.socketpair()
     sig_r = sig_w = None
