@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Name the first collective where the ranks of a hung job disagree, per process group, from PyTorch
-Flight Recorder dumps (NCCL, gloo, HCCL; pickle or JSON), and the likely cause.
+"""Name the first collective where the ranks of a hung job disagree, per process group, and why.
+
+Reads PyTorch Flight Recorder dumps, one per rank (NCCL, gloo, HCCL; pickle or JSON).
 
 Causes: different_branches, group_creation_order, rank_missing_or_dead, sizes_disagree,
 groups_entered_in_different_order (and waits_in_other_group: a downstream wait). Exit 1 when a divergence

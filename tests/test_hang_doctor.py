@@ -142,6 +142,21 @@ def test_group_creation_order_text_encoder_tp_by_ulysses(dumps):
     assert r["first_divergence"]["cause"] == "group_creation_order"
 
 
+def test_creation_order_without_recorded_members_says_what_it_cannot_tell(dumps, tmp_path):
+    """The same dumps as torch's gloo writes them (no group names in pg_config): ops differ at seq 1,
+    and the answer says that members were not recorded."""
+    folder = tmp_path / "raw"
+    folder.mkdir()
+    for rank in range(4):
+        doc = safe_unpickle((dumps["creation_order"] / f"fr_rank_{rank}").read_bytes())
+        doc["pg_config"] = doc.pop("pg_config_torch")
+        (folder / f"fr_rank_{rank}").write_bytes(pickle.dumps(doc, protocol=2))
+    r, _ = doctor(str(folder), check=1)
+    g = group(r, "1")
+    assert (g["first_divergent_seq"], g["cause"]) == (1, "different_branches")
+    assert "members not recorded" in g["detail"] and g["membership_source"].startswith("ranks seen")
+
+
 def test_missing_rank_is_named(dumps):
     r, _ = doctor(str(dumps["missing_rank"]), check=1)
     g = group(r, "0")
@@ -262,9 +277,16 @@ def test_table_and_csv(dumps, tmp_path):
 
 # --- torch's own analyzer on the same dumps -------------------------------------------------------
 
+_FRTRACE: dict[str, subprocess.CompletedProcess] = {}
+
+
 def _torchfrtrace(folder: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "torch.distributed.flight_recorder.fr_trace", str(folder)],
-                          capture_output=True, text=True, timeout=120)
+    """torch's analyzer on a folder, run once per folder (it imports torch: seconds per run)."""
+    if str(folder) not in _FRTRACE:
+        _FRTRACE[str(folder)] = subprocess.run(
+            [sys.executable, "-m", "torch.distributed.flight_recorder.fr_trace", str(folder)],
+            capture_output=True, text=True, timeout=120)
+    return _FRTRACE[str(folder)]
 
 
 @pytest.mark.parametrize("name, pg, seq, group_info", [("cache_skip", "1", 7, "1"), ("size_mismatch", "1", 2, "1"),

@@ -327,6 +327,10 @@ def _link_waits(job: Job, rows: list[dict], table: dict[str, dict[int, dict[int,
     for row in rows:
         if row["cause"] and not row["detail"]:
             row["detail"] = _detail(row)
+        if row["cause"] == "different_branches" and not row["membership_source"].startswith("pg_config"):
+            row["detail"] += ("; members not recorded (pg_config empty): if each op's ranks belong to a different "
+                              "group, the groups were created in a different order; dump with "
+                              "ditpar.hang.record to tell")
 
 
 def _detail(row: dict) -> str:
