@@ -22,7 +22,8 @@ gloo (CPU): torch records gloo collectives but writes no dump on timeout and lea
         run_pipeline()
   on demand from outside: kill -USR1 <pid of every rank>  (works while a rank is blocked in a collective)
 
-HCCL (torch_npu; same pickle format, analyzer in Ascend/pytorch tools/flight_recorder)
+HCCL (torch_npu; torch's pickle layout, read by a fork of torch's analyzer in Ascend/pytorch
+      tools/flight_recorder)
   export TORCH_HCCL_TRACE_BUFFER_SIZE=20000
   export TORCH_HCCL_DUMP_ON_TIMEOUT=1
   export TORCH_HCCL_ENABLE_MONITORING=1            # heartbeat monitor: dumps when the watchdog is stuck
