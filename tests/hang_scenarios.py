@@ -64,7 +64,10 @@ def creation_order(dist, torch, rank: int, world: int) -> None:
     else:
         uly = dist.new_group([0, 1, 2, 3], timeout=LONG)
         te_groups = te()
-    # dump on a signal while the main thread is blocked inside the collective
+    # SIGUSR1 makes the watcher thread dump while the main thread is blocked inside a collective.
+    # gloo names groups by the creation counter, so ranks 0,1's "1" and ranks 2,3's "1" connect through
+    # the same store keys: which call hangs (the encoder all-reduce or the all-to-all) is a race, the
+    # mismatched membership is not
     threading.Timer(HANG_S, os.kill, (os.getpid(), signal.SIGUSR1)).start()
     dist.all_reduce(torch.ones(5), group=te_groups[rank // 2])   # text encoder
     dist.all_to_all_single(torch.empty(8), torch.ones(8), group=uly)

@@ -137,7 +137,11 @@ def test_group_creation_order_text_encoder_tp_by_ulysses(dumps):
     for g, te_ranks, u_ranks in ((one, ["0", "1"], ["2", "3"]), (three, ["2", "3"], ["0", "1"])):
         assert g["cause"] == "group_creation_order" and g["first_divergent_seq"] == 1
         assert {g["by_rank"][x]["op"] for x in te_ranks} == {"all_reduce"}
-        assert {g["by_rank"][x]["op"] for x in u_ranks} == {"all_to_all"}
+        # the ranks that hold this name as the Ulysses group reach the all-to-all only if their own
+        # encoder all-reduce got through (a gloo connection race, see the worker); either way the
+        # conflicting members are the answer
+        assert {g["by_rank"][x]["op"] if g["by_rank"][x] else None for x in u_ranks} in (
+            {"all_to_all"}, {None}), g["by_rank"]
     assert one["label"] == "text-encoder-TP#0 on ranks 0,1 | world=Ulysses#0 on ranks 2,3"
     assert r["first_divergence"]["cause"] == "group_creation_order"
 
@@ -151,10 +155,19 @@ def test_creation_order_without_recorded_members_says_what_it_cannot_tell(dumps,
         doc = safe_unpickle((dumps["creation_order"] / f"fr_rank_{rank}").read_bytes())
         doc["pg_config"] = doc.pop("pg_config_torch")
         (folder / f"fr_rank_{rank}").write_bytes(pickle.dumps(doc, protocol=2))
-    r, _ = doctor(str(folder), check=1)
-    g = group(r, "1")
-    assert (g["first_divergent_seq"], g["cause"]) == (1, "different_branches")
-    assert "members not recorded" in g["detail"] and g["membership_source"].startswith("ranks seen")
+    reached = [safe_unpickle((dumps["creation_order"] / f"fr_rank_{r}").read_bytes())["entries"][-1]["profiling_name"]
+               == "gloo:all_to_all" for r in range(4)]
+    if any(reached):
+        r, _ = doctor(str(folder), check=1)
+        hits = [g for g in r["groups"] if g["cause"] == "different_branches"]
+        assert hits and all(g["first_divergent_seq"] == 1 for g in hits)
+        assert all("members not recorded" in g["detail"] and g["membership_source"].startswith("ranks seen")
+                   for g in hits)
+    else:
+        # every rank still in its encoder all-reduce: each name's calls look alike on the ranks that made
+        # them, and without members nothing tells the groups apart: a blind spot (failure-modes 2.9)
+        r, _ = doctor(str(folder), check=0)
+        assert r["verdict"] == "no divergence"
 
 
 def test_missing_rank_is_named(dumps):
