@@ -15,7 +15,7 @@ NCCL (torch >= 2.8 names; before 2.8 TORCH_NCCL_TRACE_BUFFER_SIZE / TORCH_NCCL_D
   export TORCH_NCCL_DEBUG_INFO_PIPE_FILE=/tmp/fr/pipe_   # on demand: echo 1 > /tmp/fr/pipe_<rank>.pipe
   sooner than the 10-minute default: init_process_group("nccl", timeout=datetime.timedelta(minutes=2))
 
-gloo (CPU): torch records gloo collectives but writes no dump on timeout and leaves pg_config empty,
+gloo (CPU): torch records gloo collectives but writes no dump on timeout and no group names in pg_config,
   so dump from the script; record.dump() also writes each group's members into pg_config:
     export TORCH_FR_BUFFER_SIZE=20000
     with record.hang_watch("/tmp/fr", after_s=600):  # dumps on an exception, on SIGUSR1, or after 600 s
