@@ -488,6 +488,81 @@ def scope_cases(base: Path) -> list[Case]:
     return cases
 
 
+# --- hang_doctor: Flight Recorder dumps ----------------------------------------------------------
+
+def _fr_entry(seq: int, op: str = "all_reduce", size: int = 4) -> dict:
+    """One entry as torch 2.13 writes it in a gloo JSON dump."""
+    return {"collective_seq_id": seq, "input_dtypes": ["Float"], "input_sizes": [[size]], "is_p2p": False,
+            "op_id": seq, "output_dtypes": ["Float"], "output_sizes": [[size]], "p2p_seq_id": 0, "pg_id": 0,
+            "process_group": ["0", "default_pg"], "profiling_name": f"gloo:{op}", "record_id": seq - 1,
+            "retired": True, "state": "scheduled", "thread_id": "1", "thread_name": "python3",
+            "time_created_ns": 1796393385407312229 + seq, "time_discovered_completed_ns": 0,
+            "time_discovered_started_ns": 0, "timeout_ms": 600000}
+
+
+def _fr_dump(entries: list[dict]) -> dict:
+    return {"version": "2.10", "comm_lib_version": "", "nccl_comm_state": {},
+            "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"}}, "pg_status": {},
+            "entries": entries}
+
+
+def hang_doctor_cases(base: Path) -> list[Case]:
+    folder = base / "hang"
+    folder.mkdir()
+
+    def write(name: str, per_rank: dict[str, bytes | str]) -> str:
+        d = folder / name
+        d.mkdir()
+        for fname, content in per_rank.items():
+            if content == "dir":
+                (d / fname).mkdir()
+            elif isinstance(content, bytes):
+                (d / fname).write_bytes(content)
+            else:
+                (d / fname).write_text(content)
+        return str(d)
+
+    good = json.dumps(_fr_dump([_fr_entry(1), _fr_entry(2)]))
+    bad_seq = json.dumps(_fr_dump([_fr_entry(1), {**_fr_entry(2), "collective_seq_id": "two"}]))
+    neg_seq = json.dumps(_fr_dump([{**_fr_entry(1), "collective_seq_id": -1}]))
+    nan_time = json.dumps(_fr_dump([{**_fr_entry(1), "time_created_ns": float("nan")}]))
+    huge = json.dumps(_fr_dump([_fr_entry(1), _fr_entry(10**30)]))
+    no_name = json.dumps(_fr_dump([{k: v for k, v in _fr_entry(1).items() if k != "profiling_name"}]))
+    glob = b"\x80\x02cos\nsystem\nq\x00."  # a pickle that would import os.system
+    two = {"fr_rank_0.json": good, "fr_rank_1.json": good}
+    args = ["--json", "--csv", f"{OUT}/h.csv"]
+    return [
+        Case("hang_doctor:good-control", "hang_doctor.py", [write("good", two), *args], expect="any",
+             outputs=["h.csv"]),
+        Case("hang_doctor:empty", "hang_doctor.py", [write("empty", {"fr_rank_0": "", "fr_rank_1.json": good})]),
+        Case("hang_doctor:truncated", "hang_doctor.py",
+             [write("truncated", {"fr_rank_0.json": good[: len(good) // 2], "fr_rank_1.json": good}), *args],
+             outputs=["h.csv"], reason="JSON"),
+        Case("hang_doctor:non-utf8", "hang_doctor.py",
+             [write("nonutf8", {"fr_rank_0.json": good.encode()[:30] + NON_UTF8, "fr_rank_1.json": good})]),
+        Case("hang_doctor:text-in-seq", "hang_doctor.py",
+             [write("text", {"fr_rank_0.json": bad_seq, "fr_rank_1.json": good})], reason="sequence id"),
+        Case("hang_doctor:negative-seq", "hang_doctor.py",
+             [write("negative", {"fr_rank_0.json": neg_seq, "fr_rank_1.json": good})], reason="sequence id"),
+        Case("hang_doctor:nan-time", "hang_doctor.py",
+             [write("nan", {"fr_rank_0.json": nan_time, "fr_rank_1.json": good}), "--json"], expect="any"),
+        Case("hang_doctor:huge-seq", "hang_doctor.py",
+             [write("huge", {"fr_rank_0.json": huge, "fr_rank_1.json": good}), "--json"], expect="any"),
+        Case("hang_doctor:missing-column", "hang_doctor.py",
+             [write("noname", {"fr_rank_0.json": no_name, "fr_rank_1.json": good})], reason="profiling_name"),
+        Case("hang_doctor:dir", "hang_doctor.py", [write("dir", {"fr_rank_0.json": good, "fr_rank_1": "dir"})],
+             reason="no dump for ranks [1]"),
+        Case("hang_doctor:missing-rank", "hang_doctor.py", [write("missing", {"fr_rank_0.json": good})],
+             reason="no dump for ranks [1]"),
+        Case("hang_doctor:duplicate-rank", "hang_doctor.py",
+             [write("dup", {"fr_rank_0.json": good, "a_rank_0.json": good, "fr_rank_1.json": good})],
+             reason="two dumps for rank 0"),
+        Case("hang_doctor:pickle-global", "hang_doctor.py",
+             [write("glob", {"fr_rank_0": glob, "fr_rank_1.json": good})], reason="refusing"),
+        Case("hang_doctor:plan-text", "hang_doctor.py", [write("good2", two), "--plan", "U2 Q3"]),
+    ]
+
+
 # --- mask_bound calc/simulate/verify, a2a_pad, comm_bench: out-of-range flags -----------------
 
 def flag_cases(base: Path) -> list[Case]:
@@ -1021,8 +1096,8 @@ def _with_reason(cases: list[Case], reason: str) -> list[Case]:
 def build(base: Path) -> list[Case]:
     """Write every damaged input under base; return the cases."""
     cases = (profile_cases(base) + stage_delta_cases(base) + topo_cases(base) + plan_cases(base)
-             + fewstep_cases(base) + a2a_audit_cases(base) + scope_cases(base) + flag_cases(base)
-             + round2_silent_cases(base) + round2_io_cases(base) + round2_traceback_cases(base)
+             + fewstep_cases(base) + a2a_audit_cases(base) + scope_cases(base) + hang_doctor_cases(base)
+             + flag_cases(base) + round2_silent_cases(base) + round2_io_cases(base) + round2_traceback_cases(base)
              + round2_message_cases(base) + round2_db_cases(base))
     ids = [c.id for c in cases]
     assert len(ids) == len(set(ids)), "case ids must be unique"

@@ -18,6 +18,7 @@ ALLOWED = {
     "fewstep": set(),
     "comm": set(),
     "scope": set(),
+    "hang": {"plan"},   # names groups with plan.py's rank layout
 }
 
 
