@@ -157,6 +157,9 @@ def _calibration_args(p) -> None:
                         "mfu=0.4, overlap_efficiency=0.5); repeatable; every override is listed")
     g.add_argument("--compare", nargs="+", default=None, metavar="PLAN",
                    help='plans to compare as printed, e.g. "cfg2 U4" U8: G6, G7 and the sensitivity for them')
+    g.add_argument("--measured", default=None, metavar="BENCH.json",
+                   help="plan_bench.py --json of this request: measured plans marked and ordered by their times; "
+                        "the others calibrated on them")
     g.add_argument("--emit-matrix", default=None, metavar="FILE.csv",
                    help="write the few-step matrix for the short list and print the fewstep.py run command")
 
@@ -228,8 +231,15 @@ def run_plan(args) -> int:
 
     extra = calibrated.after_ranking(args, box, results, model, hw, shape, tun, write_matrix)
     text = text + " " + extra["short_list_text"] if extra["short_list_text"] else text
+    from ditpar.plan import measured
+
+    bench_cmd = measured.bench_command(args, extra["short_list"], args.devices)
+    text = text + " " + bench_cmd if bench_cmd else text
+    meas = measured.apply(args.measured, results, model, shape) if args.measured else None
     payload = report.payload(results, model, hw, shape, tun, text, fws, args.allow_approximate)
     calibrated.extend_payload(payload, results, extra, box)
+    if meas:
+        measured.extend_payload(payload, results, meas)
     if args.csv:
         cli.write_csv(args.csv, report.frame(results))
     if args.plot:
@@ -238,7 +248,7 @@ def run_plan(args) -> int:
         cli.print_json("plan", payload)
     else:
         sys.stdout.write(calibrated.render(report.render(results, model, hw, shape, tun, text, args.top, args.all),
-                                           results, extra, box, args.top))
+                                           results, extra, box, args.top) + (measured.render(meas, args.top) if meas else ""))
     return 0
 
 

@@ -18,6 +18,7 @@ ALLOWED = {
     "fewstep": set(),
     "comm": set(),
     "scope": set(),
+    "planbench": {"plan", "comm"},
 }
 
 
