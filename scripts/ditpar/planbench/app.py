@@ -119,6 +119,7 @@ def measure(ctx, req: Request, args, fault) -> dict:
                        f"<= {tol:g} x max(1, max |output|) ({dtype})" if check else
                        "off (--check to compare with one device)"),
         "plans": body["plans"],
+        "phases_s": body.get("phases_s", {}),
     }
 
 

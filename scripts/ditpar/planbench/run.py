@@ -83,7 +83,7 @@ def _world_max(values: list[float], ctx) -> list[float]:
 class Built:
     """One plan built on this rank: its form, sharded weights and inputs per kind."""
 
-    def __init__(self, plan: Plan, ctx, cfg: BenchConfig, full: dict, pgs: dict) -> None:
+    def __init__(self, plan: Plan, ctx, cfg: BenchConfig, full: dict, pgs: dict, cache: dict) -> None:
         import torch
 
         dtype = getattr(torch, cfg.dtype)
@@ -95,7 +95,10 @@ class Built:
             form = Form(pl, s, self.comm, cfg.allow_pad)
             w, inp = full[kind]
             self.forms[kind] = form
-            self.weights[kind] = {k: v.to(ctx.device, dtype) for k, v in form.shard_weights(w).items()}
+            key = (kind, plan.tp, pl.index["tp"])   # plans with the same TP shard share one copy of the weights
+            if key not in cache:
+                cache[key] = {k: v.to(ctx.device, dtype) for k, v in form.shard_weights(w).items()}
+            self.weights[kind] = cache[key]
             self.inputs[kind] = {k: v.to(ctx.device, dtype) for k, v in form.shard_inputs(inp).items()}
 
     def forward(self, kind: str, cfg: BenchConfig) -> dict:
@@ -122,21 +125,32 @@ def run(ctx, cfg: BenchConfig) -> dict:
     from ditpar.comm.dist import peer_failure
 
     what = "building the blocks"
+    phases: dict[str, float] = {}
+    last = [time.perf_counter()]
+
+    def clock() -> float:
+        now = time.perf_counter()
+        took, last[0] = now - last[0], now
+        return took
+
     try:
         full = {}
         for i, (kind, (s, _)) in enumerate(cfg.kinds.items()):
             full[kind] = (make_weights(s, cfg.seed + 2 * i), make_inputs(s, cfg.seed + 2 * i + 1))
         ctx.watchdog.pet(what)
-        built = [Built(p, ctx, cfg, full, _groups_for(p, ctx)) for p in cfg.plans]
+        cache: dict = {}
+        built = [Built(p, ctx, cfg, full, _groups_for(p, ctx), cache) for p in cfg.plans]
+        phases["build_s"] = clock()
         _fault(cfg, ctx.rank)
         what = "the correctness check"
         ref = {}
         if cfg.check:
-            one = Built(Plan(), _Single(ctx), cfg, full, {})
+            one = Built(Plan(), _Single(ctx), cfg, full, {}, cache)
             with torch.no_grad():
                 ref = {k: one.forward(k, cfg) for k in cfg.kinds}
             del one
         del full
+        phases["reference_s"] = clock()
         rows = []
         with torch.no_grad():
             for b in built:
@@ -145,6 +159,7 @@ def run(ctx, cfg: BenchConfig) -> dict:
                 rows.append(_count_and_check(b, cfg, ref, ctx))
             wrong = [i for i, r in enumerate(rows) if r["verdict"] == "wrong"]
             good = [i for i in range(len(built)) if i not in wrong]
+            phases["count_and_check_s"] = clock()
             what = "warm-up"
             for i in good:
                 for _ in range(cfg.warmup):
@@ -152,6 +167,7 @@ def run(ctx, cfg: BenchConfig) -> dict:
                         built[i].forward(k, cfg)
                 ctx.sync()
                 ctx.watchdog.pet(what)
+            phases["warmup_s"] = clock()
             samples = {i: [[0.0] * len(cfg.kinds) for _ in range(cfg.repeats)] for i in good}
             for rep, order in enumerate(timing.abba_orders(len(good), cfg.repeats)):
                 for j in order:
@@ -162,6 +178,7 @@ def run(ctx, cfg: BenchConfig) -> dict:
                         samples[i][rep][ki] = timing.time_calls(lambda i=i, k=k: built[i].forward(k, cfg),
                                                                 cfg.iters, ctx.sync)
                     ctx.watchdog.pet(what)
+            phases["timed_s"] = clock()
             what = "collecting the timings"
             flat = [t for i in good for rep in samples[i] for t in rep]
             flat = _world_max(flat, ctx) if flat else []
@@ -184,7 +201,7 @@ def run(ctx, cfg: BenchConfig) -> dict:
                     "block_ms_by_kind": {k: timing.summarize([rep[ki] for rep in reps])["median"] * 1e3
                                          for ki, k in enumerate(cfg.kinds)}})
     timing.verdicts(rows)
-    return {"plans": rows + cfg.skipped}
+    return {"plans": rows + cfg.skipped, "phases_s": phases}
 
 
 class _Single:
