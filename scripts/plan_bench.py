@@ -57,7 +57,8 @@ def build_parser():
     p.add_argument("--timeout", type=float, default=300.0,
                    help="seconds before a dead or hung peer ends the run (default 300)")
     p.add_argument("--fault-drill", default=None, metavar="KIND:RANK",
-                   help="prove the failure path: die:R or hang:R (rank R exits or stalls before its first block)")
+                   help="prove the failure paths: die:R or hang:R (rank R exits or stalls before its first block), "
+                        "corrupt:R (rank R's block output is shifted: the check must call the plan wrong, exit 1)")
     cli.add_output_args(p, csv=True)
     return p
 
@@ -66,8 +67,8 @@ def _fault(text: str | None, world: int) -> tuple[str, int] | None:
     if text is None:
         return None
     kind, _, rank = text.partition(":")
-    if kind not in ("die", "hang") or not rank.isdigit():
-        raise InputError(f"--fault-drill {text!r}: expected die:R or hang:R")
+    if kind not in ("die", "hang", "corrupt") or not rank.isdigit():
+        raise InputError(f"--fault-drill {text!r}: expected die:R, hang:R or corrupt:R")
     if int(rank) >= world:
         raise InputError(f"--fault-drill {text!r}: rank {rank} outside the world of {world}")
     return kind, int(rank)

@@ -197,6 +197,19 @@ def test_a_dead_rank_ends_the_run_with_one_line(tmp_path):
     assert not (tmp_path / "o.csv").exists()
 
 
+def test_a_wrong_plan_is_not_timed_and_exits_1(tmp_path):
+    ranks = spawn(2, "--model-file", JOINT, "--plans", "U2", "--fault-drill", "corrupt:1", "--json",
+                  "--csv", str(tmp_path / "o.csv"), *FAST)
+    assert [rc for rc, _so, _se in ranks] == [1, 1]
+    se = ranks[0][2]
+    assert se.count("\n") == 1 and "differs from one device beyond the tolerance for U2" in se, se
+    doc = json.loads(ranks[0][1])
+    u2 = doc["plans"][0]
+    assert u2["verdict"] == "wrong" and u2["block_ms"] is None and u2["step_s"] is None
+    assert u2["max_abs_err"] == pytest.approx(1e-2, rel=1e-3) and u2["max_abs_err"] > u2["tolerance"]
+    assert (tmp_path / "o.csv").exists()        # exit 1 is a result: the table is written whole
+
+
 # --- plan.py --measured ------------------------------------------------------------------------
 
 def _measured(tmp_path, plans: dict[str, float], model="Tiny-Joint", world=4, verdict="tie") -> str:

@@ -50,7 +50,7 @@ def validate(plans: list[Plan], kinds: dict, allow_pad: bool, repeats: int, worl
 
 
 def _fault(cfg: BenchConfig, rank: int) -> None:
-    if cfg.fault is None or cfg.fault[1] != rank:
+    if cfg.fault is None or cfg.fault[1] != rank or cfg.fault[0] == "corrupt":
         return
     sys.stderr.write(f"rank {rank}: --fault-drill {cfg.fault[0]}: {'exiting' if cfg.fault[0] == 'die' else 'stalling'} "
                      "before the first block\n")
@@ -223,6 +223,8 @@ def _count_and_check(b: Built, cfg: BenchConfig, ref: dict, ctx) -> dict:
         by_kind[kind] = float(sum(b.comm.sent.values()))
         for fam, n in b.comm.sent.items():
             by_family[fam] = by_family.get(fam, 0.0) + n * count / layers
+        if cfg.fault is not None and cfg.fault == ("corrupt", ctx.rank) and b.plan.devices > 1:
+            out["x"] = out["x"] + 1e-2   # the drill: this rank's rows are off, the check must catch it
         if cfg.check:
             form = b.forms[kind]
             mine, want = form.valid_share(out), form.reference_share(ref[kind])
