@@ -197,6 +197,26 @@ def test_a_dead_rank_ends_the_run_with_one_line(tmp_path):
     assert not (tmp_path / "o.csv").exists()
 
 
+def test_a_hung_rank_ends_the_run_within_the_timeout(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": "2",
+           "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo"}
+    args = [sys.executable, str(SCRIPTS / "plan_bench.py"), "--model-file", JOINT, "--plans", "U2", "--fault-drill",
+            "hang:1", "--csv", str(tmp_path / "o.csv"), *FAST[:-2], "--timeout", "3"]
+    procs = [subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env={**env, "RANK": str(r), "LOCAL_RANK": str(r)}) for r in range(2)]
+    try:
+        _so, se = procs[0].communicate(timeout=90)
+    finally:
+        procs[1].kill()       # the stalled rank (its own watchdog would end it after --timeout + 30 s)
+        procs[1].communicate()
+    assert procs[0].returncode == 2 and se.count("\n") == 1, se
+    assert "rank 0:" in se and "hung past --timeout 3 s" in se
+    assert not (tmp_path / "o.csv").exists()
+
+
 def test_a_wrong_plan_is_not_timed_and_exits_1(tmp_path):
     ranks = spawn(2, "--model-file", JOINT, "--plans", "U2", "--fault-drill", "corrupt:1", "--json",
                   "--csv", str(tmp_path / "o.csv"), *FAST)

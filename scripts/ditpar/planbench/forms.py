@@ -204,6 +204,7 @@ class Form:
         group = s.heads // s.kv_heads
         self.map_sp = kv_map(self.heads.q_sp, self.heads.kv_sp, group, name)
         self.map_tp = kv_map(self.heads.q_tp, self.heads.kv_tp, group, name)
+        self._indices: dict = {}
         self.batch_slice = slice(place.index["cfg"], place.index["cfg"] + 1) if p.cfg > 1 else slice(None)
 
     @property
@@ -297,22 +298,28 @@ class Form:
         return g.permute(1, 0, 2).reshape(m.shape[0], -1)
 
     # --- attention ---------------------------------------------------------------------------------
-    @staticmethod
-    def _expand(k, mapping: list[int]):
+    def _index(self, values: list[int], device):
+        """An index tensor made once per (values, device): a fresh host-to-device copy per call would
+        synchronise the host with the device inside the timed forward."""
         import torch
 
+        key = (tuple(values), str(device))
+        if key not in self._indices:
+            self._indices[key] = torch.tensor(values, dtype=torch.long, device=device)
+        return self._indices[key]
+
+    def _expand(self, k, mapping: list[int]):
         if mapping == list(range(k.shape[2])):
             return k
-        return k.index_select(2, torch.tensor(mapping, device=k.device))
+        return k.index_select(2, self._index(mapping, k.device))
 
     def local_attention(self, q, k, v, mapping: list[int] | None = None, rows: list[int] | None = None):
         """Attention of (B, S, H, D) tensors on this rank (GQA K/V expanded to the query heads)."""
-        import torch
         import torch.nn.functional as F
 
         mapping = self.map_tp if mapping is None else mapping
         if rows is not None:
-            idx = torch.tensor(rows, device=k.device)
+            idx = self._index(rows, k.device)
             k, v = k.index_select(1, idx), v.index_select(1, idx)
         k, v = self._expand(k, mapping), self._expand(v, mapping)
         o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
@@ -390,7 +397,7 @@ class Form:
                 if not rows:
                     k = None
                 else:
-                    idx = torch.tensor(rows, device=k.device)
+                    idx = self._index(rows, k.device)
                     k, v = k.index_select(1, idx), v.index_select(1, idx)
             if k is not None:
                 k, v = self._expand(k, self.map_sp), self._expand(v, self.map_sp)
