@@ -40,7 +40,7 @@ def read(path: str, model, shape, devices: int) -> dict[str, dict]:
             continue
         if not (isinstance(step, (int, float)) and math.isfinite(step) and step > 0):
             raise InputError(f"--measured {path}: plans[{i}] ({r['name']}): step_s {step!r} is not a positive number")
-        rows[_norm(r["name"])] = r
+        rows[_norm(r["name"])] = {**r, "_on": f"{doc.get('device', '?')} ({doc.get('backend', '?')}, {doc.get('dtype', '?')})"}
     if not rows:
         raise InputError(f"--measured {path}: no plan with a usable measurement (every plan is wrong, noisy or "
                          "not built): nothing to mark or calibrate")
@@ -105,14 +105,15 @@ def apply(path: str, results, model, shape) -> dict:
     dp = {r.plan.name: r.plan.dp > 1 for r in feas}   # as plan.py ranks: replicas after plans serving one request
     order.sort(key=lambda m: (not m["measured"], dp[m["name"]],
                               m["measured_request_s"] if m["measured"] else m["calibrated_latency_s"]))
-    return {"file": path, "compute_scale": a, "comm_scale": b, "plans_fitted": len(pts), "held_out": held,
+    on = sorted({r["_on"] for r in rows.values()})
+    return {"file": path, "measured_on": on[0] if len(on) == 1 else on, "compute_scale": a, "comm_scale": b, "plans_fitted": len(pts), "held_out": held,
             "order": order, "note": "measured plans ordered by their measured request time (plan_bench.py: "
             "synthetic blocks, extrapolated to layers x steps); the others by the prediction with compute x"
             f"{a:.3g} and exposed communication x{b:.3g} fitted to the measured plans"}
 
 
 def render(m: dict, top: int) -> str:
-    lines = ["", f"measured (--measured {m['file']}): {m['note']}",
+    lines = ["", f"measured (--measured {m['file']}, on {m['measured_on']}): {m['note']}",
              f"{'plan':<18}{'source':>11}{'request_s':>11}{'predicted_s':>13}"]
     shown = [o for o in m["order"] if o["measured"]] + [o for o in m["order"] if not o["measured"]][:top]
     for o in shown:
