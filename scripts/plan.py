@@ -171,6 +171,9 @@ def _calibration_args(p) -> None:
     g.add_argument("--compare", nargs="+", default=None, metavar="PLAN",
                    action=cli.distinct(lambda name: " ".join(name.lower().split())),
                    help='plans to compare as printed, e.g. "cfg2 U4" U8: G6, G7 and the sensitivity for them')
+    g.add_argument("--measured", default=None, metavar="BENCH.json",
+                   help="plan_bench.py --json of this request: measured plans marked and ordered by their times; "
+                        "the others calibrated on them")
     g.add_argument("--emit-matrix", default=None, metavar="FILE.csv", type=cli.output_path,
                    help="write the few-step matrix for the short list and print the fewstep.py run command")
 
@@ -226,9 +229,9 @@ def run_plan(args) -> int:
     model = custom_model.override(model, heads=args.heads, kv_heads=args.kv_heads, layers=args.layers)
     fws = frameworks.resolve_frameworks(args.framework)
     hw = presets.resolve_hardware(args.hardware, args.interconnect, args.devices)
-    for other, alias in presets.other_matches(args.hardware, hw.name):
-        sys.stderr.write(f"plan.py: note: --hardware {args.hardware!r} resolved to {hw.name}; {other} also fits "
-                         f"that name (as {alias!r}): name the box to choose it\n")
+    # said once the answer stands (an input error stays the run's one stderr line)
+    notes = [f"plan.py: note: --hardware {args.hardware!r} resolved to {hw.name}; {other} also fits that name "
+             f"(as {alias!r}): name the box to choose it\n" for other, alias in presets.other_matches(args.hardware, hw.name)]
     shape = make_shape(model, width, height, args.frames, args.steps, cfg=False if args.no_cfg else None)
     shape = custom_model.with_tokens(shape, args.tokens)
     _in_range("--warmup", args.warmup, 0, shape.steps, f" (the request has {shape.steps} steps)")
@@ -253,8 +256,15 @@ def run_plan(args) -> int:
 
     extra = calibrated.after_ranking(args, box, results, model, hw, shape, tun, write_matrix)
     text = text + " " + extra["short_list_text"] if extra["short_list_text"] else text
+    from ditpar.plan.decide import measured
+
+    bench_cmd = measured.bench_command(args, extra["short_list"], args.devices)
+    text = text + " " + bench_cmd if bench_cmd else text
+    meas = measured.apply(args.measured, results, model, shape) if args.measured else None
     payload = report.payload(results, model, hw, shape, tun, text, fws, args.allow_approximate)
     calibrated.extend_payload(payload, results, extra, box)
+    if meas:
+        measured.extend_payload(payload, results, meas)
     if args.csv:
         cli.write_csv(args.csv, report.frame(results, model))
     if args.plot:
@@ -263,7 +273,8 @@ def run_plan(args) -> int:
         cli.print_json("plan", payload)
     else:
         sys.stdout.write(calibrated.render(report.render(results, model, hw, shape, tun, text, args.top, args.all),
-                                           results, extra, box, args.top))
+                                           results, extra, box, args.top) + (measured.render(meas, args.top) if meas else ""))
+    sys.stderr.write("".join(notes))
     return 0
 
 

@@ -1093,12 +1093,58 @@ def _with_reason(cases: list[Case], reason: str) -> list[Case]:
     return cases
 
 
+def plan_bench_cases(base: Path) -> list[Case]:
+    """plan_bench.py --from-plan and plan.py --measured on damaged JSON, and plan_bench.py's flags."""
+    folder = base / "plan_bench"
+    folder.mkdir()
+    tiny = str(DATA / "planbench" / "tiny-joint.toml")
+    plan_doc = {"schema": "dit-parallel-opt/plan/v1", "model": "Tiny-Joint", "short_list": ["single"],
+                "shape": {"width": 16, "height": 1, "frames": 1, "steps": 50, "cfg": True, "tokens": 16}}
+    bench_doc = {"schema": "dit-parallel-opt/plan_bench/v1", "model": "Tiny-Joint", "world": 4,
+                 "shape": {"tokens": 16, "cfg": True}, "plans": [{"name": "U4", "step_s": 0.01, "request_s": 0.5}]}
+    good_plan, good_bench = json.dumps(plan_doc), json.dumps(bench_doc)
+    damaged = {
+        "empty": "", "truncated": good_plan[: len(good_plan) // 2], "text": "not json at all\n",
+        "dup": good_plan.replace('"short_list": ["single"]', '"short_list": []'),
+        "missing-column": good_plan.replace('"shape"', '"shapes"'),
+    }
+    cases = []
+    for kind, text in damaged.items():
+        (folder / f"plan-{kind}.json").write_text(text)
+        cases.append(Case(f"plan_bench:from-plan-{kind}", "plan_bench.py",
+                          ["--from-plan", str(folder / f"plan-{kind}.json"), "--model-file", tiny,
+                           "--csv", f"{OUT}/b.csv"], outputs=["b.csv"]))
+    (folder / "plan-non-utf8.json").write_bytes(NON_UTF8)
+    cases.append(Case("plan_bench:from-plan-non-utf8", "plan_bench.py",
+                      ["--from-plan", str(folder / "plan-non-utf8.json"), "--model-file", tiny]))
+    cases.append(Case("plan_bench:from-plan-dir", "plan_bench.py", ["--from-plan", str(folder), "--model-file", tiny]))
+    cases += [
+        Case("plan_bench:repeats-2", "plan_bench.py", ["--model-file", tiny, "--plans", "single", "--repeats", "2"],
+             reason="at least 3"),
+        Case("plan_bench:timeout-nan", "plan_bench.py", ["--model-file", tiny, "--plans", "single", "--timeout", "nan"]),
+        Case("plan_bench:iters-0", "plan_bench.py", ["--model-file", tiny, "--plans", "single", "--iters", "0"]),
+        Case("plan_bench:plan-text", "plan_bench.py", ["--model-file", tiny, "--plans", "Ulysses8"]),
+    ]
+    plan4 = ["--model-file", tiny, "--hardware", "910B", "--devices", "4", "--measured"]
+    bench_damaged = {
+        "truncated": good_bench[: len(good_bench) // 2],
+        "nan": good_bench.replace('"step_s": 0.01', '"step_s": NaN'),
+        "negative": good_bench.replace('"step_s": 0.01', '"step_s": -0.01'),
+        "renamed-column": good_bench.replace('"name"', '"plan"'),
+    }
+    for kind, text in bench_damaged.items():
+        (folder / f"bench-{kind}.json").write_text(text)
+        cases.append(Case(f"plan:measured-{kind}", "plan.py", [*plan4, str(folder / f"bench-{kind}.json"),
+                                                                "--csv", f"{OUT}/p.csv"], outputs=["p.csv"]))
+    return cases
+
+
 def build(base: Path) -> list[Case]:
     """Write every damaged input under base; return the cases."""
     cases = (profile_cases(base) + stage_delta_cases(base) + topo_cases(base) + plan_cases(base)
              + fewstep_cases(base) + a2a_audit_cases(base) + scope_cases(base) + hang_doctor_cases(base)
              + flag_cases(base) + round2_silent_cases(base) + round2_io_cases(base) + round2_traceback_cases(base)
-             + round2_message_cases(base) + round2_db_cases(base))
+             + round2_message_cases(base) + round2_db_cases(base) + plan_bench_cases(base))
     ids = [c.id for c in cases]
     assert len(ids) == len(set(ids)), "case ids must be unique"
     return cases

@@ -19,6 +19,7 @@ ALLOWED = {
     "comm": set(),
     "scope": set(),
     "hang": {"plan"},   # names groups with plan.py's rank layout
+    "planbench": {"plan", "comm"},
 }
 
 

@@ -1,0 +1,157 @@
+"""plan.py --measured: plan_bench.py's measured plans replace their predictions, order first by their
+measured times, and calibrate the unmeasured plans (a compute scale and a link scale fitted to them)."""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+from pathlib import Path
+
+from ditpar.errors import InputError
+
+SCHEMA = "dit-parallel-opt/plan_bench/v1"
+
+
+def _norm(name: str) -> str:
+    return " ".join(str(name).lower().split())
+
+
+def read(path: str, model, shape, devices: int) -> dict[str, dict]:
+    """Measured rows by normalised plan name, from a plan_bench.py --json document of this very request."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"--measured {path}: cannot read ({type(exc).__name__}: {exc})") from None
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        raise InputError(f"--measured {path}: not a plan_bench.py --json document (schema {SCHEMA} expected)")
+    sh = doc.get("shape") if isinstance(doc.get("shape"), dict) else {}
+    want = {"model": model.name, "world": devices, "tokens": shape.tokens, "cfg": shape.cfg}
+    got = {"model": doc.get("model"), "world": doc.get("world"), "tokens": sh.get("tokens"), "cfg": sh.get("cfg")}
+    diff = [f"{k} {got[k]!r} (this request: {want[k]!r})" for k in want if got[k] != want[k]]
+    if diff:
+        raise InputError(f"--measured {path}: measured another request: " + "; ".join(diff))
+    rows = {}
+    for i, r in enumerate(doc.get("plans") or []):
+        if not isinstance(r, dict) or not isinstance(r.get("name"), str):
+            raise InputError(f"--measured {path}: plans[{i}] has no 'name'")
+        step = r.get("step_s")
+        if r.get("verdict") in ("wrong", "not-built", "noisy") or step is None:
+            continue
+        if not (isinstance(step, (int, float)) and math.isfinite(step) and step > 0):
+            raise InputError(f"--measured {path}: plans[{i}] ({r['name']}): step_s {step!r} is not a positive number")
+        rows[_norm(r["name"])] = {**r, "_on": f"{doc.get('device', '?')} ({doc.get('backend', '?')}, {doc.get('dtype', '?')})"}
+    if not rows:
+        raise InputError(f"--measured {path}: no plan with a usable measurement (every plan is wrong, noisy or "
+                         "not built): nothing to mark or calibrate")
+    return rows
+
+
+def _parts(r, steps: int) -> tuple[float, float, float]:
+    """(compute, exposed communication, the rest) of one predicted step."""
+    bd = r.breakdown
+    comp, comm = bd.compute_s / steps, bd.exposed_comm_s / steps
+    return comp, comm, max(0.0, bd.step_s - comp - comm)
+
+
+def fit(points: list[tuple[float, float, float, float]]) -> tuple[float, float]:
+    """(compute scale, communication scale) so that a*compute + b*comm + rest matches the measured steps:
+    least squares with both scales > 0; one point, or a fit that leaves one non-positive, gives one common scale."""
+    common = sum(y - h for _c, _x, h, y in points) / sum(c + x for c, x, _h, _y in points)
+    if len(points) < 2:
+        return common, common
+    scc = sum(c * c for c, _x, _h, _y in points)
+    sxx = sum(x * x for _c, x, _h, _y in points)
+    scx = sum(c * x for c, x, _h, _y in points)
+    scy = sum(c * (y - h) for c, _x, h, y in points)
+    sxy = sum(x * (y - h) for _c, x, h, y in points)
+    det = scc * sxx - scx * scx
+    if det <= 1e-12 * max(scc * sxx, 1e-300):
+        return common, common
+    a, b = (scy * sxx - sxy * scx) / det, (sxy * scc - scy * scx) / det
+    return (a, b) if a > 0 and b > 0 else (common, common)
+
+
+def apply(path: str, results, model, shape) -> dict:
+    """Mark measured plans, fit the two scales on them, calibrate every feasible plan; order measured first."""
+    rows = read(path, model, shape, results[0].plan.devices)
+    feas = [r for r in results if r.feasible]
+    by = {_norm(r.plan.name): r for r in results}
+    unknown = [rows[k]["name"] for k in rows if k not in by]
+    if unknown:
+        raise InputError(f"--measured {path}: plan(s) {', '.join(unknown)} are not plans of this request "
+                         f"(e.g. {', '.join(r.plan.name for r in feas[:6])})")
+    steps = shape.steps
+    pts = {k: (*_parts(by[k], steps), float(rows[k]["step_s"])) for k in rows}
+    a, b = fit(list(pts.values()))
+    held = []
+    if len(pts) >= 3:   # each measured plan predicted from a fit on the others
+        for k, (c, x, h, y) in pts.items():
+            ha, hb = fit([p for kk, p in pts.items() if kk != k])
+            held.append({"name": by[k].plan.name, "measured_step_s": y, "held_out_step_s": ha * c + hb * x + h,
+                         "error_pct": 100.0 * ((ha * c + hb * x + h) / y - 1)})
+    order = []
+    for r in feas:
+        c, x, h = _parts(r, steps)
+        k = _norm(r.plan.name)
+        cal = (a * c + b * x + h) * steps + (r.breakdown.latency_s - r.breakdown.step_s * steps)
+        rec = {"name": r.plan.name, "measured": k in rows, "calibrated_latency_s": cal,
+               "predicted_latency_s": r.latency_s,
+               "measured_request_s": float(rows[k]["request_s"]) if k in rows else None,
+               "measured_step_s": float(rows[k]["step_s"]) if k in rows else None,
+               "dispersion_pct": rows[k].get("dispersion_pct") if k in rows else None}
+        r.measured = rec
+        order.append(rec)
+    dp = {r.plan.name: r.plan.dp > 1 for r in feas}   # as plan.py ranks: replicas after plans serving one request
+    order.sort(key=lambda m: (not m["measured"], dp[m["name"]],
+                              m["measured_request_s"] if m["measured"] else m["calibrated_latency_s"]))
+    on = sorted({r["_on"] for r in rows.values()})
+    return {"file": path, "measured_on": on[0] if len(on) == 1 else on, "compute_scale": a, "comm_scale": b, "plans_fitted": len(pts), "held_out": held,
+            "order": order, "note": "measured plans ordered by their measured request time (plan_bench.py: "
+            "synthetic blocks, extrapolated to layers x steps); the others by the prediction with compute x"
+            f"{a:.3g} and exposed communication x{b:.3g} fitted to the measured plans"}
+
+
+def render(m: dict, top: int) -> str:
+    lines = ["", f"measured (--measured {m['file']}, on {m['measured_on']}): {m['note']}",
+             f"{'plan':<18}{'source':>11}{'request_s':>11}{'predicted_s':>13}"]
+    shown = [o for o in m["order"] if o["measured"]] + [o for o in m["order"] if not o["measured"]][:top]
+    for o in shown:
+        val = o["measured_request_s"] if o["measured"] else o["calibrated_latency_s"]
+        lines.append(f"{o['name']:<18}{'measured' if o['measured'] else 'calibrated':>11}{val:>11.4g}"
+                     f"{o['predicted_latency_s']:>13.4g}")
+    for h in m["held_out"]:
+        lines.append(f"  held out {h['name']}: measured step {h['measured_step_s']:.4g} s, calibrated on the others "
+                     f"{h['held_out_step_s']:.4g} s ({h['error_pct']:+.1f} %)")
+    if len(m["order"]) and m["plans_fitted"] < 3:
+        lines.append(f"  {m['plans_fitted']} measured plan(s): no held-out check of the calibration (needs 3)")
+    return "\n".join(lines) + "\n"
+
+
+def bench_command(args, short: list, devices: int) -> str:
+    """The plan_bench.py command that measures the short list of this request (same model and shape flags)."""
+    if len(short) < 2:
+        return ""
+    flags = [f"--model {shlex.quote(args.model)}" if args.model else f"--model-file {shlex.quote(args.model_file)}"]
+    for flag, v in (("--resolution", args.resolution), ("--frames", args.frames), ("--steps", args.steps),
+                    ("--heads", args.heads), ("--kv-heads", args.kv_heads), ("--layers", args.layers),
+                    ("--tokens", args.tokens)):
+        if v is not None:
+            flags.append(f"{flag} {shlex.quote(str(v))}")
+    if args.no_cfg:
+        flags.append("--no-cfg")
+    plans = " ".join(shlex.quote(r.plan.name) for r in short if r.plan.pipefusion == 1)
+    if not plans:
+        return ""
+    return (f"Measure them without weights on these cards: torchrun --nproc-per-node {devices} scripts/plan_bench.py "
+            f"{' '.join(flags)} --plans {plans} --json > measured.json, then add --measured measured.json here.")
+
+
+def extend_payload(payload: dict, results, m: dict) -> None:
+    """JSON: the fit and order under 'measured'; per plan measured (bool), measured_request_s, calibrated_latency_s."""
+    payload["measured"] = m
+    for rec, r in zip(payload["plans"], results, strict=True):
+        got = getattr(r, "measured", None) or {}
+        rec["measured"] = bool(got.get("measured"))
+        rec["measured_request_s"] = got.get("measured_request_s")
+        rec["calibrated_latency_s"] = got.get("calibrated_latency_s")

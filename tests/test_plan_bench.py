@@ -1,0 +1,332 @@
+"""plan_bench.py on gloo in 2 and 4 processes with tiny shapes: every plan's block output equals one
+device, the elements each rank sends equal what plan.py prices for the same plan, bad input exits 2 with
+one line and writes nothing; plan.py --measured marks measured plans and orders them by their times."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT, SCRIPTS, run_script
+
+DATA = ROOT / "tests" / "data" / "planbench"
+JOINT, GQA, ODD, HEADS3 = (str(DATA / f) for f in ("tiny-joint.toml", "tiny-cross-gqa.toml", "tiny-self-odd.toml",
+                                                    "tiny-heads3.toml"))
+FAST = ["--warmup", "0", "--repeats", "3", "--iters", "1", "--timeout", "60"]
+
+
+def spawn(n: int, *args: str, script: str = str(SCRIPTS / "plan_bench.py"), timeout: float = 120) -> list:
+    """Start n ranks as torchrun would (env rendezvous on a free port); each rank's (rc, stdout, stderr)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    base = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": str(n),
+            "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    if os.path.exists("/sys/class/net/lo"):
+        base.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    procs = [subprocess.Popen([sys.executable, script, *args], cwd=ROOT, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True,
+                              env={**base, "RANK": str(r), "LOCAL_RANK": str(r)}) for r in range(n)]
+    out = []
+    for p in procs:
+        try:
+            so, se = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            raise
+        out.append((p.returncode, so, se))
+    return out
+
+
+def priced_elements(model, plan_name: str, devices: int, size: int | None = None) -> float:
+    """What plan.py prices per rank per block (bytes_per_layer_by_link, bf16) in elements."""
+    from ditpar.plan.cost import make_shape, predict
+    from ditpar.plan.inputs import presets
+    from ditpar.planbench.spec import parse_plan
+
+    hw = presets.resolve_hardware("H100", None, devices)
+    bd = predict(model, hw, make_shape(model, size, size), parse_plan(plan_name))
+    return sum(bd.bytes_by_link_per_layer.values()) / 2
+
+
+def _doc(ranks) -> dict:
+    for rc, _so, se in ranks:
+        assert rc == 0, se[-3000:]
+    return json.loads(ranks[0][1])
+
+
+def _check_plans(doc: dict, model, devices: int, size: int | None = None) -> None:
+    for r in doc["plans"]:
+        assert r["checked"] and r["max_abs_err"] <= r["tolerance"], r
+        assert r["tolerance"] <= 1e-4 * 50           # fp32: 1e-4 x max(1, |out|), outputs are O(1)-O(10)
+        want = priced_elements(model, r["name"], devices, size)
+        got = r["elements_per_rank_per_block"]
+        assert got == pytest.approx(want, rel=0.01, abs=1e-9), (r["name"], got, want)
+        assert r["bytes_per_rank_per_block"] == got * 4          # fp32 on CPU
+        assert r["step_s"] > 0 and r["request_s"] == pytest.approx(r["step_s"] * doc["steps"])
+        assert r["block_ms"] == pytest.approx(r["step_s"] / doc["layers"] * 1e3)
+        assert len(r["step_samples_s"]) == 3 and r["verdict"] in ("fastest", "tie", "slower", "noisy")
+
+
+@pytest.fixture(scope="module")
+def two_joint(tmp_path_factory):
+    out = tmp_path_factory.mktemp("pb2")
+    ranks = spawn(2, "--model-file", JOINT, "--plans", "U2", "R2", "TP2", "cfg2", "DP2", "AG2", "PF2", "--json",
+                  "--csv", str(out / "b.csv"), *FAST)
+    return _doc(ranks), out
+
+
+def test_two_ranks_match_one_device_and_plan_py_bytes(two_joint):
+    from ditpar.plan.inputs import custom_model
+
+    doc, out = two_joint
+    *built, pf = doc["plans"]
+    assert pf["name"] == "PF2" and pf["verdict"] == "not-built" and "stale K/V" in pf["reason"]
+    doc = {**doc, "plans": built}
+    assert doc["schema"] == "dit-parallel-opt/plan_bench/v1"
+    assert (doc["backend"], doc["world"], doc["dtype"], doc["check"]) == ("gloo", 2, "float32", True)
+    assert [r["name"] for r in doc["plans"]] == ["U2", "R2", "TP2", "cfg2", "DP2", "AG2"]
+    _check_plans(doc, custom_model.load(JOINT), 2)
+    by = {r["name"]: r for r in doc["plans"]}
+    # by hand, tiny-joint (16 image + 8 text tokens, 4 heads x 8, hidden 32, CFG batch 2) on 2 ranks:
+    # U2: Q,K,V,O of 12 tokens x 32 wide x batch 2, half leaves the rank: 4 x 768 / 2 = 1536 elements
+    assert by["U2"]["elements_per_rank_per_block"] == 1536
+    assert by["DP2"]["elements_per_rank_per_block"] == 0 and by["DP2"]["bitwise"]
+    with open(out / "b.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["name"] for r in rows] == [*by, "PF2"] and rows[0]["verdict"] == by["U2"]["verdict"]
+
+
+def test_two_ranks_bytes_agree_with_plan_py_json(two_joint):
+    doc, _ = two_joint
+    proc = run_script("plan.py", "--model-file", JOINT, "--hardware", "H100", "--devices", "2", "--json", check=0)
+    plans = {p["name"]: p for p in json.loads(proc.stdout)["plans"] if p["feasible"]}
+    both = [r for r in doc["plans"] if r["name"] in plans and r["verdict"] != "not-built"]
+    assert {r["name"] for r in both} >= {"U2", "R2"}
+    for r in both:
+        priced = sum(plans[r["name"]]["bytes_per_layer_by_link"].values())
+        assert r["elements_per_rank_per_block"] * 2 == pytest.approx(priced, rel=0.01)
+
+
+def test_four_ranks_gqa_cross_every_form():
+    from ditpar.plan.inputs import custom_model
+
+    plans = ["U4", "R4", "U2 R2", "U2 AG2", "U2 TP2", "cfg2 U2", "TP4", "U2 DP2"]
+    doc = _doc(spawn(4, "--model-file", GQA, "--plans", *plans, "--json", *FAST))
+    assert [r["name"] for r in doc["plans"]] == plans
+    _check_plans(doc, custom_model.load(GQA), 4)
+    # GQA 8q/2kv on U4: K/V replicated to lcm(2, 4) = 4 heads, one per rank, as plan.py prices it
+    u4 = doc["plans"][0]
+    assert u4["elements_per_rank_per_block"] == 3 / 4 * 2 * 4 * 8 * (2 * 8 + 2 * 4)   # batch 2, 4 tokens
+
+
+def test_joint_and_single_stream_blocks_on_four_ranks():
+    sys.path.insert(0, str(ROOT / "tests"))
+    from planbench_tiny_flux import tiny_model
+
+    plans = ["U4", "U2 R2", "U2 TP2", "TP4", "R4"]
+    doc = _doc(spawn(4, "--model", "FLUX.1-dev", "--resolution", "64x64", "--plans", *plans, "--json", *FAST,
+                     script=str(ROOT / "tests" / "planbench_tiny_flux.py")))
+    assert doc["layers_by_kind"] == {"joint": 2, "single": 3}
+    _check_plans(doc, tiny_model("FLUX.1-dev"), 4, 64)
+
+
+def test_padding_of_sequence_and_heads():
+    doc = _doc(spawn(4, "--model-file", ODD, "--plans", "U4", "R4", "U2 AG2", "U2 TP2", "--json", *FAST))
+    for r in doc["plans"]:
+        assert r["max_abs_err"] <= r["tolerance"], r
+    u4 = doc["plans"][0]
+    # 15 tokens -> 4 per rank (one pad row); 6 heads -> 8 (2 per rank), MHA K/V padded with Q:
+    # 4 calls x (4 tokens x 8 heads x 8) x 3/4 = 768 elements
+    assert u4["elements_per_rank_per_block"] == 768
+    # plan.py prices K/V replicated to lcm(6, 4) = 12 heads and 15/4 tokens: 900 elements (a known gap)
+    from ditpar.plan.inputs import custom_model
+    assert priced_elements(custom_model.load(ODD), "U4", 4) == pytest.approx(900)
+
+
+def test_from_plan_reads_the_short_list(tmp_path):
+    plan = run_script("plan.py", "--model-file", JOINT, "--hardware", "910B", "--devices", "2", "--json", check=0)
+    (tmp_path / "plan.json").write_text(plan.stdout)
+    short = json.loads(plan.stdout)["short_list"]
+    doc = _doc(spawn(2, "--from-plan", str(tmp_path / "plan.json"), "--model-file", JOINT, "--json", *FAST))
+    assert [r["name"] for r in doc["plans"]] == short
+
+
+# --- bad input: exit 2, one line, nothing written ------------------------------------------------
+
+@pytest.mark.parametrize("args,needle", [
+    (["--model-file", JOINT, "--plans", "U2 X3"], "unknown part 'X3'"),
+    (["--model-file", JOINT, "--plans", "U2"], "uses 2 device(s); the launched world has 1"),
+    (["--model-file", JOINT, "--plans", "single", "--repeats", "2"], "--repeats 2: at least 3"),
+    (["--model-file", JOINT], "give --plans"),
+    (["--model", "No-Such-Model", "--plans", "single"], "No-Such-Model"),
+    (["--model-file", JOINT, "--plans", "cfg3"], "CFG parallel"),
+])
+def test_bad_input_exits_2_with_one_line(args, needle, tmp_path):
+    proc = run_script("plan_bench.py", *args, "--csv", str(tmp_path / "o.csv"))
+    assert proc.returncode == 2, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and needle in lines[0], proc.stderr
+    assert not (tmp_path / "o.csv").exists()
+
+
+@pytest.mark.parametrize("model,plan,needle", [
+    (HEADS3, "U2", "3 query heads per TP rank do not divide by Ulysses 2"),
+    (ODD, "R2", "15 image + 0 text tokens do not divide"),
+])
+def test_no_padding_refuses_indivisible_plans(model, plan, needle, tmp_path):
+    ranks = spawn(2, "--model-file", model, "--plans", plan, "--no-padding", "--csv", str(tmp_path / "o.csv"), *FAST)
+    for rc, _so, se in ranks:
+        assert rc == 2 and se.count("\n") == 1 and needle in se, se
+    assert not (tmp_path / "o.csv").exists()
+
+
+def test_a_dead_rank_ends_the_run_with_one_line(tmp_path):
+    ranks = spawn(2, "--model-file", JOINT, "--plans", "U2", "--fault-drill", "die:1", "--csv",
+                  str(tmp_path / "o.csv"), *FAST[:-2], "--timeout", "10", timeout=90)
+    assert ranks[1][0] == 17
+    rc, _so, se = ranks[0]
+    assert rc == 2 and se.count("\n") == 1, se
+    assert se.startswith("plan_bench.py: error: rank 0:") and "a peer rank died" in se
+    assert not (tmp_path / "o.csv").exists()
+
+
+def test_a_hung_rank_ends_the_run_within_the_timeout(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": "2",
+           "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo"}
+    args = [sys.executable, str(SCRIPTS / "plan_bench.py"), "--model-file", JOINT, "--plans", "U2", "--fault-drill",
+            "hang:1", "--csv", str(tmp_path / "o.csv"), *FAST[:-2], "--timeout", "3"]
+    procs = [subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env={**env, "RANK": str(r), "LOCAL_RANK": str(r)}) for r in range(2)]
+    try:
+        _so, se = procs[0].communicate(timeout=90)
+    finally:
+        procs[1].kill()       # the stalled rank (its own watchdog would end it after --timeout + 30 s)
+        procs[1].communicate()
+    assert procs[0].returncode == 2 and se.count("\n") == 1, se
+    assert "rank 0:" in se and "hung past --timeout 3 s" in se
+    assert not (tmp_path / "o.csv").exists()
+
+
+def test_a_wrong_plan_is_not_timed_and_exits_1(tmp_path):
+    ranks = spawn(2, "--model-file", JOINT, "--plans", "U2", "--fault-drill", "corrupt:1", "--json",
+                  "--csv", str(tmp_path / "o.csv"), *FAST)
+    assert [rc for rc, _so, _se in ranks] == [1, 1]
+    se = ranks[0][2]
+    assert se.count("\n") == 1 and "differs from one device beyond the tolerance for U2" in se, se
+    doc = json.loads(ranks[0][1])
+    u2 = doc["plans"][0]
+    assert u2["verdict"] == "wrong" and u2["block_ms"] is None and u2["step_s"] is None
+    assert u2["max_abs_err"] == pytest.approx(1e-2, rel=1e-3) and u2["max_abs_err"] > u2["tolerance"]
+    assert (tmp_path / "o.csv").exists()        # exit 1 is a result: the table is written whole
+
+
+# --- plan.py --measured ------------------------------------------------------------------------
+
+def _measured(tmp_path, plans: dict[str, float], model="Tiny-Joint", world=4, verdict="tie") -> str:
+    doc = {"schema": "dit-parallel-opt/plan_bench/v1", "model": model, "world": world,
+           "shape": {"tokens": 16, "cfg": True, "steps": 50},
+           "plans": [{"name": n, "step_s": s, "request_s": s * 50, "dispersion_pct": 1.0, "verdict": verdict}
+                     for n, s in plans.items()]}
+    path = tmp_path / "measured.json"
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+PLAN4 = ["--model-file", JOINT, "--hardware", "910B", "--devices", "4"]
+
+
+def test_plan_py_measured_marks_and_orders(tmp_path):
+    path = _measured(tmp_path, {"U4": 0.030, "TP4": 0.010, "cfg2 U2": 0.020})
+    doc = json.loads(run_script("plan.py", *PLAN4, "--measured", path, "--json", check=0).stdout)
+    m = doc["measured"]
+    assert [o["name"] for o in m["order"][:3]] == ["TP4", "cfg2 U2", "U4"]
+    assert all(o["measured"] for o in m["order"][:3]) and not any(o["measured"] for o in m["order"][3:])
+    recs = {p["name"]: p for p in doc["plans"]}
+    assert recs["TP4"]["measured"] and recs["TP4"]["measured_request_s"] == pytest.approx(0.5)
+    assert not recs["U2 R2"]["measured"]
+    # the calibration, recomputed from plan.py's own breakdown: a x compute + b x exposed comm + the rest
+    a, b = m["compute_scale"], m["comm_scale"]
+    for name in ("U2 R2", "R4"):
+        p = recs[name]
+        steps = doc["shape"]["steps"]
+        comp, comm = p["compute_s"] / steps, p["exposed_comm_s"] / steps
+        rest = p["step_s"] - comp - comm
+        want = (a * comp + b * comm + rest) * steps + (p["predicted_latency_s"] - p["step_s"] * steps)
+        assert p["calibrated_latency_s"] == pytest.approx(want, rel=1e-9)
+    assert len(m["held_out"]) == 3
+    text = run_script("plan.py", *PLAN4, "--measured", path, check=0).stdout
+    block = text.split("measured (--measured")[1].splitlines()
+    assert [ln.split()[0] for ln in block[2:5]] == ["TP4", "cfg2", "U4"]
+    assert all("measured" in ln for ln in block[2:5]) and "calibrated" in block[5]
+
+
+def test_plan_py_measured_fit_one_plan_is_one_scale(tmp_path):
+    from ditpar.plan.decide.measured import fit
+
+    assert fit([(1.0, 1.0, 0.5, 4.5)]) == (2.0, 2.0)
+    a, b = fit([(1.0, 0.0, 0.0, 3.0), (0.0, 1.0, 0.0, 5.0)])
+    assert (a, b) == pytest.approx((3.0, 5.0))
+
+
+@pytest.mark.parametrize("kwargs,needle", [
+    ({"model": "Other"}, "measured another request: model 'Other'"),
+    ({"world": 2}, "world 2"),
+    ({"verdict": "noisy"}, "no plan with a usable measurement"),
+])
+def test_plan_py_measured_refuses_other_requests(tmp_path, kwargs, needle):
+    path = _measured(tmp_path, {"U4": 0.03}, **kwargs)
+    proc = run_script("plan.py", *PLAN4, "--measured", path)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and needle in proc.stderr, proc.stderr
+
+
+def test_plan_py_measured_unknown_plan(tmp_path):
+    proc = run_script("plan.py", *PLAN4, "--measured", _measured(tmp_path, {"U8": 0.03}))
+    assert proc.returncode == 2 and "not plans of this request" in proc.stderr
+
+
+def test_plan_py_conclusion_prints_the_bench_command():
+    text = run_script("plan.py", *PLAN4, check=0).stdout
+    short = json.loads(run_script("plan.py", *PLAN4, "--json", check=0).stdout)["short_list"]
+    assert len(short) >= 2
+    line = text[text.index("Measure them without weights"):]
+    assert f"torchrun --nproc-per-node 4 scripts/plan_bench.py --model-file {JOINT} --plans" in line
+    for name in short:
+        assert (f"'{name}'" if " " in name else name) in line
+
+
+# --- pure parts ----------------------------------------------------------------------------------
+
+def test_parse_plan_names():
+    from ditpar.errors import InputError
+    from ditpar.planbench.spec import parse_plan
+
+    p = parse_plan("cfg2 U2 R2")
+    assert (p.cfg, p.ulysses, p.ring, p.devices, p.name) == (2, 2, 2, 8, "cfg2 U2 R2")
+    assert parse_plan("u4 ag2").kv_allgather == 2 and parse_plan("single").devices == 1
+    assert parse_plan("TP4 DP2").name == "TP4 DP2"
+    for bad in ("U2 R2 AG2", "U2 U4", "Z3", ""):
+        with pytest.raises(InputError):
+            parse_plan(bad)
+
+
+def test_abba_and_verdicts():
+    from ditpar.planbench import timing
+
+    assert timing.abba_orders(2, 4) == [[0, 1], [1, 0], [0, 1], [1, 0]]
+    s = timing.summarize([1.0, 1.02, 0.99])
+    assert s["median"] == 1.0 and s["dispersion_pct"] == pytest.approx(3.0)
+    rows = [{"step_s": 1.0, "dispersion_pct": 1.0}, {"step_s": 1.02, "dispersion_pct": 2.0},
+            {"step_s": 1.2, "dispersion_pct": 1.0}, {"step_s": 0.5, "dispersion_pct": 9.0},
+            {"verdict": "wrong"}]
+    timing.verdicts(rows)
+    assert [r["verdict"] for r in rows] == ["fastest", "tie", "slower", "noisy", "wrong"]
