@@ -230,6 +230,9 @@ def run_plan(args) -> int:
     text = text + " " + extra["short_list_text"] if extra["short_list_text"] else text
     payload = report.payload(results, model, hw, shape, tun, text, fws, args.allow_approximate)
     calibrated.extend_payload(payload, results, extra, box)
+    from ditpar.plan import recipes
+
+    run_text = recipes.attach(payload, results, extra["short_list"], model, shape, fws, hw)   # issue 28
     if args.csv:
         cli.write_csv(args.csv, report.frame(results))
     if args.plot:
@@ -238,7 +241,7 @@ def run_plan(args) -> int:
         cli.print_json("plan", payload)
     else:
         sys.stdout.write(calibrated.render(report.render(results, model, hw, shape, tun, text, args.top, args.all),
-                                           results, extra, box, args.top))
+                                           results, extra, box, args.top) + run_text)
     return 0
 
 
