@@ -112,6 +112,27 @@ def parse_recipes(data: dict, path: Path) -> tuple[tuple[Recipe, ...], dict[str,
     return tuple(out), _table(data, "no_recipe", str(path))
 
 
+LAUNCHER_FLAGS = ("--nproc_per_node", "--nproc-per-node", "-m")   # torchrun's own, not the framework's
+_FLAG = re.compile(r"(?<![\w-])(--[A-Za-z][\w-]*)")
+_KWARG = re.compile(r"\b([A-Za-z_]\w*)=")
+_JSON_KEY = re.compile(r'"([A-Za-z_]\w*)"\s*:')
+
+
+def flag_names(recipe: Recipe) -> set[str]:
+    """The names a recipe takes from its framework: command-line flags of a shell recipe (and of a json
+    recipe's launcher), keyword arguments of a python recipe, keys of a json recipe. A python recipe's
+    launch line passes the same names to your own script, so its flags are not the framework's."""
+    texts = [recipe.config, *recipe.args.values()]
+    names: set[str] = set()
+    if recipe.kind in ("shell", "json"):
+        names |= {f for t in (recipe.launch, *recipe.args.values()) for f in _FLAG.findall(t)}
+    if recipe.kind == "python":
+        names |= {k for t in texts for k in _KWARG.findall(t)}
+    if recipe.kind == "json":
+        names |= {k for t in texts for k in _JSON_KEY.findall(t)}
+    return names - set(LAUNCHER_FLAGS)
+
+
 # ------------------------------------------------------------------------------------------ rendering
 
 
@@ -260,23 +281,32 @@ def attach(payload: dict, results, short, model, shape, frameworks, hw) -> str:
         recs[r.plan.name] = rec["run_recipe"]
     feas = [r for r in results if r.feasible]
     shown = ([feas[0]] if feas else []) + [r for r in short if feas and r is not feas[0]]
-    lines = []
+    lines: list[str] = []
+    told: dict[tuple[str, str], str] = {}
     for r in shown:
-        lines += [""] + render_text(recs[r.plan.name], r)
+        lines += [""] + render_text(recs[r.plan.name], r, told)
     return "\n".join(lines) + ("\n" if lines else "")
 
 
-def render_text(rec: dict, r) -> list[str]:
+def render_text(rec: dict, r, told: dict | None = None) -> list[str]:
+    """Text of one plan's recipe; a recipe already printed in full (`told`) shows its own lines only."""
     head = f"#{r.rank} {r.plan.name}"
     if rec.get("framework") is None:
         return [f"{head}: no recipe: {rec['reason']}"]
-    lines = [f"{head}: run it on {rec['framework']} ({rec['recipe']}):",
-             f"  flags read in {rec['source']}"]
+    key = (rec["framework"], rec["recipe"])
+    first = told is None or key not in told
+    lines = [f"{head}: run it on {rec['framework']} ({rec['recipe']}"
+             + ("):" if first else f"; rules as for {told[key]}):")]
+    if first:
+        lines.append(f"  flags read in {rec['source']}")
     if rec["config"]:
         lines += ["  " + ln for ln in rec["config"].splitlines()]
     lines.append(f"  $ {rec['launch']}")
-    lines.append(f"  world size {rec['world_size']}: {rec['world_rule']}")
-    lines += [f"  set together: {t}" for t in rec["together"]]
+    if first:
+        lines.append(f"  world size {rec['world_size']}: {rec['world_rule']}")
+        lines += [f"  set together: {t}" for t in rec["together"]]
+        if told is not None:
+            told[key] = f"#{r.rank}"
     lines += [f"  note: {n}" for n in rec["notes"]]
     if rec["prove"]:
         lines.append(f"  prove sharding (record with DITPAR_SCOPE_DIR=runs/scope): {rec['prove']}")
