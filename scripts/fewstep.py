@@ -143,7 +143,7 @@ def _run(args: argparse.Namespace) -> int:
         if not records:
             raise NoEvidenceError(f"--parse-only {logdir}: no run could be rebuilt")
         return _report(args, matrix, {"matrix": str(matrix), "failed_runs": []}, planned)
-    own = bool(args.config) and all(any(t.startswith("launch=") for t in c[1:]) for c in args.config)
+    own = bool(args.config) and any(any(t.startswith("launch=") for t in c[1:]) for c in args.config)
     missing = [f"--{n.replace('_', '-')}" for n in ("few_steps", "anchor_steps", "launch", "dit_regex",
                                                    "logdir") if getattr(args, n) is None
                and not (n == "launch" and own)]   # launch=: each config's own command (plan.py --emit-matrix)

@@ -234,7 +234,10 @@ def choose(fw, family: str, plan) -> Recipe | None:
 
 
 def why_none(fw, family: str, plan) -> str:
-    used = sorted(f for f in _uses(plan) if f != "dp") or ["one device"]
+    used = sorted(f for f in _uses(plan) if f != "dp")
+    if not used:
+        return (f"{fw.name}: data parallel only: run {plan.dp} copies of the one-device pipeline, one per card "
+                f"(no launch recipe for {family} in its profile)")
     own = getattr(fw, "no_recipe", {}).get(family)
     if own:
         return f"{fw.name}: {own}"
