@@ -84,8 +84,8 @@ def _check_request(args) -> tuple[int | None, int | None]:
 def _framework_args(p) -> None:
     g = p.add_argument_group("frameworks and custom models (issue 13)")
     g.add_argument("--framework", action="append", default=None, metavar="NAME",
-                   help="rank only plans this framework runs (repeatable; a profile name from "
-                        "templates/frameworks or a .toml file; default: every profile)")
+                   help="rank only plans this framework runs and print its launch recipe (repeatable; a "
+                        "profile name from templates/frameworks or a .toml file; default: every profile)")
     g.add_argument("--allow-approximate", action="store_true",
                    help="let approximate plans (PipeFusion: stale activations) rank first")
     g.add_argument("--model-file", default=None, metavar="TOML",

@@ -240,6 +240,12 @@ def test_vllm_omni_runs_wan22_plans_its_own_page_measures():
     assert doc["plans"][0]["framework"] == "vLLM-Omni" and doc["plans"][0]["run_recipe"]["framework"] == "vLLM-Omni"
 
 
+def test_unverified_entries_that_bear_on_the_plan_are_shown():
+    out = render_for("vLLM-Omni", "Wan2.1-T2V-14B", Plan(ulysses=8))
+    assert any(n.startswith("unverified in vLLM-Omni's profile: wan:") for n in out["notes"])
+    assert not any("unverified" in n for n in render_for("vLLM-Omni", "Qwen-Image", Plan(ulysses=8))["notes"])
+
+
 def test_xdit_cfg_for_wan_only_where_its_runner_has_it():
     xdit = fw("xDiT")
     hw = presets.resolve_hardware("H100", None, 8)

@@ -202,6 +202,10 @@ def render(fw, recipe: Recipe, model, shape, plan, *, pad: bool = False, sharded
         notes.append(f"the sequence does not divide {plan.sp}: {fw.name} pads it (costed in the prediction)")
     if sharded and "shard" not in recipe.args:
         notes.append("the plan fits memory only with layer-wise weight sharding, which this launcher does not set")
+    for u in getattr(fw, "unverified", ()):   # unread entries that bear on this very plan are shown with it
+        head = re.split(r"[\s:(]", u.strip(), maxsplit=1)[0]
+        if head in used or head == family or (head == "ascend" and "ascend" in fw.vendors):
+            notes.append(f"unverified in {fw.name}'s profile: {u}")
     return {"framework": fw.name, "recipe": recipe.name, "kind": recipe.kind, "plan": plan.name,
             "config": config, "launch": launch, "world_size": world, "world_rule": recipe.world,
             "together": _together(recipe.together, set(keys) | used), "notes": notes, "source": recipe.source,
@@ -310,7 +314,7 @@ def render_text(rec: dict, r, told: dict | None = None) -> list[str]:
         lines += [f"  set together: {t}" for t in rec["together"]]
         if told is not None:
             told[key] = f"#{r.rank}"
-    lines += [f"  note: {n}" for n in rec["notes"]]
+    lines += [f"  note: {n}" for n in rec["notes"] if first or not n.startswith("unverified")]
     if rec["prove"]:
         lines.append(f"  prove sharding (record with DITPAR_SCOPE_DIR=runs/scope): {rec['prove']}")
     return lines
