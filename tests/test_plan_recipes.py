@@ -211,6 +211,18 @@ def test_sglang_ring_sets_the_backend_it_needs():
             ("--num-gpus", "4")} <= pairs(out["launch"])
 
 
+def test_an_indivisible_sequence_sets_the_frameworks_uneven_switch():
+    # Qwen-Image 1328x1328: 6889 tokens, not a multiple of 8 (ContextParallelConfig L62-68: ulysses_anything needs
+    # ring 1, ring_anything needs ulysses 1; cache-dit's UAA is a Ulysses switch)
+    u8 = render_for("diffusers-CP", "Qwen-Image", Plan(ulysses=8), pad=True)["config"]
+    assert "ContextParallelConfig(ulysses_degree=8, ulysses_anything=True)" in u8
+    r8 = render_for("diffusers-CP", "Qwen-Image", Plan(ring=8), pad=True)["config"]
+    assert "ContextParallelConfig(ring_degree=8, ring_anything=True)" in r8
+    assert "anything" not in render_for("diffusers-CP", "Qwen-Image", Plan(ring=8))["config"]
+    cd = render_for("cache-dit", "Qwen-Image", Plan(ring=8), pad=True)
+    assert "ulysses_anything" not in cd["config"] and any("pads it" in n for n in cd["notes"])
+
+
 def test_together_shows_only_what_applies():
     u = render_for("xDiT", "PixArt-alpha", Plan(ulysses=8))
     assert not any("PipeFusion" in t or "use_cfg_parallel" in t for t in u["together"])

@@ -225,6 +225,6 @@ def matrix_csv(records: Iterable[dict[str, object]], columns: Sequence[str] = WR
 
 
 def write_matrix(path: str | os.PathLike[str], records: Iterable[dict[str, object]],
-                 columns: Sequence[str] = WRITE_COLUMNS) -> None:
-    """Write the matrix whole or not at all."""
-    write_atomic(path, matrix_csv(records, columns))
+                 extra_columns: Sequence[str] = ()) -> None:
+    """Write the matrix whole or not at all; `extra_columns` follow the runner's (plan.py adds framework, launch)."""
+    write_atomic(path, matrix_csv(records, (*WRITE_COLUMNS, *extra_columns)))

@@ -149,7 +149,6 @@ def emit_matrix(path: str, plans: list, write_matrix, model=None, shape=None, fr
     it: one launch= per config, so plans on different frameworks run their own commands."""
     import shlex
 
-    from ditpar.fewstep.matrix import WRITE_COLUMNS
     from ditpar.plan import recipes
 
     runs = {}
@@ -173,7 +172,7 @@ def emit_matrix(path: str, plans: list, write_matrix, model=None, shape=None, fr
                                     "tags": _tags(r.plan, fw), "framework": fw or "none",
                                     "launch": launch if fw else launch.format(devices=r.plan.devices,
                                                                               **r.plan.as_dict())})
-    write_matrix(path, records, columns=(*WRITE_COLUMNS, "framework", "launch"))
+    write_matrix(path, records, extra_columns=("framework", "launch"))
     configs = []
     for r in plans:
         rec = runs[r.plan.name]

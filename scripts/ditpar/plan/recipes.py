@@ -15,9 +15,10 @@ from pathlib import Path
 from ditpar.errors import InputError
 
 KINDS = ("shell", "python", "json")
-# forms a recipe can set, plus 'uneven' (the sequence does not divide the sequence degree: the framework's
-# own switch for uneven splits) and 'shard' (the plan fits memory only with layer-wise weight sharding)
-ARG_KEYS = ("ulysses", "ring", "kv_allgather", "tp", "pipefusion", "cfg", "dp", "uneven", "shard")
+# forms a recipe can set, plus 'uneven' (the sequence does not divide the sequence degree and Ulysses is used:
+# the framework's own switch for uneven splits), 'uneven_ring' (the same with ring alone) and 'shard' (the plan
+# fits memory only with layer-wise weight sharding)
+ARG_KEYS = ("ulysses", "ring", "kv_allgather", "tp", "pipefusion", "cfg", "dp", "uneven", "uneven_ring", "shard")
 PLACEHOLDERS = ("model", "model_id", "script", "steps", "devices", "world", "ulysses", "ring", "kv_allgather",
                 "tp", "pipefusion", "patches", "warmup", "cfg", "dp", "sp", "cfg_json", "cfg_py", "slug",
                 "args", "flags", "config_inline")
@@ -181,8 +182,14 @@ def render(fw, recipe: Recipe, model, shape, plan, *, pad: bool = False, sharded
               "cfg_json": "true" if shape.cfg else "false", "cfg_py": "True" if shape.cfg else "False",
               **{f: str(plan.degree(f)) for f in ("ulysses", "ring", "kv_allgather", "tp", "pipefusion", "cfg", "dp")}}
     values["script"] = recipe.scripts.get(model.name, recipe.scripts.get(family, ""))
-    keys = [k for k in ARG_KEYS if (k in used and k in recipe.args)
-            or (k == "uneven" and pad and k in recipe.args) or (k == "shard" and sharded and k in recipe.args)]
+    applies = set(used)
+    if pad and "ulysses" in used:
+        applies.add("uneven")
+    elif pad and "ring" in used:
+        applies.add("uneven_ring")
+    if sharded:
+        applies.add("shard")
+    keys = [k for k in ARG_KEYS if k in applies and k in recipe.args]
     pieces = [p for p in (_fill(recipe.args[k], values) for k in keys) if p]
     values["args"] = recipe.join.join(pieces)
     values["flags"] = _flags(pieces) if recipe.kind != "shell" else values["args"]
@@ -198,13 +205,13 @@ def render(fw, recipe: Recipe, model, shape, plan, *, pad: bool = False, sharded
         notes.append(f"data parallel {plan.dp}: {fw.name}'s launcher has no data-parallel degree here; start "
                      f"{plan.dp} copies, each on its own {world} cards (CUDA_VISIBLE_DEVICES or "
                      f"ASCEND_RT_VISIBLE_DEVICES); each serves its own requests")
-    if pad and "uneven" not in recipe.args and plan.sp > 1:
+    if pad and not set(keys) & {"uneven", "uneven_ring"} and plan.sp > 1:
         notes.append(f"the sequence does not divide {plan.sp}: {fw.name} pads it (costed in the prediction)")
     if sharded and "shard" not in recipe.args:
         notes.append("the plan fits memory only with layer-wise weight sharding, which this launcher does not set")
     for u in getattr(fw, "unverified", ()):   # unread entries that bear on this very plan are shown with it
         head = re.split(r"[\s:(]", u.strip(), maxsplit=1)[0]
-        if head in used or head == family or (head == "ascend" and "ascend" in fw.vendors):
+        if head in used or head == family:
             notes.append(f"unverified in {fw.name}'s profile: {u}")
     return {"framework": fw.name, "recipe": recipe.name, "kind": recipe.kind, "plan": plan.name,
             "config": config, "launch": launch, "world_size": world, "world_rule": recipe.world,
