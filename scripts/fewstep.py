@@ -65,7 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--few-steps", type=int, help="step count of the few tier (e.g. 4)")
     r.add_argument("--anchor-steps", type=int, help="step count of the anchor tier (e.g. 10)")
     r.add_argument("--repeats", type=int, default=3, help="measured runs per cell (3)")
-    r.add_argument("--launch", metavar="TEMPLATE", help="command per run (with {steps}) or per server")
+    r.add_argument("--launch", metavar="TEMPLATE", help="command per run (with {steps}) or per server; a config's "
+                   "own launch=TEMPLATE field replaces it for that config (launch mode)")
     r.add_argument("--request", metavar="TEMPLATE", help="server mode: command per request (with {steps})")
     r.add_argument("--ready-regex", help="server mode: line that shows the server is ready")
     r.add_argument("--ready-timeout-s", type=float, default=600.0, help="server start limit (600)")
@@ -147,8 +148,10 @@ def _run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"fewstep run: rebuilt {matrix} ({len(records)} rows) from {logdir}\n")
         return _report(args, matrix, {"matrix": str(matrix), "failed_runs": []}, planned,
                        rows=parse_matrix(text, str(matrix)))
+    own = bool(args.config) and any(any(t.startswith("launch=") for t in c[1:]) for c in args.config)
     missing = [f"--{n.replace('_', '-')}" for n in ("few_steps", "anchor_steps", "launch", "dit_regex",
-                                                   "logdir") if getattr(args, n) is None]
+                                                   "logdir") if getattr(args, n) is None
+               and not (n == "launch" and own)]   # launch=: each config's own command (plan.py --emit-matrix)
     if missing:
         raise InputError(f"run: missing {', '.join(missing)} (or use --parse-only LOGDIR)")
     _gates(args).check()

@@ -95,8 +95,8 @@ def _check_request(args) -> tuple[int | None, int | None]:
 def _framework_args(p) -> None:
     g = p.add_argument_group("frameworks and custom models")
     g.add_argument("--framework", action="append", default=None, metavar="NAME",
-                   help="rank only plans this framework runs (repeatable; a profile name from "
-                        "templates/frameworks or a .toml file; default: every profile)")
+                   help="rank only plans this framework runs and print its launch recipe (repeatable; a "
+                        "profile name from templates/frameworks or a .toml file; default: every profile)")
     g.add_argument("--allow-approximate", action="store_true",
                    help="let approximate plans (PipeFusion: stale activations) rank first")
     g.add_argument("--model-file", default=None, metavar="TOML",
@@ -249,10 +249,10 @@ def run_plan(args) -> int:
                          patches=args.patches, warmup=args.warmup, frameworks=fws,
                          allow_approximate=args.allow_approximate)
     text = conclusion(results, model, hw, shape)
-    from ditpar.fewstep.matrix import matrix_csv
+    from ditpar.fewstep.matrix import WRITE_COLUMNS, matrix_csv
 
-    def write_matrix(path, records) -> None:  # held with the run's other outputs (all or none)
-        cli.write_output(path, matrix_csv(records))
+    def write_matrix(path, records, extra_columns=()) -> None:  # held with the run's other outputs (all or none)
+        cli.write_output(path, matrix_csv(records, (*WRITE_COLUMNS, *extra_columns)))
 
     extra = calibrated.after_ranking(args, box, results, model, hw, shape, tun, write_matrix)
     text = text + " " + extra["short_list_text"] if extra["short_list_text"] else text
@@ -265,6 +265,9 @@ def run_plan(args) -> int:
     calibrated.extend_payload(payload, results, extra, box)
     if meas:
         measured.extend_payload(payload, results, meas)
+    from ditpar.plan.decide import run_recipe
+
+    run_text = run_recipe.attach(payload, results, extra["short_list"], model, shape, fws, hw)   # issue 28
     if args.csv:
         cli.write_csv(args.csv, report.frame(results, model))
     if args.plot:
@@ -273,7 +276,8 @@ def run_plan(args) -> int:
         cli.print_json("plan", payload)
     else:
         sys.stdout.write(calibrated.render(report.render(results, model, hw, shape, tun, text, args.top, args.all),
-                                           results, extra, box, args.top) + (measured.render(meas, args.top) if meas else ""))
+                                           results, extra, box, args.top) + (measured.render(meas, args.top) if meas else "")
+                     + run_text)
     sys.stderr.write("".join(notes))
     return 0
 

@@ -31,14 +31,18 @@ def build_parser():
     parser = cli.make_parser(
         PROG, __doc__.split("\n\n")[0],
         "DITPAR_SCOPE_DIR=runs/scope torchrun --nproc-per-node 4 my_infer.py && "
-        "python scripts/scope_probe.py runs/scope --ulysses 4 --full-seq 32760 --heads 40",
+        "python scripts/scope_probe.py runs/scope --ulysses 4 --full-seq 32760 --heads 40\n  "
+        "python scripts/scope_probe.py runs/scope --plan \"cfg2 U4 R2\" --baseline runs/scope-1card",
     )
     parser.add_argument("paths", nargs="+", metavar="PATH",
                         help="scope*.jsonl files, or folders holding them (one file per rank)")
-    parser.add_argument("--ulysses", type=int, default=1, help="Ulysses (all-to-all) degree")
-    parser.add_argument("--ring", type=int, default=1, help="ring-attention degree")
-    parser.add_argument("--kv-allgather", type=int, default=1, help="K/V all-gather (context-parallel) degree")
-    parser.add_argument("--tp", type=int, default=1, help="tensor-parallel degree (splits heads)")
+    parser.add_argument("--plan", default=None, metavar="NAME",
+                        help="the plan as plan.py prints it ('cfg2 U4 R2', 'TP8'): sets the degrees below "
+                             "(the ones its run recipe set); cfg and dp shard neither sequence nor heads")
+    parser.add_argument("--ulysses", type=int, default=None, help="Ulysses (all-to-all) degree (default 1)")
+    parser.add_argument("--ring", type=int, default=None, help="ring-attention degree (default 1)")
+    parser.add_argument("--kv-allgather", type=int, default=None, help="K/V all-gather (context-parallel) degree")
+    parser.add_argument("--tp", type=int, default=None, help="tensor-parallel degree (splits heads)")
     parser.add_argument("--full-seq", type=int, help="unsharded sequence length at the recorded sites")
     parser.add_argument("--heads", type=int, help="attention heads of the model (query heads)")
     parser.add_argument("--kv-heads", type=int, help="key/value heads (GQA); default: --heads")
@@ -61,6 +65,7 @@ def main() -> None:
     args = build_parser().parse_args()
 
     def body() -> int:
+        _plan_degrees(args)
         for flag, value, low in (("--ulysses", args.ulysses, 1), ("--ring", args.ring, 1),
                                  ("--kv-allgather", args.kv_allgather, 1), ("--tp", args.tp, 1),
                                  ("--full-seq", args.full_seq, 1), ("--heads", args.heads, 1),
@@ -99,6 +104,26 @@ def main() -> None:
         return code
 
     cli.run(PROG, body)
+
+
+def _plan_degrees(args) -> None:
+    """--plan NAME sets ulysses / ring / kv_allgather / tp; a degree flag given as well must agree with it."""
+    keys = ("ulysses", "ring", "kv_allgather", "tp")
+    if args.plan is None:
+        for k in keys:
+            setattr(args, k, 1 if getattr(args, k) is None else getattr(args, k))
+        return
+    from ditpar.plan.inputs.plan_names import parse_plan_name
+
+    degrees = parse_plan_name(args.plan)
+    if degrees["pipefusion"] > 1:
+        raise InputError(f"--plan {args.plan!r}: PipeFusion splits the sequence into patches per stage, which "
+                         "this probe does not check; give the sequence/head degrees alone")
+    for k in keys:
+        given = getattr(args, k)
+        if given is not None and given != degrees[k]:
+            raise InputError(f"--plan {args.plan!r} has {k} {degrees[k]}, --{k.replace('_', '-')} says {given}")
+        setattr(args, k, degrees[k])
 
 
 def _accepted_text(ranges) -> str | None:

@@ -86,10 +86,11 @@ def test_indivisible_sequence_is_padded_by_a_padding_framework_and_costed():
     # xDiT rejects it (no padding in its profile): vetoed with the framework's reason
     from ditpar.plan.inputs.frameworks import runs
 
-    # xDiT pads Qwen-Image (transformer_qwen.py chunk_and_pad_sequence); vLLM-Omni does not
-    xdit, omni = frameworks.resolve_frameworks(["xDiT", "vLLM-Omni"])
-    assert runs(xdit, m, hw, shape, Plan(ulysses=8)) is None
-    assert runs(omni, m, hw, shape, Plan(ulysses=8)) == "sequence 6889 tokens not divisible by sp 8 (no padding)"
+    # xDiT pads Qwen-Image (transformer_qwen.py chunk_and_pad_sequence); LightX2V pads only Wan (pre_infer.py);
+    # vLLM-Omni pads with zeros since its later releases (sequence_parallel.md)
+    xdit, lx, omni = frameworks.resolve_frameworks(["xDiT", "LightX2V", "vLLM-Omni"])
+    assert runs(xdit, m, hw, shape, Plan(ulysses=8)) is None and runs(omni, m, hw, shape, Plan(ulysses=8)) is None
+    assert runs(lx, m, hw, shape, Plan(ulysses=8)) == "sequence 6889 tokens not divisible by sp 8 (no padding)"
     assert runs(omni, m, hw, shape, Plan(ulysses=1, cfg=1, tp=1, dp=8)) is None
     # diffusers pads (ulysses_anything) only with one sequence form: U8 yes, U4 R2 no
     (diff,) = frameworks.resolve_frameworks(["diffusers"])

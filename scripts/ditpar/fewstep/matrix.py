@@ -73,8 +73,9 @@ def _float(value: str, path: str, line: int, col: str) -> float:
     return number
 
 
-def parse_matrix(text: str, path: str = "MATRIX") -> list[Row]:
-    """Parse matrix CSV text into rows, raising InputError naming the line for any bad value."""
+def parse_matrix(text: str, path: str = "MATRIX", skip_planned: bool = False) -> list[Row]:
+    """Parse matrix CSV text into rows, raising InputError naming the line for any bad value.
+    `skip_planned`: rows with an empty dit_s (a plan.py --emit-matrix skeleton, not run yet) are left out."""
     # blank lines and '#' comment lines are skipped; original line numbers are kept for messages
     text = text.lstrip("\ufeff")  # a byte-order mark from spreadsheet exports
     numbered = [(i + 1, ln) for i, ln in enumerate(text.splitlines())
@@ -101,6 +102,8 @@ def parse_matrix(text: str, path: str = "MATRIX") -> list[Row]:
         config = cell["config"].strip()
         if not config:
             raise InputError(f"{_where(path, line)}: empty config")
+        if skip_planned and not cell["dit_s"].strip():
+            continue
         tier = cell["tier"].strip()
         if tier not in TIERS:
             raise InputError(f"{_where(path, line)}: tier {tier!r} is not one of {list(TIERS)}")
@@ -136,14 +139,18 @@ def parse_matrix(text: str, path: str = "MATRIX") -> list[Row]:
             extra=tuple((k, v) for k, v in cell.items() if k not in REQUIRED + OPTIONAL),
         ))
     if not rows:
+        if skip_planned:
+            return rows
         raise InputError(f"{path}: header only, no rows")
     check_rows(rows, path)
     return rows
 
 
-def read_matrix(path: str | os.PathLike[str], work_file: bool = False) -> list[Row]:
-    """Read and validate a matrix CSV file (work_file: the matrix a resumed run rewrites)."""
-    return parse_matrix(files.read_input_text(path, work_file=work_file).replace("\r\n", "\n"), str(path))
+def read_matrix(path: str | os.PathLike[str], work_file: bool = False, skip_planned: bool = False) -> list[Row]:
+    """Read and validate a matrix CSV file (work_file: the matrix a resumed run rewrites; `skip_planned`:
+    leave out rows not measured yet)."""
+    return parse_matrix(files.read_input_text(path, work_file=work_file).replace("\r\n", "\n"), str(path),
+                        skip_planned)
 
 
 def check_rows(rows: Sequence[Row], path: str = "MATRIX") -> None:
@@ -215,6 +222,7 @@ def matrix_csv(records: Iterable[dict[str, object]], columns: Sequence[str] = WR
     return buf.getvalue()
 
 
-def write_matrix(path: str | os.PathLike[str], records: Iterable[dict[str, object]]) -> None:
-    """Write the matrix whole or not at all."""
-    write_atomic(path, matrix_csv(records))
+def write_matrix(path: str | os.PathLike[str], records: Iterable[dict[str, object]],
+                 extra_columns: Sequence[str] = ()) -> None:
+    """Write the matrix whole or not at all; `extra_columns` follow the runner's (plan.py adds framework, launch)."""
+    write_atomic(path, matrix_csv(records, (*WRITE_COLUMNS, *extra_columns)))

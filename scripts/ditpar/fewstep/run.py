@@ -55,8 +55,13 @@ class Config:
 
     @property
     def tags(self) -> str:
-        """Config fields other than devices, as ``k=v;k=v`` (the matrix tags column)."""
-        return ";".join(f"{k}={v}" for k, v in self.fields.items() if k != "devices")
+        """Config fields other than devices and launch, as ``k=v;k=v`` (the matrix tags column)."""
+        return ";".join(f"{k}={v}" for k, v in self.fields.items() if k not in ("devices", "launch"))
+
+    @property
+    def values(self) -> dict[str, str]:
+        """Placeholder values of the config's fields (its own launch template is not one)."""
+        return {k: v for k, v in self.fields.items() if k != "launch"}
 
 
 def parse_config(tokens: Sequence[str]) -> Config:
@@ -92,7 +97,7 @@ class Settings:
     few_steps: int
     anchor_steps: int
     repeats: int
-    launch: str
+    launch: str | None      # per run or per server; a config's own launch= field replaces it (launch mode)
     dit_regex: str
     logdir: Path
     matrix: Path
@@ -159,7 +164,13 @@ def validate(s: Settings) -> None:
         raise InputError("--timeout-s must be > 0")
     if s.dit_unit not in UNITS:
         raise InputError(f"--dit-unit {s.dit_unit!r}: one of {sorted(UNITS)}")
-    fields = {c.name: c.fields for c in s.configs}
+    fields = {c.name: c.values for c in s.configs}
+    own = [c.name for c in s.configs if "launch" in c.fields]
+    if s.server and own:
+        raise InputError(f"--config {own[0]}: a launch= field is for launch mode; a server takes --launch")
+    lacking = [c.name for c in s.configs if "launch" not in c.fields]
+    if lacking and not s.launch:
+        raise InputError(f"--launch: missing, and config(s) {lacking} have no launch= field of their own")
     if s.server:
         check_template(s.launch, "--launch", BUILTIN["server"], fields,
                        {k: _REQUEST_LEVEL for k in ("steps", "tier", "repeat", "out")})
@@ -168,10 +179,12 @@ def validate(s: Settings) -> None:
             raise InputError("--request needs --ready-regex (a line the server prints when it is ready)")
         compile_regex(s.ready_regex, "--ready-regex", None)
     else:
-        names_ = check_template(s.launch, "--launch", BUILTIN["launch"], fields, {"port": "only exists "
-                                "in server mode (with --request)"})
-        if "steps" not in names_:
-            raise InputError("--launch: without --request the launch template must contain {steps}")
+        for c in s.configs:
+            what = f"--config {c.name} launch=" if "launch" in c.fields else "--launch"
+            names_ = check_template(launch_template(s, c), what, BUILTIN["launch"], {c.name: c.values},
+                                    {"port": "only exists in server mode (with --request)"})
+            if "steps" not in names_:
+                raise InputError(f"{what}: without --request the launch template must contain {{steps}}")
     compile_regex(s.dit_regex, "--dit-regex", "dit_s")
     if s.share_regex:
         compile_regex(s.share_regex, "--share-regex", "share")
@@ -182,6 +195,11 @@ def validate(s: Settings) -> None:
         for c in s.configs:
             compile_regex(render_regex(pattern, {**c.fields, "config": c.name, "devices": c.devices}),
                           f"--expect (config {c.name})", None)
+
+
+def launch_template(s: Settings, cfg: Config) -> str:
+    """The command template of one config: its own launch= field (plan.py --emit-matrix), else --launch."""
+    return cfg.fields.get("launch") or s.launch or ""
 
 
 def missing_contract(patterns: Sequence[str], cfg: Config, text: str) -> str | None:
@@ -326,7 +344,7 @@ class Runner:
                "dit_regex": s.dit_regex, "dit_unit": s.dit_unit, "share_regex": s.share_regex,
                "iters_regex": s.iters_regex, "expect": s.expect, "warmup": s.n_warmup, "timing": s.timing, "configs": known}
         if s.matrix.exists():
-            for r in read_matrix(s.matrix, work_file=True):  # resumed: this run rewrites it
+            for r in read_matrix(s.matrix, work_file=True, skip_planned=True):  # resumed, or a plan.py skeleton
                 cfg = next((c for c in s.configs if c.name == r.config), None)
                 steps = self.m.steps[r.tier]
                 if r.steps != steps and not s.iters_regex:
@@ -362,7 +380,7 @@ class Runner:
         return [x for x in order if (x[0].name, x[1], x[2]) not in self.done]
 
     def _values(self, cfg: Config, **extra: Any) -> dict[str, Any]:
-        return {**cfg.fields, "config": cfg.name, "devices": cfg.devices,
+        return {**cfg.values, "config": cfg.name, "devices": cfg.devices,
                 "logdir": str(self.s.logdir), **extra}
 
     def _meta(self, path: Path, **doc: Any) -> None:
@@ -396,7 +414,7 @@ class Runner:
         runs.mkdir(parents=True, exist_ok=True)
         log, meta, attempt = _fresh(runs, f"{tier}-r{rep}")
         steps = s.few_steps if tier == "few" else s.anchor_steps
-        command = render(s.launch, self._values(cfg, steps=steps, tier=tier, repeat=rep,
+        command = render(launch_template(s, cfg), self._values(cfg, steps=steps, tier=tier, repeat=rep,
                                                 out=str(log.with_suffix(".out"))))
         start = time.monotonic()
         rc, timed_out = _run_to_end(command, log, s.timeout_s)

@@ -148,7 +148,10 @@ def after_ranking(args, box: Box, results, model, hw, shape, tun, write_matrix=N
                 raise InputError("--emit-matrix with --compare: fewer than 2 feasible plans to measure")
         else:
             plans = shortlist.to_measure(short) if len(short) >= 2 else [r for r in (a, b) if r is not None]
-        out["matrix"] = emit_matrix(args.emit_matrix, plans, write_matrix)
+        from ditpar.plan.inputs.frameworks import resolve_frameworks
+
+        out["matrix"] = emit_matrix(args.emit_matrix, plans, write_matrix, model, shape,
+                                    resolve_frameworks(getattr(args, "framework", None)), hw)
     return out
 
 
@@ -191,30 +194,72 @@ def _config_name(plan) -> str:
     return plan.name.replace(" ", "-")
 
 
-def emit_matrix(path: str, plans: list, write_matrix) -> dict:
-    """Skeleton matrix (dit_s to be filled) for the plans, both tiers, ABBA order, REPEATS repeats, and
-    the fewstep.py run command that measures it."""
+FALLBACK_LAUNCH = ("torchrun --nproc-per-node {devices} YOUR_GEN.py --ulysses {ulysses} --ring {ring} --cfg {cfg} "
+                   "--pipefusion {pipefusion} --tp {tp} --steps {steps}")
+
+
+def emit_matrix(path: str, plans: list, write_matrix, model=None, shape=None, frameworks=None, hw=None) -> dict:
+    """Skeleton matrix (dit_s to be filled) for the plans, both tiers, ABBA order, REPEATS repeats, each row with
+    its plan's framework and launch command (ditpar.plan.decide.run_recipe), and the fewstep.py run command that measures
+    it: one launch= per config, so plans on different frameworks run their own commands."""
+    import shlex
+
+    from ditpar.plan.decide import run_recipe
+
+    runs = {}
+    for r in plans:
+        rec = (run_recipe.for_result(r, model, shape, frameworks, hw, steps="{steps}") if model is not None
+               else {"framework": None, "reason": "no model given"})
+        runs[r.plan.name] = rec
     records = []
     names = [_config_name(r.plan) for r in plans]
     for tier, steps in (("few", FEW_STEPS), ("anchor", ANCHOR_STEPS)):
         for rep in range(1, REPEATS + 1):
             order = plans if rep % 2 else list(reversed(plans))    # A B, B A, A B, ... (ABBA)
             for r in order:
+                rec = runs[r.plan.name]
+                fw = rec["framework"] or ""
+                launch = (rec["launch"] if fw else FALLBACK_LAUNCH).replace("{steps}", str(steps))
+                launch = launch.replace("{{", "{").replace("}}", "}")
                 for rank in range(r.plan.devices):
-                    d = r.plan.as_dict()
-                    tags = ";".join(f"{k}={v}" for k, v in d.items() if k != "patches")
                     records.append({"config": _config_name(r.plan), "tier": tier, "steps": steps, "repeat": rep,
-                                    "rank": rank, "dit_s": None, "devices": r.plan.devices, "tags": tags})
-    write_matrix(path, records)
-    configs = " ".join(f"--config {_config_name(r.plan)} devices={r.plan.devices} "
-                       + " ".join(f"{k}={v}" for k, v in r.plan.as_dict().items() if k != "patches")
-                       for r in plans)
-    cmd = (f"python scripts/fewstep.py run {configs} --few-steps {FEW_STEPS} --anchor-steps {ANCHOR_STEPS} "
-           f"--repeats {REPEATS} --matrix {path} --logdir runs/plan-ab "
-           f"--launch 'torchrun --nproc-per-node {{devices}} YOUR_GEN.py --ulysses {{ulysses}} --ring {{ring}} "
-           f"--cfg {{cfg}} --pipefusion {{pipefusion}} --tp {{tp}} --steps {{steps}}' "
+                                    "rank": rank, "dit_s": None, "devices": r.plan.devices,
+                                    "tags": _tags(r.plan, fw), "framework": fw or "none",
+                                    "launch": launch if fw else launch.format(devices=r.plan.devices,
+                                                                              **r.plan.as_dict())})
+    write_matrix(path, records, extra_columns=("framework", "launch"))
+    configs = []
+    for r in plans:
+        rec = runs[r.plan.name]
+        fields = [f"devices={r.plan.devices}"]
+        if rec["framework"]:
+            fields.append(f"framework={rec['framework']}")
+        fields += [f"{k}={v}" for k, v in r.plan.as_dict().items() if k != "patches"]
+        if rec["framework"]:
+            fields.append(shlex.quote("launch=" + rec["launch"]))
+        configs.append(f"--config {_config_name(r.plan)} " + " ".join(fields))
+    used = sorted({rec["framework"] for rec in runs.values() if rec["framework"]})
+    lacking = [n for n, rec in runs.items() if not rec["framework"]]
+    fallback = f"--launch {shlex.quote(FALLBACK_LAUNCH)} " if lacking else ""
+    cmd = (f"python scripts/fewstep.py run {' '.join(configs)} --few-steps {FEW_STEPS} --anchor-steps {ANCHOR_STEPS} "
+           f"--repeats {REPEATS} --matrix {path} --logdir runs/plan-ab {fallback}"
            f"--dit-regex 'rank(?P<rank>\\d+) diffuse took (?P<dit_s>[0-9.]+)s'")
-    return {"path": path, "configs": names, "rows": len(records), "command": cmd}
+    notes = []
+    if len(used) > 1:
+        notes.append(f"mixed frameworks: {', '.join(used)}; each config runs its own launch command (launch=)")
+    for n in lacking:
+        notes.append(f"{n}: no recipe ({runs[n]['reason']}); it runs the YOUR_GEN.py fallback --launch")
+    notes.append("every launcher must print one line per rank 'rankN diffuse took S s' for the DiT stage (or pass "
+                 "your own --dit-regex): the frameworks' own timing lines differ")
+    return {"path": path, "configs": names, "rows": len(records), "command": cmd, "frameworks": used,
+            "launch": {n: (rec["launch"] if rec["framework"] else None) for n, rec in runs.items()}, "notes": notes}
+
+
+def _tags(plan, framework: str) -> str:
+    """The tags fewstep.py run writes for the config emitted for this plan (fields other than devices, launch)."""
+    parts = ([f"framework={framework}"] if framework else []) + [f"{k}={v}" for k, v in plan.as_dict().items()
+                                                                 if k != "patches"]
+    return ";".join(parts)
 
 
 def extend_payload(payload: dict, results, extra: dict, box: Box) -> None:
@@ -280,4 +325,5 @@ def render(text: str, results, extra: dict, box: Box, top: int) -> str:
         m = extra["matrix"]
         lines += ["", f"few-step matrix for {', '.join(m['configs'])}: {m['path']} ({m['rows']} rows, both tiers, ABBA, "
                   f"{REPEATS} repeats); fill it with:", f"  {m['command']}"]
+        lines += [f"  note: {n}" for n in m.get("notes", [])]
     return text + "\n".join(lines) + "\n"

@@ -14,6 +14,7 @@ from pathlib import Path
 from ditpar.errors import InputError
 from ditpar.plan.cost.plans import Plan
 from ditpar.plan.inputs.presets import _read_toml, normalize, templates_dir
+from ditpar.plan.inputs.recipes import parse_recipes
 
 FORMS = ("ulysses", "ring", "kv_allgather", "tp", "pipefusion", "cfg", "dp")
 PADDING = ("pad", "uneven", "reject")
@@ -56,8 +57,13 @@ class Framework:
     sources: dict[str, str] = field(default_factory=dict)
     path: str = ""
     tp_impl: str = "unknown"                      # TP_IMPLS: how TP runs (host cost per parallelized linear)
+    exclude: dict[str, tuple[str, ...]] = field(default_factory=dict)  # form -> model presets whose launcher lacks it
+    recipes: tuple = ()                           # ditpar.plan.inputs.recipes.Recipe: how to launch each form
+    no_recipe: dict[str, str] = field(default_factory=dict)  # family -> why the profile has no launch recipe
 
-    def offers(self, form: str, family: str, vendor: str) -> bool:
+    def offers(self, form: str, family: str, vendor: str, model_name: str = "") -> bool:
+        if model_name and normalize(model_name) in {normalize(m) for m in self.exclude.get(form, ())}:
+            return False
         fams = self.forms.get(form, ())
         if "*" not in fams and family not in fams:
             return False
@@ -84,7 +90,8 @@ class Framework:
                 "heads_indivisible": self.heads_indivisible, "gqa_kv_replication": self.gqa_kv_replication,
                 "weight_sharding": self.weight_sharding, "tp_impl": self.tp_impl,
                 "forms": {k: list(v) for k, v in self.forms.items()},
-                "unverified": list(self.unverified), "path": self.path}
+                "exclude": {k: list(v) for k, v in self.exclude.items()},
+                "recipes": [r.name for r in self.recipes], "unverified": list(self.unverified), "path": self.path}
 
 
 def _strs(data: dict, key: str, path: Path, default=None) -> tuple[str, ...]:
@@ -135,6 +142,11 @@ def parse_framework(data: dict, path: Path) -> Framework:
     if not isinstance(pairs, list) or not all(isinstance(p, list) and len(p) == 2 and set(p) <= set(FORMS)
                                               for p in pairs):
         raise InputError(f"{path}: key 'incompatible' must be a list of [form, form] pairs of {', '.join(FORMS)}")
+    ex_raw = data.get("exclude", {})
+    if not isinstance(ex_raw, dict) or set(ex_raw) - set(FORMS):
+        raise InputError(f"{path}: [exclude] must be a table of form = [model preset names] ({', '.join(FORMS)})")
+    exclude = {f: _strs(ex_raw, f, path) for f in ex_raw}
+    recipes, no_recipe = parse_recipes(data, path)
     sources = data.get("sources")
     if not isinstance(sources, dict) or "forms" not in sources:
         raise InputError(f"{path}: [sources] must give at least 'forms' (every fact carries its source)")
@@ -150,7 +162,8 @@ def parse_framework(data: dict, path: Path) -> Framework:
         sequence_pad_families=_strs(data, "sequence_pad_families", path, default=()),
         padding_single_form=single, vendor_families=vendor_families,
         unverified=_strs(data, "unverified", path, default=()), sources=dict(sources), path=str(path),
-        tp_impl=_choice({"tp_impl": data.get("tp_impl", "unknown")}, "tp_impl", path, TP_IMPLS))
+        tp_impl=_choice({"tp_impl": data.get("tp_impl", "unknown")}, "tp_impl", path, TP_IMPLS),
+        exclude=exclude, recipes=recipes, no_recipe=no_recipe)
 
 
 @lru_cache(maxsize=4)
@@ -245,6 +258,10 @@ def runs(fw: Framework, model, hw, shape, plan: Plan) -> str | None:
     if vendor not in fw.vendors:
         return f"no {vendor} support"
     lacks = [f for f in FORMS if plan.degree(f) > 1 and not fw.offers(f, family, vendor)]
+    excluded = [f for f in FORMS if plan.degree(f) > 1 and f not in lacks
+                and not fw.offers(f, family, vendor, model.name)]
+    if excluded:
+        return f"no {'/'.join(excluded)} for {model.name} ({fw.name}'s launcher for it lacks it)"
     if lacks:
         where = f" on {vendor}" if any(fw.offers(f, family, v) for f in lacks for v in fw.vendors) else ""
         if vendor in fw.vendor_families and family not in fw.vendor_families[vendor] \
