@@ -258,7 +258,8 @@ def run_plan(args) -> int:
     text = text + " " + extra["short_list_text"] if extra["short_list_text"] else text
     from ditpar.plan.decide import measured
 
-    bench_cmd = measured.bench_command(args, extra["short_list"], args.devices)
+    measure = [r for r in extra["short_list"] if r.plan.name in extra["measure"]]   # what the conclusion asks to run
+    bench_cmd = measured.bench_command(args, measure, args.devices)
     text = text + " " + bench_cmd if bench_cmd else text
     meas = measured.apply(args.measured, results, model, shape) if args.measured else None
     payload = report.payload(results, model, hw, shape, tun, text, fws, args.allow_approximate)
@@ -267,7 +268,7 @@ def run_plan(args) -> int:
         measured.extend_payload(payload, results, meas)
     from ditpar.plan.decide import run_recipe
 
-    run_text = run_recipe.attach(payload, results, extra["short_list"], model, shape, fws, hw)   # issue 28
+    run_text = run_recipe.attach(payload, results, measure, model, shape, fws, hw)   # issue 28
     if args.csv:
         cli.write_csv(args.csv, report.frame(results, model))
     if args.plot:

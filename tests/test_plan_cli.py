@@ -101,3 +101,17 @@ def test_score_missing_column_exits_2(tmp_path):
     proc = run_script("plan.py", "score", "--candidates", str(bad), "--out", str(tmp_path / "o.csv"), check=2)
     assert "missing column" in proc.stderr and "present: model, hardware" in proc.stderr
     assert not (tmp_path / "o.csv").exists()
+
+
+def test_worked_example_matches_the_tool():
+    """references/parallel-selection.md section 7's main job is the tool's own output, line for line (issue 24:
+    an example that no longer matched the tool sent agents astray). Rerun the command and paste when it moves."""
+    import re
+
+    text = (ROOT / "references" / "parallel-selection.md").read_text(encoding="utf-8")
+    cmd = '$ python scripts/plan.py --model Wan2.1-T2V-14B --hardware "Atlas 800I A2" --devices 8\n'
+    m = re.search(re.escape("```\n" + cmd) + r"(.*?)```\n", text, re.S)
+    assert m, "section 7's worked example block is missing"
+    got = run_script("plan.py", "--model", "Wan2.1-T2V-14B", "--hardware", "Atlas 800I A2", "--devices", "8",
+                     check=0).stdout
+    assert got.rstrip("\n") == m.group(1).rstrip("\n")

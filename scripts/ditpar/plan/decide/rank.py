@@ -196,7 +196,7 @@ def conclusion(results: list[PlanResult], model, hw, shape: Shape) -> str:
         faster = [r for r in feas if r.latency_s < a.latency_s and not r.exact]
         return (f"Only {a.plan.name} is feasible" + (" among exact plans" if a.exact and len(feas) > 1 else "")
                 + (f" (on {a.framework})" if a.framework else "") + f": predicted {a.latency_s:.3g} s, "
-                f"{a.speedup_vs_1:.2f}x one device."
+                f"{a.speedup_vs_1:.1f}x one device."
                 + (f" A faster approximate plan exists ({faster[0].plan.name}, {faster[0].latency_s:.3g} s, "
                    f"stale activations): --allow-approximate ranks it." if faster else ""))
     lead = b.latency_s / a.latency_s - 1
@@ -217,7 +217,7 @@ def conclusion(results: list[PlanResult], model, hw, shape: Shape) -> str:
     pad = f" The sequence is padded by {a.pad_tokens} tokens." if a.pad_tokens else ""
     return (f"On {hw.name} with {a.plan.devices} devices, {model.name} at {shape.describe()} ({gqa}): "
             f"{a.plan.name}{runs_on} ({kind}) is predicted fastest ({a.latency_s:.3g} s, "
-            f"{a.speedup_vs_1:.2f}x one device), {lead:.1%} ahead of {b.plan.name}; "
+            f"{a.speedup_vs_1:.1f}x one device), {lead:.1%} ahead of {b.plan.name}; "
             f"its exposed communication is {share:.0%} of the latency, mostly {dom}. "
             f"Conditions: {flips}. "
             f"This is a prediction: confirm with the G6 A/B pair before committing.{pad}{approx}")

@@ -40,7 +40,8 @@ def for_result(r, model, shape, frameworks, hw, *, steps: str | None = None) -> 
 
 
 def attach(payload: dict, results, short, model, shape, frameworks, hw) -> str:
-    """Add `run_recipe` to every plan of the JSON payload; return the text for rank 1 and the short list."""
+    """Add `run_recipe` to every plan of the JSON payload; return the text for rank 1 and `short` (the plans the
+    conclusion asks to measure)."""
     recs = {}
     for rec, r in zip(payload["plans"], results, strict=True):
         rec["run_recipe"] = for_result(r, model, shape, frameworks, hw) if r.feasible else None
