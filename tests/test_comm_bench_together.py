@@ -27,8 +27,8 @@ def test_simultaneous_groups_each_run_their_own_op():
     ("0@all_to_all;1,2@all_to_all", "at least 2 ranks"),
 ])
 def test_simultaneous_groups_are_checked(text, phrase):
-    groups, ops = simultaneous.parse_group_ops(text, 4, bench.parse_ops("all_to_all"))
     with pytest.raises(InputError, match=phrase):
+        groups, ops = simultaneous.parse_group_ops(text, 4, bench.parse_ops("all_to_all"))
         simultaneous.check_simultaneous(groups, ops)
 
 
