@@ -159,7 +159,8 @@ def script_invocations(text: str) -> list[tuple[str, str | None, list[str], str]
                 continue
             name, sub, flags = m.group(1), None, []
             for j, arg in enumerate(tokens[i + 1:]):
-                if arg in SEPARATORS or arg.startswith("#") or SCRIPT_RE.search(arg):
+                # a word ending in ':' is prose after the command (plan.py's conclusion: "... on these cards: torchrun")
+                if arg in SEPARATORS or arg.startswith("#") or arg.endswith(":") or SCRIPT_RE.search(arg):
                     break
                 if j == 0 and not arg.startswith("-") and is_subcommand(name, arg):
                     sub = arg
