@@ -450,3 +450,23 @@ def test_g7_no_flip_message(monkeypatch):
     assert not math.isclose(lead, 0.0)
     assert g.reason == (f"U4 R2 leads U8 by {lead:.1%}; no bandwidth in 1/64x..64x nor KV-head count flips the "
                         "order (projection, not measurement)")
+
+
+def test_g3_pure_ulysses_is_not_compared_with_itself_and_saves_no_has_no_percentage():
+    m, hw = tiny_model(), box(domain_size=4)
+    g = gates.comm_lower_bound(m, hw, image(m), Plan(ulysses=8), predict(m, hw, image(m), Plan(ulysses=8),
+                                                                         Tunables()), Tunables())
+    assert g.verdict == "info" and "vs pure Ulysses" not in g.reason and "inter_domain" in g.reason
+    # MHA: the K/V gather moves as many cross-domain bytes as Ulysses (saving 0): no percentage
+    plan = Plan(ulysses=4, kv_allgather=2)
+    g = gates.comm_lower_bound(m, hw, image(m), plan, predict(m, hw, image(m), plan, Tunables()), Tunables())
+    assert g.reason.endswith("(saves no cross-domain bytes; MHA (kv_heads = heads))")
+
+
+def test_g2_vae_tiling_not_named_when_the_decode_only_equals_the_activations():
+    # decode 3 = activations 3: tiling leaves max(3, 0.2) = 3, so there is nothing to unlock with it;
+    # one device, no text encoder: no step at all, the head alone
+    m, hw = tiny_model(), box(memory_GB=10.0)
+    shp = make_shape(m, 1024, 1024, 1, 10, cfg=False)
+    g = gates.memory_fit(m, hw, shp, Plan(), bd(103.0, Plan(), weights=100.0, activations=3.0, vae_decode=3.0))
+    assert (g.verdict, g.reason) == ("veto", "103.0 GB > 9 GB (weights 100.0, activations 3.0, vae_decode 3.0)")
