@@ -47,19 +47,17 @@ ENV_MUTANT = "DITPAR_MUTANT"          # "module.name|path|index" read by the imp
 ENV_TRACE = "DITPAR_MUTATION_TRACE"   # "path|out.json": record the lines of path that run
 
 # module -> the test files that exercise it (tight on purpose: every survivor runs all of them)
-TESTS: dict[str, list[str]] = {
-    "scripts/ditpar/core/intervals.py": ["tests/test_intervals.py", "tests/test_mutation_survivors.py"],
-    "scripts/ditpar/timeparse.py": ["tests/test_timeparse.py", "tests/test_mutation_survivors.py"],
-    "scripts/ditpar/masking/bound.py": ["tests/test_masking.py", "tests/test_mutation_survivors.py"],
-    "scripts/ditpar/analysis/breakdown.py": ["tests/test_step_breakdown.py",
-                                             "tests/test_mutation_survivors.py"],
-    "scripts/ditpar/plan/gates.py": ["tests/test_gates.py", "tests/test_gates_boundaries.py"],
+TESTS: dict[str, list[str]] = {   # the fast, targeted file first: with -x most mutants die in it
+    "scripts/ditpar/core/intervals.py": ["tests/test_survivors_intervals.py", "tests/test_intervals.py"],
+    "scripts/ditpar/timeparse.py": ["tests/test_survivors_timeparse.py", "tests/test_timeparse.py"],
+    "scripts/ditpar/masking/bound.py": ["tests/test_survivors_bound.py", "tests/test_masking.py"],
+    "scripts/ditpar/analysis/breakdown.py": ["tests/test_survivors_breakdown.py", "tests/test_step_breakdown.py"],
+    "scripts/ditpar/plan/gates.py": ["tests/test_gates_boundaries.py", "tests/test_gates.py"],
     "scripts/ditpar/readers/common.py": ["tests/test_readers_columnar.py", "tests/test_readers_ascend.py"],
     "scripts/ditpar/readers/ascend.py": ["tests/test_readers_ascend.py", "tests/test_readers_columnar.py"],
     "scripts/ditpar/readers/jsonstream.py": ["tests/test_jsonstream.py"],
     "scripts/ditpar/readers/kineto.py": ["tests/test_readers_kineto.py", "tests/test_kineto_blocks.py"],
-    "scripts/ditpar/readers/kineto_events.py": ["tests/test_kineto_blocks.py",
-                                                "tests/test_readers_kineto.py"],
+    "scripts/ditpar/readers/kineto_events.py": ["tests/test_kineto_blocks.py", "tests/test_readers_kineto.py"],
     "scripts/ditpar/plan/cost/efficiency.py": ["tests/test_gemm_efficiency.py", "tests/test_costmodel.py"],
     "scripts/ditpar/plan/cost/memory.py": ["tests/test_costmodel.py", "tests/test_gates.py"],
     "scripts/ditpar/plan/cost/plans.py": ["tests/test_costmodel.py"],
@@ -264,8 +262,21 @@ def _trace_lines(path: str) -> set[int]:
 # ---------- in the parent: run ----------
 
 def module_name(path: Path) -> str:
-    rel = path.resolve().relative_to(ROOT / "scripts").with_suffix("")
+    """Dotted import name: from scripts/ for the library, else the file's stem (a module its tests import)."""
+    try:
+        rel = path.resolve().relative_to(ROOT / "scripts").with_suffix("")
+    except ValueError:
+        return path.stem
     return ".".join(rel.parts)
+
+
+def normalise(module: str) -> str:
+    """The module as a path relative to the repository root when it lies inside (the TESTS and TOML key)."""
+    path = Path(module).resolve()
+    try:
+        return path.relative_to(ROOT).as_posix()
+    except ValueError:
+        return str(path)
 
 
 def _hook_dir() -> str:
@@ -322,6 +333,17 @@ def _run_pytest_child(tests: list[str], env: dict[str, str], timeout: float,
     lines = set(json.loads(data)) if data else set()
     # 1: a test failed; 2: collection failed (the mutant breaks the import); others count as caught too
     return ("survived" if code == 0 else "killed"), time.monotonic() - t0, lines
+
+
+def _warm_pytest() -> None:
+    """Load pytest's plugins once in the parent (a collection of an empty folder), so forks start warm."""
+    import contextlib
+    import io
+
+    import pytest
+    with tempfile.TemporaryDirectory() as empty, contextlib.redirect_stdout(io.StringIO()), \
+            contextlib.redirect_stderr(io.StringIO()):
+        pytest.main(["--co", "-q", "-p", "no:cacheprovider", "-o", "addopts=", empty])
 
 
 def load_equivalent(path: Path = EQUIVALENT) -> list[dict]:
@@ -391,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="JSON on stdout")
     ap.add_argument("--quiet", action="store_true", help="no per-mutant progress on stderr")
     args = ap.parse_args(argv)
-    modules = args.module or DEFAULT_MODULES
+    modules = [normalise(m) for m in args.module] if args.module else DEFAULT_MODULES
     for mod in modules:
         if not (ROOT / mod).is_file():
             print(f"mutation_score.py: {mod}: no such module under {ROOT}", file=sys.stderr)
@@ -417,6 +439,7 @@ def main(argv: list[str] | None = None) -> int:
             __import__(lib)
         except ImportError:
             pass
+    _warm_pytest()
     log = (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True))
     results = [score_module(mod, [str(t) for t in (args.tests or TESTS[mod])], args.sample, args.seed,
                             hook_env, equivalent, log) for mod in modules]
