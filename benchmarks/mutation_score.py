@@ -18,7 +18,8 @@ replacement, number +1/-1, True/False swap, ``continue`` <-> ``break``) plus sta
   annotations``), docstrings, and lines no selected test reaches are reported "not covered" (they
   count against the score: a wrong answer there is noticed by nothing).
 Score = killed / (mutants - equivalent), equivalent ones listed with their reason in
-benchmarks/mutation_equivalent.toml (matched on module, change and source line, not line number).
+benchmarks/mutation_equivalent.toml (matched on module, function, change and source line, not on
+the line number).
 ``--sample N --seed S`` draws N mutants per module reproducibly (same code, same draw).
 """
 
@@ -92,6 +93,7 @@ class Mutant:
     op: str           # operator name
     change: str       # e.g. "'<' -> '<='"
     code: str = ""    # the stripped source line
+    function: str = ""  # the innermost def holding it ("" at module level)
     outcome: str = "" # killed | survived | timeout | not covered | equivalent
     reason: str = ""  # why equivalent (from the TOML)
 
@@ -183,15 +185,19 @@ def list_mutants(path: Path) -> list[Mutant]:
     lines = source.splitlines()
     tree = ast.parse(source)
     stmt_of: dict[int, int] = {}
+    func_of: dict[int, tuple[int, str]] = {}
     for st in ast.walk(tree):
         if isinstance(st, ast.stmt):
             for n in ast.walk(st):   # the innermost statement starts last
                 stmt_of[id(n)] = max(stmt_of.get(id(n), 0), st.lineno)
+                if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    func_of[id(n)] = max(func_of.get(id(n), (0, "")), (st.lineno, st.name))
     res = []
     for i, s in enumerate(_sites(tree)):
         ln = getattr(s.node, "lineno", 0)
         res.append(Mutant(i, ln, stmt_of.get(id(s.node), ln), getattr(s.node, "col_offset", 0), s.op,
-                          s.change, lines[ln - 1].strip() if 0 < ln <= len(lines) else ""))
+                          s.change, lines[ln - 1].strip() if 0 < ln <= len(lines) else "",
+                          func_of.get(id(s.node), (0, ""))[1]))
     return res
 
 
@@ -354,7 +360,8 @@ def load_equivalent(path: Path = EQUIVALENT) -> list[dict]:
 
 def _match(m: Mutant, module: str, entries: list[dict]) -> str | None:
     for e in entries:
-        if e.get("module") == module and e.get("change") == m.change and e.get("code") == m.code:
+        if (e.get("module"), e.get("function", ""), e.get("change"), e.get("code")) == \
+                (module, m.function, m.change, m.code):
             return e.get("reason", "")
     return None
 
@@ -394,7 +401,8 @@ def score_module(module: str, tests: list[str], sample: int | None, seed: int, h
     return {"module": module, "mutants_total": total, "mutants": len(mutants), **count,
             "score": count["killed"] / counted if counted else None,
             "tests": tests,
-            "survivors": [{"where": f"{module}:{m.line}", "change": m.change, "code": m.code}
+            "survivors": [{"where": f"{module}:{m.line}", "function": m.function, "change": m.change,
+                           "code": m.code, "outcome": m.outcome}
                           for m in mutants if m.outcome in ("survived", "not covered")]}
 
 
@@ -454,7 +462,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['survived']:>8} {r['not covered']:>11} {r['equivalent']:>10} {score:>6}")
     for r in results:
         for s in r["survivors"]:
-            print(f"survivor {s['where']}: {s['change']}   | {s['code']}")
+            print(f"{s['outcome']:<11} {s['where']} ({s['function'] or 'module'}): {s['change']}   | {s['code']}")
     return 0
 
 

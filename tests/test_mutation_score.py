@@ -20,7 +20,7 @@ def test_tiny_module_killed_survived_and_equivalent(tmp_path):
     test.write_text(TEST.format(d=str(tmp_path)))
     # 'x >= 0' cannot be told from 'x > 0' by positive(1) and positive(-1): listed as equivalent here
     eq = tmp_path / "eq.toml"
-    eq.write_text(f'[[equivalent]]\nmodule = "{mod}"\nchange = "\'>\' -> \'>=\'"\ncode = "return x > 0"\n'
+    eq.write_text(f'[[equivalent]]\nmodule = "{mod}"\nfunction = "positive"\nchange = "\'>\' -> \'>=\'"\ncode = "return x > 0"\n'
                   'reason = "positive(0) is not asked"\n')
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "mutation_score.py"), "--module", str(mod),
                            "--tests", str(test), "--equivalent", str(eq), "--json", "--quiet"],
