@@ -4,10 +4,12 @@
 Example:
     python3 benchmarks/mutation_score.py --module scripts/ditpar/core/intervals.py --sample 20 --seed 1
 
-Choice of tool: a small self-written AST mutator, not cosmic-ray or mutmut. cosmic-ray runs one test
-command for the whole session (no per-module test selection without one session and config per
-module) and keeps its state in a database; mutmut 3 copies the tree into mutants/ and rewrites every
-function into trampolines, which breaks modules that rely on ``__file__`` and on import order here.
+Choice of tool: a small self-written AST mutator, not cosmic-ray or mutmut (neither is installed here,
+so there is no `mutation` extra: the script needs only the standard library and pytest from `test`).
+cosmic-ray applies each mutant to the file on disk during its test run and runs one test command for
+the whole session; mutmut 3 runs a rewritten copy of the tree. Per-module test selection, never
+touching the real file (other sessions run the suite from the same tree) and a warm forked runner on a
+small shared machine were simpler to get right in ~300 lines than to bend either tool to.
 This script uses cosmic-ray's operators (comparison, arithmetic, boolean and unary operator
 replacement, number +1/-1, True/False swap, ``continue`` <-> ``break``) plus statement deletion, and:
 - never edits a file: the mutant is applied at import time by a meta-path finder in the test process
@@ -15,8 +17,11 @@ replacement, number +1/-1, True/False swap, ``continue`` <-> ``break``) plus sta
 - runs only the test files mapped to the module (TESTS below), with ``-x`` and a timeout per mutant;
 - forks each mutant's pytest from a parent that has already imported numpy/pandas/pyarrow/pytest;
 - leaves out what cannot change behaviour: annotations (the modules use ``from __future__ import
-  annotations``), docstrings, and lines no selected test reaches are reported "not covered" (they
-  count against the score: a wrong answer there is noticed by nothing).
+  annotations``) and docstrings; also string constants and f-string interiors (message wording,
+  which the message tests pin; mutating it would mostly add cosmetic mutants);
+- reports mutants on lines no selected test reaches as "not covered" without running them (they
+  count against the score: a wrong answer there is noticed by nothing); coverage is line tracing of
+  the unmutated run, in the test process only.
 Score = killed / (mutants - equivalent), equivalent ones listed with their reason in
 benchmarks/mutation_equivalent.toml (matched on module, function, change and source line, not on
 the line number).
@@ -374,7 +379,6 @@ def score_module(module: str, tests: list[str], sample: int | None, seed: int, h
     if sample is not None and sample < total:
         mutants = sorted(random.Random(f"{seed}:{module}").sample(mutants, sample), key=lambda m: m.index)
     env = {**hook_env}
-    tests = [t for t in tests if (ROOT / t).is_file()]
     base, secs, covered = _run_pytest_child(tests, env, 900, trace=str(path))
     if base != "survived":
         raise SystemExit(f"mutation_score.py: {module}: the unmutated tests fail ({base}): "
@@ -430,6 +434,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"mutation_score.py: {mod}: no test files mapped (known: {', '.join(TESTS)}); "
                   "name them with --tests", file=sys.stderr)
             return 2
+    missing = sorted({t for mod in modules for t in (args.tests or TESTS.get(mod, [])) if not (ROOT / t).is_file()})
+    if missing:
+        print(f"mutation_score.py: test file(s) not found: {', '.join(missing)}", file=sys.stderr)
+        return 2
     if args.sample is not None and args.sample < 1:
         print("mutation_score.py: --sample must be at least 1", file=sys.stderr)
         return 2

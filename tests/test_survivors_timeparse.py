@@ -97,3 +97,17 @@ def test_errors_name_the_first_bad_row_counted_from_first_row():
     assert texts_to_ns([1, "2.5"] * 2048)[:2].tolist() == [1000, 2500]       # ints: the object parser
     with pytest.raises(InputError, match=r"row 3: .*got '" + "9" * 40):
         us_to_ns(["1", "2", "3", "9" * 60])                                   # too long: shown cut to 40
+
+
+def test_same_width_cells_outside_the_fixed_layout_go_the_careful_way():
+    import pyarrow as pa
+    from ditpar.timeparse import us_to_ns_arrow
+
+    # all cells 4 wide but signed or with an exponent: the layout pattern does not match the first cell,
+    # so the fast path steps aside (no crash) and the careful parser reads or rejects them
+    assert us_to_ns_arrow(pa.array(["-1.5", "+2.5"])).tolist() == [-1500, 2500]
+    with pytest.raises(InputError, match=r"^t: row 0: expected a decimal time in microseconds, got '1e03'$"):
+        us_to_ns_arrow(pa.array(["1e03", "2e03"]), where="t")
+    # whitespace only, same width: no digit at all
+    with pytest.raises(InputError, match=r"row 0: .* got \(empty\)"):
+        us_to_ns_arrow(pa.array(["  ", "  "]))
