@@ -147,3 +147,22 @@ def test_no_tasks_is_an_input_error():
                           "dur_ns": pd.Series([], dtype=np.int64), "kind": [], "name": []})
     with pytest.raises(InputError, match="no device tasks"):
         step_breakdown(ProfileSet(events=empty))
+
+
+def test_rank_rows_and_results_read_per_rank():
+    from ditpar.analysis.breakdown import rank_rows, step_breakdown
+    from ditpar.core.profile import ProfileSet, function_name
+
+    ps = profile(EVENTS, WINDOWS)
+    rows = rank_rows(ps)
+    assert [r["step"] for r in rows] == [1, 3] and rows[1]["stage_us"] == 50
+    empty = ps.events.iloc[:0]
+    assert rank_rows(ProfileSet(events=empty)) is None
+    # rows computed where each rank was read: merged in rank order, a rank without tasks left out
+    r1 = [dict(r, rank=1) for r in rank_rows(ps)]
+    per_rank = ProfileSet(events=empty, rank_results={1: r1, 0: rank_rows(ps), 2: None},
+                          rank_results_of=function_name(rank_rows))
+    bd = step_breakdown(per_rank)
+    assert [(r["rank"], r["step"]) for r in bd.rows] == [(0, 1), (0, 3), (1, 1), (1, 3)]
+    with pytest.raises(InputError, match="no device tasks"):
+        step_breakdown(ProfileSet(events=empty, rank_results={0: None}, rank_results_of=function_name(rank_rows)))
