@@ -24,7 +24,7 @@ replacement, number +1/-1, True/False swap, ``continue`` <-> ``break``) plus sta
   the unmutated run, in the test process only.
 Score = killed / (mutants - equivalent), equivalent ones listed with their reason in
 benchmarks/mutation_equivalent.toml (matched on module, function, change and source line, not on
-the line number).
+the line number; ``occurrence = k`` picks the k-th such mutant on the line, by column).
 ``--sample N --seed S`` draws N mutants per module reproducibly (same code, same draw).
 """
 
@@ -99,6 +99,7 @@ class Mutant:
     change: str       # e.g. "'<' -> '<='"
     code: str = ""    # the stripped source line
     function: str = ""  # the innermost def holding it ("" at module level)
+    occurrence: int = 1  # 1, 2, ...: among mutants with the same function, change and code, by column
     outcome: str = "" # killed | survived | timeout | not covered | equivalent
     reason: str = ""  # why equivalent (from the TOML)
 
@@ -203,6 +204,10 @@ def list_mutants(path: Path) -> list[Mutant]:
         res.append(Mutant(i, ln, stmt_of.get(id(s.node), ln), getattr(s.node, "col_offset", 0), s.op,
                           s.change, lines[ln - 1].strip() if 0 < ln <= len(lines) else "",
                           func_of.get(id(s.node), (0, ""))[1]))
+    seen: dict[tuple, int] = {}
+    for m in sorted(res, key=lambda m: (m.line, m.col)):
+        key = (m.function, m.change, m.code)
+        seen[key] = m.occurrence = seen.get(key, 0) + 1
     return res
 
 
@@ -366,7 +371,7 @@ def load_equivalent(path: Path = EQUIVALENT) -> list[dict]:
 def _match(m: Mutant, module: str, entries: list[dict]) -> str | None:
     for e in entries:
         if (e.get("module"), e.get("function", ""), e.get("change"), e.get("code")) == \
-                (module, m.function, m.change, m.code):
+                (module, m.function, m.change, m.code) and e.get("occurrence", m.occurrence) == m.occurrence:
             return e.get("reason", "")
     return None
 
@@ -386,6 +391,10 @@ def score_module(module: str, tests: list[str], sample: int | None, seed: int, h
     timeout = max(20.0, 4 * secs)
     log(f"{module}: {total} mutants, {len(mutants)} drawn; tests {' '.join(tests)} take {secs:.1f} s")
     name = module_name(path)
+    for e in equivalent:   # an entry that names no mutant any more (the code moved on) is said, not hidden
+        if e.get("module") == module and not any(_match(m, module, [e]) is not None for m in list_mutants(path)):
+            log(f"{module}: equivalent entry matches no mutant now: {e.get('function', '')}: {e.get('change')} "
+                f"| {e.get('code')}")
     for m in mutants:
         why = _match(m, module, equivalent)
         if why is not None:
@@ -398,15 +407,16 @@ def score_module(module: str, tests: list[str], sample: int | None, seed: int, h
                                             timeout)
         if m.outcome == "timeout":
             m.outcome = "killed"   # an endless loop is caught (as cosmic-ray counts it)
-        log(f"  {module}:{m.line} {m.change}: {m.outcome}")
+        log(f"  {module}:{m.line}:{m.col + 1} {m.change}: {m.outcome}")
     count = {k: sum(m.outcome == k for m in mutants) for k in ("killed", "survived", "not covered",
                                                                  "equivalent")}
     counted = len(mutants) - count["equivalent"]
     return {"module": module, "mutants_total": total, "mutants": len(mutants), **count,
             "score": count["killed"] / counted if counted else None,
             "tests": tests,
-            "survivors": [{"where": f"{module}:{m.line}", "function": m.function, "change": m.change,
-                           "code": m.code, "outcome": m.outcome}
+            "survivors": [{"where": f"{module}:{m.line}:{m.col + 1}", "function": m.function,
+                           "change": m.change, "code": m.code, "occurrence": m.occurrence,
+                           "outcome": m.outcome}
                           for m in mutants if m.outcome in ("survived", "not covered")]}
 
 
@@ -470,7 +480,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['survived']:>8} {r['not covered']:>11} {r['equivalent']:>10} {score:>6}")
     for r in results:
         for s in r["survivors"]:
-            print(f"{s['outcome']:<11} {s['where']} ({s['function'] or 'module'}): {s['change']}   | {s['code']}")
+            nth = f" #{s['occurrence']}" if s["occurrence"] > 1 else ""
+            print(f"{s['outcome']:<11} {s['where']} ({s['function'] or 'module'}): {s['change']}{nth}   "
+                  f"| {s['code']}")
     return 0
 
 

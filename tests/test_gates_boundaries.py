@@ -470,3 +470,42 @@ def test_g2_vae_tiling_not_named_when_the_decode_only_equals_the_activations():
     shp = make_shape(m, 1024, 1024, 1, 10, cfg=False)
     g = gates.memory_fit(m, hw, shp, Plan(), bd(103.0, Plan(), weights=100.0, activations=3.0, vae_decode=3.0))
     assert (g.verdict, g.reason) == ("veto", "103.0 GB > 9 GB (weights 100.0, activations 3.0, vae_decode 3.0)")
+
+
+def test_g3_compares_inter_domain_bytes_when_either_plan_has_them():
+    # 2 nodes x 4 devices in domains of 2. U2 AG4: Ulysses stays inside a 2-device domain and the gather
+    # spans the nodes (inter_node), so it moves no inter-domain bytes; pure U8 crosses the domains of a
+    # node. The cross-domain class compared is inter_domain (the pure plan has it): 0 vs > 0 = saves 100 %.
+    m, hw = tiny_model(), box(domain_size=2, devices=4, nodes=2)
+    plan = Plan(ulysses=2, kv_allgather=4)
+    bd = predict(m, hw, image(m), plan, Tunables())
+    pure = predict(m, hw, image(m), Plan(ulysses=8), Tunables())
+    assert bd.bytes_by_link_per_layer["inter_domain"] == 0 < pure.bytes_by_link_per_layer["inter_domain"]
+    g = gates.comm_lower_bound(m, hw, image(m), plan, bd, Tunables())
+    assert "vs pure Ulysses U8: inter_domain 0.00 vs 0.00 MB (saves cross-domain bytes, 100%;" in g.reason
+
+
+def test_g3_no_comparison_when_neither_plan_crosses_a_domain():
+    # one domain of 8: neither U4 AG2 nor U8 has inter-domain or inter-node bytes: nothing to compare
+    m, hw = tiny_model(), box(domain_size=8, devices=8)
+    plan = Plan(ulysses=4, kv_allgather=2)
+    g = gates.comm_lower_bound(m, hw, image(m), plan, predict(m, hw, image(m), plan, Tunables()), Tunables())
+    assert g.verdict == "info" and g.reason.startswith("per rank per layer: intra_domain ")
+    assert "vs pure Ulysses" not in g.reason
+
+
+def test_g1_sequence_and_frame_checks_apply_from_sp_2():
+    # 2 frames x 7 tokens = 14: ring 2 divides 14 but not 7 -> the spatial model is vetoed at sp = 2
+    spatial = tiny_model(blocks={"spatial": 2})
+    g = gates.availability(spatial, box(), video(7, 2), Plan(ring=2))
+    assert (g.verdict, g.reason) == ("veto", "tokens per frame 7 not divisible by sp = 2")
+    # 3 frames x 5 tokens = 15 odd: full attention with ring 2 is vetoed on the sequence
+    g = gates.availability(tiny_model(), box(), video(5, 3), Plan(ring=2))
+    assert (g.verdict, g.reason) == ("veto", "sequence 15 tokens not divisible by ulysses x ring x kv_allgather = 2")
+
+
+def test_threshold_zero_at_the_range_edge():
+    # a zero exactly at s = 64 counts on the non-positive side: s - 64 never turns positive inside the
+    # range (None); 64 - s is positive at s = 1 and not at 64: a flip at the edge, found
+    assert gates._threshold(lambda s: s - 64, 1 / 64, 64) is None
+    assert gates._threshold(lambda s: 64 - s, 1 / 64, 64) == pytest.approx(64, rel=1e-3)

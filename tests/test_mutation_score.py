@@ -30,6 +30,6 @@ def test_tiny_module_killed_survived_and_equivalent(tmp_path):
     # mutants by hand: '>' -> '>=' / '<='; 0 -> 1 / -1; the return deleted = 5
     assert res["mutants"] == 5 and res["equivalent"] == 1 and res["not covered"] == 0
     # 'x > -1' still gives positive(-1) = False: survives; '<=', 'x > 1' and no return are caught
-    assert [(s["where"], s["change"]) for s in res["survivors"]] == [(f"{mod}:2", "0 -> -1")]
+    assert [(s["where"], s["change"]) for s in res["survivors"]] == [(f"{mod}:2:16", "0 -> -1")]
     assert (res["killed"], res["survived"], res["score"]) == (3, 1, 0.75)
     assert mod.read_text() == TINY                     # the mutants never touched the file
