@@ -21,7 +21,7 @@ replacement, number +1/-1, True/False swap, ``continue`` <-> ``break``) plus sta
   which the message tests pin; mutating it would mostly add cosmetic mutants);
 - reports mutants on lines no selected test reaches as "not covered" without running them (they
   count against the score: a wrong answer there is noticed by nothing); coverage is line tracing of
-  the unmutated run, in the test process only.
+  the unmutated run, in the test process and in the scripts its tests start.
 Score = killed / (mutants - equivalent), equivalent ones listed with their reason in
 benchmarks/mutation_equivalent.toml (matched on module, function, change and source line, not on
 the line number; ``occurrence = k`` picks the k-th such mutant on the line, by column).
@@ -50,7 +50,7 @@ except ImportError:   # Python 3.10
 ROOT = Path(__file__).resolve().parents[1]
 EQUIVALENT = Path(__file__).resolve().with_name("mutation_equivalent.toml")
 ENV_MUTANT = "DITPAR_MUTANT"          # "module.name|path|index" read by the import hook
-ENV_TRACE = "DITPAR_MUTATION_TRACE"   # "path|out.json": record the lines of path that run
+ENV_TRACE = "DITPAR_MUTATION_TRACE"   # "path|outdir": scripts the tests start record the lines of path they run
 
 # module -> the test files that exercise it (tight on purpose: every survivor runs all of them)
 TESTS: dict[str, list[str]] = {   # the fast, targeted file first: with -x most mutants die in it
@@ -252,11 +252,19 @@ class _MutantFinder:
 
 
 def install_hook() -> None:
-    """Called from the generated sitecustomize: apply the mutant named in the environment."""
+    """Called from the generated sitecustomize: apply the mutant named in the environment; in the
+    unmutated run, record the target's lines that scripts started by the tests execute."""
     spec = os.environ.get(ENV_MUTANT)
     if spec:
         name, path, index = spec.split("|")
         sys.meta_path.insert(0, _MutantFinder(name, path, int(index)))
+    trace = os.environ.get(ENV_TRACE)
+    if trace:
+        import atexit
+
+        path, out = trace.split("|")
+        hit = _trace_lines(path)
+        atexit.register(lambda: Path(out, f"{os.getpid()}.json").write_text(json.dumps(sorted(hit))))
 
 
 def _trace_lines(path: str) -> set[int]:
@@ -317,7 +325,10 @@ def _run_pytest_child(tests: list[str], env: dict[str, str], timeout: float,
         code = 3
         try:
             os.environ.update(env)
+            trace_env = os.environ.pop(ENV_TRACE, None)   # this process traces itself (below)
             install_hook()
+            if trace_env:
+                os.environ[ENV_TRACE] = trace_env          # for the scripts the tests start
             hit = _trace_lines(trace) if trace else set()
             import pytest
             devnull = os.open(os.devnull, os.O_WRONLY)
@@ -384,7 +395,11 @@ def score_module(module: str, tests: list[str], sample: int | None, seed: int, h
     if sample is not None and sample < total:
         mutants = sorted(random.Random(f"{seed}:{module}").sample(mutants, sample), key=lambda m: m.index)
     env = {**hook_env}
-    base, secs, covered = _run_pytest_child(tests, env, 900, trace=str(path))
+    with tempfile.TemporaryDirectory() as sub:   # lines run by subprocesses of the tests, one file each
+        base, secs, covered = _run_pytest_child(tests, {**env, ENV_TRACE: f"{path}|{sub}"}, 900,
+                                                trace=str(path))
+        for f in Path(sub).glob("*.json"):
+            covered |= set(json.loads(f.read_text()))
     if base != "survived":
         raise SystemExit(f"mutation_score.py: {module}: the unmutated tests fail ({base}): "
                          f"{' '.join(tests)}")

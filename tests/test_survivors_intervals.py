@@ -72,3 +72,17 @@ def test_difference_and_intersection_by_hand():
     assert i.starts.tolist() == [5, 20, 25] and i.ends.tolist() == [10, 22, 27]
     assert (a - Intervals.empty()).total == 20 and (Intervals.empty() & a).total == 0
     assert Intervals.from_durations([0, 5], [3, 3]).total == 6     # [0,3) [5,8): 3 + 3
+
+
+def test_length_in_each_ignores_what_lies_before_the_first_interval():
+    # [0, 5) lies before other's only interval [10, 20): nothing of it is inside; [12, 14) gives 2
+    assert Intervals.from_spans([0], [5]).length_in_each(Intervals.from_spans([10], [20])).tolist() == [0]
+    assert Intervals.from_spans([0, 12], [5, 14]).length_in_each(Intervals.from_spans([10], [20])).tolist() == [2]
+
+
+def test_intervals_are_immutable_values():
+    import dataclasses
+
+    iv = Intervals.from_spans([0], [5])
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        iv.starts = np.array([1])
