@@ -316,50 +316,43 @@ def _hook_dir() -> str:
 def _run_pytest_child(tests: list[str], env: dict[str, str], timeout: float,
                       trace: str | None = None) -> tuple[str, float, set[int]]:
     """Fork; the child runs pytest on `tests` with `env` set. Returns (outcome, seconds, lines run)."""
-    rfd, wfd = os.pipe()
-    t0 = time.monotonic()
-    pid = os.fork()
-    if pid == 0:   # child
-        os.close(rfd)
-        os.setpgid(0, 0)   # its own group, so a timeout ends the scripts its tests started too
-        code = 3
-        try:
-            os.environ.update(env)
-            trace_env = os.environ.pop(ENV_TRACE, None)   # this process traces itself (below)
-            install_hook()
-            if trace_env:
-                os.environ[ENV_TRACE] = trace_env          # for the scripts the tests start
-            hit = _trace_lines(trace) if trace else set()
-            import pytest
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, 1)
-            os.dup2(devnull, 2)
-            code = int(pytest.main([*tests, "-x", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
-                                    "--no-header", "-W", "ignore"]))
-            sys.settrace(None)
-            os.write(wfd, json.dumps(sorted(hit)).encode())
-        finally:
-            os._exit(code)
-    os.close(wfd)
-    deadline = t0 + timeout
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if time.monotonic() > deadline:
-            os.killpg(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            os.close(rfd)
-            return "timeout", time.monotonic() - t0, set()
-        time.sleep(0.05)
-    data = b""
-    while chunk := os.read(rfd, 1 << 16):
-        data += chunk
-    os.close(rfd)
-    code = os.waitstatus_to_exitcode(status)
-    lines = set(json.loads(data)) if data else set()
+    with tempfile.NamedTemporaryFile(suffix=".json") as lines_file:
+        t0 = time.monotonic()
+        pid = os.fork()
+        if pid == 0:   # child
+            os.setpgid(0, 0)   # its own group, so a timeout ends the scripts its tests started too
+            code = 3
+            try:
+                os.environ.update(env)
+                trace_env = os.environ.pop(ENV_TRACE, None)   # this process traces itself (below)
+                install_hook()
+                if trace_env:
+                    os.environ[ENV_TRACE] = trace_env          # for the scripts the tests start
+                hit = _trace_lines(trace) if trace else set()
+                import pytest
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, 1)
+                os.dup2(devnull, 2)
+                code = int(pytest.main([*tests, "-x", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
+                                        "--no-header", "-W", "ignore"]))
+                sys.settrace(None)
+                Path(lines_file.name).write_text(json.dumps(sorted(hit)))
+            finally:
+                os._exit(code)
+        deadline = t0 + timeout
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            if time.monotonic() > deadline:
+                os.killpg(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                return "timeout", time.monotonic() - t0, set()
+            time.sleep(0.05)
+        text = Path(lines_file.name).read_text()
+    lines = set(json.loads(text)) if text else set()
     # 1: a test failed; 2: collection failed (the mutant breaks the import); others count as caught too
-    return ("survived" if code == 0 else "killed"), time.monotonic() - t0, lines
+    return ("survived" if os.waitstatus_to_exitcode(status) == 0 else "killed"), time.monotonic() - t0, lines
 
 
 def _warm_pytest() -> None:
@@ -403,7 +396,7 @@ def score_module(module: str, tests: list[str], sample: int | None, seed: int, h
     if base != "survived":
         raise SystemExit(f"mutation_score.py: {module}: the unmutated tests fail ({base}): "
                          f"{' '.join(tests)}")
-    timeout = max(20.0, 4 * secs)
+    timeout = max(60.0, 5 * secs)   # generous: the machine is shared, and a timeout counts as caught
     log(f"{module}: {total} mutants, {len(mutants)} drawn; tests {' '.join(tests)} take {secs:.1f} s")
     name = module_name(path)
     for e in equivalent:   # an entry that names no mutant any more (the code moved on) is said, not hidden
@@ -420,11 +413,10 @@ def score_module(module: str, tests: list[str], sample: int | None, seed: int, h
             continue
         m.outcome, _, _ = _run_pytest_child(tests, {**env, ENV_MUTANT: f"{name}|{path}|{m.index}"},
                                             timeout)
-        if m.outcome == "timeout":
-            m.outcome = "killed"   # an endless loop is caught (as cosmic-ray counts it)
         log(f"  {module}:{m.line}:{m.col + 1} {m.change}: {m.outcome}")
-    count = {k: sum(m.outcome == k for m in mutants) for k in ("killed", "survived", "not covered",
-                                                                 "equivalent")}
+    count = {k: sum(m.outcome == k for m in mutants) for k in ("killed", "timeout", "survived",
+                                                                 "not covered", "equivalent")}
+    count["killed"] += count["timeout"]   # an endless loop is caught (as cosmic-ray counts it)
     counted = len(mutants) - count["equivalent"]
     return {"module": module, "mutants_total": total, "mutants": len(mutants), **count,
             "score": count["killed"] / counted if counted else None,
