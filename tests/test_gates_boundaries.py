@@ -509,3 +509,12 @@ def test_threshold_zero_at_the_range_edge():
     # range (None); 64 - s is positive at s = 1 and not at 64: a flip at the edge, found
     assert gates._threshold(lambda s: s - 64, 1 / 64, 64) is None
     assert gates._threshold(lambda s: 64 - s, 1 / 64, 64) == pytest.approx(64, rel=1e-3)
+
+
+def test_g2_vae_tiling_not_named_when_the_image_fits_one_tile():
+    # 128 px: 16,384 px < one 512 x 512 tile, so the tiled decode equals the untiled one (0.0126 GB):
+    # tiling lowers nothing and is never named, even in the "even ... needs" line
+    m, hw = tiny_model(), box(memory_GB=10.0)
+    untiled = 128 * 128 * VAE_DECODE_CHANNELS * BYTES_PER_ELEMENT * VAE_BUFFERS / 1e9
+    g = gates.memory_fit(m, hw, image(m), Plan(), bd(100.0, Plan(), weights=100.0, vae_decode=untiled))
+    assert (g.verdict, g.reason) == ("veto", "100.0 GB > 9 GB (weights 100.0, vae_decode 0.0)")

@@ -143,3 +143,21 @@ def test_exposure_for_order_by_hand():
     assert bound.exposure_for_order(bound.make_layer(700, 700, 1), "forward-first") == 700
     with pytest.raises(InputError, match="unknown order 'zigzag'"):
         bound.exposure_for_order(lay, "zigzag")
+
+
+def test_drain_equal_to_the_chunk_is_allowed_and_a_hair_above_is_clamped():
+    # c = 700 / 7 = 100: a drain of exactly c (all of the chunk is the reverse collective) is valid,
+    # one within the relative tolerance 1e-12 above is clamped to c, a clear excess is refused
+    assert bound.make_layer(700, 350, 7, drain_us=100).drain_us == 100
+    assert bound.make_layer(700, 350, 7, drain_us=100 * (1 + 1e-13)).drain_us == 100
+    with pytest.raises(InputError, match="cannot exceed the chunk's whole communication c = C/n = 100 us"):
+        bound.make_layer(700, 350, 7, drain_us=100.001)
+
+
+def test_pipelined_order_adds_only_positive_waits():
+    # C = 700, F = 416.5, n = 7, drain 40: c = 100, f = 59.5, a = 60, b = 40.
+    # E_min = max(100, 283.5, 7*60 + 40 - 6*59.5 = 103, 60 + 280 - 357 = -17) = 283.5
+    # pipelined: 283.5 + max(0, 59.5 - 60) + max(0, 59.5 - 40) = 283.5 + 0 + 19.5 = 303
+    lay = bound.make_layer(700, 416.5, 7, drain_us=40)
+    assert bound.exposure_min(lay) == pytest.approx(283.5)
+    assert bound.exposure_for_order(lay, "pipelined") == pytest.approx(303)
