@@ -518,3 +518,9 @@ def test_g2_vae_tiling_not_named_when_the_image_fits_one_tile():
     untiled = 128 * 128 * VAE_DECODE_CHANNELS * BYTES_PER_ELEMENT * VAE_BUFFERS / 1e9
     g = gates.memory_fit(m, hw, image(m), Plan(), bd(100.0, Plan(), weights=100.0, vae_decode=untiled))
     assert (g.verdict, g.reason) == ("veto", "100.0 GB > 9 GB (weights 100.0, vae_decode 0.0)")
+
+
+def test_g5_default_is_four_chunks():
+    m, hw = tiny_model(), box(domain_size=8, devices=8)
+    g = gates.masking_gate(m, hw, image(m), Plan(ulysses=8), Tunables())
+    assert "with 4 chunks" in g.reason and "(ideal 75%)" in g.reason      # 1 - 1/4

@@ -161,3 +161,13 @@ def test_pipelined_order_adds_only_positive_waits():
     lay = bound.make_layer(700, 416.5, 7, drain_us=40)
     assert bound.exposure_min(lay) == pytest.approx(283.5)
     assert bound.exposure_for_order(lay, "pipelined") == pytest.approx(303)
+
+
+def test_target_exactly_at_the_ideal_is_reachable():
+    # n = 4: ideal 1 - 1/4 = 0.75. C = 400, no drain: c = a = 100, b = 0. At target 0.75 the budget
+    # is 0.25*400 - 100 = 0, so f >= max(3*100/4, 100 - 0) = 100: F = 400; C allowed: gamma = 4*0.25 - 1 = 0,
+    # least f/c = max(3/4, 1 - 0) = 1 -> C = 4 * f = 400 with F = 400
+    lay = bound.make_layer(400, 400, 4)
+    assert bound.compute_needed(lay, 0.75) == pytest.approx(400)
+    assert bound.comm_needed(lay, 0.75) == pytest.approx(400)
+    assert bound.compute_needed(lay, 0.76) is None and bound.comm_needed(lay, 0.76) is None

@@ -52,7 +52,8 @@ def test_breakdown_by_hand_with_an_empty_window_between_busy_steps():
                     free_us=10, stage_us=50, bubble_us=20)}
     for step, cols in want.items():
         assert {c: rows[(0, step)][c] for c in cols} == cols
-    assert bd.compared == 0 and bd.ok and rows[(0, 1)]["reference"] is None
+    assert bd.compared == 0 and bd.ok
+    assert all(r["reference"] is None and r["max_abs_diff_us"] is None for r in bd.rows)   # keys present
 
 
 def test_breakdown_overlapping_windows_take_the_first_in_start_order():
@@ -166,3 +167,12 @@ def test_rank_rows_and_results_read_per_rank():
     assert [(r["rank"], r["step"]) for r in bd.rows] == [(0, 1), (0, 3), (1, 1), (1, 3)]
     with pytest.raises(InputError, match="no device tasks"):
         step_breakdown(ProfileSet(events=empty, rank_results={0: None}, rank_results_of=function_name(rank_rows)))
+
+
+def test_unnamed_communication_is_not_a_receive():
+    from ditpar.analysis.breakdown import step_breakdown
+
+    # a comm task without a name beside a receive: only the receive's 20 us are bubble
+    ev = EVENTS + [(0, 240, 250, "comm", None)]
+    rows = by_step(step_breakdown(profile(ev, WINDOWS)))
+    assert rows[(0, 3)]["bubble_us"] == 20 and rows[(0, 3)]["communication_us"] == 30
