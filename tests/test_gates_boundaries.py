@@ -524,3 +524,19 @@ def test_g5_default_is_four_chunks():
     m, hw = tiny_model(), box(domain_size=8, devices=8)
     g = gates.masking_gate(m, hw, image(m), Plan(ulysses=8), Tunables())
     assert "with 4 chunks" in g.reason and "(ideal 75%)" in g.reason      # 1 - 1/4
+
+
+def test_g7_kv_head_count_the_model_cannot_use_is_skipped(monkeypatch):
+    # the cost model refuses 4 KV heads (raised here on purpose); the projection goes on to 2, where
+    # U2 AG4 already beats U8 (test above: it flips at 4, 2 and 1)
+    m, hw, tun = tiny_model(blocks={"self": 4}), box(domain_size=4, devices=8, inter=1.0), Tunables(launch_us=0.0)
+    shp = make_shape(m, 512, 512, 1, 10, cfg=False)
+    real = gates.predict
+
+    def predict_no_4(model, *args):
+        if model.kv_heads == 4:
+            raise ValueError("4 KV heads not supported")
+        return real(model, *args)
+    monkeypatch.setattr(gates, "predict", predict_no_4)
+    g = gates.projection(m, hw, shp, Plan(ulysses=8), Plan(ulysses=2, kv_allgather=4), tun)
+    assert "U2 AG4 beats U8 once KV heads drop to 2 (now 8)" in g.reason

@@ -171,3 +171,9 @@ def test_target_exactly_at_the_ideal_is_reachable():
     assert bound.compute_needed(lay, 0.75) == pytest.approx(400)
     assert bound.comm_needed(lay, 0.75) == pytest.approx(400)
     assert bound.compute_needed(lay, 0.76) is None and bound.comm_needed(lay, 0.76) is None
+
+
+def test_compute_needed_below_one_us_per_chunk():
+    # C = 7, F = 7, n = 7: c = a = 1, b = 0. Target 0.5: budget = 0.5*7 - 1 = 2.5;
+    # f >= (6 - 2.5)/7 = 0.5 and f >= 1 - 2.5/6 = 0.5833 -> F needed = 7 * 0.5833 = 4.0833 (below 1 us a chunk)
+    assert bound.compute_needed(bound.make_layer(7, 7, 7), 0.5) == pytest.approx(7 * (1 - 2.5 / 6))

@@ -111,3 +111,14 @@ def test_same_width_cells_outside_the_fixed_layout_go_the_careful_way():
     # whitespace only, same width: no digit at all
     with pytest.raises(InputError, match=r"row 0: .* got \(empty\)"):
         us_to_ns_arrow(pa.array(["  ", "  "]))
+
+
+def test_two_points_are_refused():
+    import pyarrow as pa
+    from ditpar.timeparse import us_to_ns, us_to_ns_arrow
+
+    for cells in (["1.2.3"], ["1.0", "1.2.3"], ["12.5", "1.2.3"]):
+        with pytest.raises(InputError, match=r"got '1\.2\.3'"):
+            us_to_ns(cells)
+        with pytest.raises(InputError, match=r"got '1\.2\.3'"):
+            us_to_ns_arrow(pa.array(cells))
