@@ -86,7 +86,7 @@ def check_chunks(name: str, value: int) -> int:
     """Return value as int, or raise InputError unless it is a whole number >= 1."""
     try:
         n = int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):   # OverflowError: int(inf)
         raise InputError(f"{name}: expected a whole number of chunks >= 1, got {value!r}") from None
     if n != value or n < 1:
         raise InputError(f"{name}: expected a whole number of chunks >= 1, got {value!r}")

@@ -1,0 +1,178 @@
+"""analysis/breakdown.py by hand (issue 29): empty and overlapping step windows, reference steps without
+tasks, comparison after a row without reference, tolerance edges, NaN columns, one unnumbered step. Expected values are worked out by hand
+in the comments."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from ditpar.errors import InputError
+
+U = 1000   # ns per us: every span below is written in us
+
+
+def profile(events, windows=(), trace=None):
+    from ditpar.core.profile import ProfileSet
+
+    ev = pd.DataFrame([{"rank": r, "start_ns": s * U, "dur_ns": (e - s) * U, "kind": k, "name": n}
+                       for r, s, e, k, n in events])
+    ev["start_ns"] = ev["start_ns"].astype(np.int64)
+    ev["dur_ns"] = ev["dur_ns"].astype(np.int64)
+    steps = pd.DataFrame([{"rank": r, "step": st, "start_ns": s * U, "end_ns": e * U} for r, st, s, e in windows],
+                         columns=["rank", "step", "start_ns", "end_ns"])
+    st = None if trace is None else pd.DataFrame(trace)
+    return ProfileSet(events=ev, steps=steps, step_trace=st)
+
+
+def by_step(bd):
+    return {(r["rank"], r["step"]): r for r in bd.rows}
+
+
+EVENTS = [(0, 10, 40, "compute", "mm"), (0, 30, 60, "comm", "allreduce"),
+          (0, 160, 200, "compute", "mm"), (0, 210, 230, "comm", "hcom_receive_1")]
+WINDOWS = [(0, 1, 0, 100), (0, 2, 100, 150), (0, 3, 150, 300)]
+
+
+def test_breakdown_by_hand_with_an_empty_window_between_busy_steps():
+    from ditpar.analysis.breakdown import step_breakdown
+
+    # computing [10,40) [160,200); comm [30,60) [210,230); not overlapped [40,60) [210,230);
+    # free = gaps of the busy union in [10, 230): [60,160) (starts in step 1) and [200,210) (step 3).
+    # step 2 [100,150) owns no segment start: no row. Bubble = the receive, 20.
+    # stage 1: 160 - 10 = 150; stage 3: 230 - 160 - 20 = 50
+    bd = step_breakdown(profile(EVENTS, WINDOWS))
+    rows = by_step(bd)
+    assert sorted(rows) == [(0, 1), (0, 3)]
+    want = {1: dict(computing_us=30, communication_us=30, communication_not_overlapped_us=20, overlapped_us=10,
+                    free_us=100, stage_us=150, bubble_us=0),
+            3: dict(computing_us=40, communication_us=20, communication_not_overlapped_us=20, overlapped_us=0,
+                    free_us=10, stage_us=50, bubble_us=20)}
+    for step, cols in want.items():
+        assert {c: rows[(0, step)][c] for c in cols} == cols
+    assert bd.compared == 0 and bd.ok
+    assert all(r["reference"] is None and r["max_abs_diff_us"] is None for r in bd.rows)   # keys present
+
+
+def test_breakdown_overlapping_windows_take_the_first_in_start_order():
+    from ditpar.analysis.breakdown import step_breakdown
+
+    # windows [0,100) step 1 and [50,200) step 2; a segment starting at 60 lies in both: step 1 has it.
+    # compute [10,20) [60,70) [150,160); free [20,60) and [70,150) both start in step 1
+    ev = [(0, 10, 20, "compute", "a"), (0, 60, 70, "compute", "b"), (0, 150, 160, "compute", "c")]
+    rows = by_step(step_breakdown(profile(ev, [(0, 2, 50, 200), (0, 1, 0, 100)])))
+    assert (rows[(0, 1)]["computing_us"], rows[(0, 1)]["free_us"], rows[(0, 1)]["stage_us"]) == (20, 120, 140)
+    assert (rows[(0, 2)]["computing_us"], rows[(0, 2)]["free_us"], rows[(0, 2)]["stage_us"]) == (10, 0, 10)
+
+
+def test_breakdown_segments_outside_every_window_are_not_counted():
+    from ditpar.analysis.breakdown import step_breakdown
+
+    # compute [0,5) before the only window [10,50): dropped; [20,30) counted; free [5,20) starts outside
+    ev = [(0, 0, 5, "compute", "a"), (0, 20, 30, "compute", "b")]
+    rows = by_step(step_breakdown(profile(ev, [(0, 7, 10, 50)])))
+    assert (rows[(0, 7)]["computing_us"], rows[(0, 7)]["free_us"], rows[(0, 7)]["stage_us"]) == (10, 0, 10)
+
+
+def trace_row(rank, step, **cols):
+    from ditpar.analysis.breakdown import COLUMNS
+
+    return {"rank": rank, "step": step, **{c: cols.get(c, math.nan) for c in COLUMNS}}
+
+
+def test_reference_step_without_tasks_is_reported():
+    from ditpar.analysis.breakdown import step_breakdown
+
+    trace = [trace_row(0, 1, computing_us=30), trace_row(0, 3, computing_us=40), trace_row(0, 2, computing_us=0)]
+    bd = step_breakdown(profile(EVENTS, WINDOWS, trace))
+    assert bd.compared == 2 and not bd.mismatches
+    assert bd.unmatched_reference == ["rank 0 step 2: in step_trace_time.csv but no tasks in that step"]
+    assert not bd.ok
+
+
+def test_rows_after_one_without_reference_are_still_compared():
+    from ditpar.analysis.breakdown import step_breakdown
+
+    # step 1 has no reference row; step 3's computing differs by 1 us: reported
+    bd = step_breakdown(profile(EVENTS, WINDOWS, [trace_row(0, 3, computing_us=41)]))
+    rows = by_step(bd)
+    assert rows[(0, 1)]["reference"] is None and rows[(0, 1)]["max_abs_diff_us"] is None
+    assert bd.compared == 1
+    assert bd.mismatches == ["rank 0 step 3: computing_us 40.000 vs profiler 41.000 (|diff| 1.000 > 0.05 us)"]
+
+
+def test_tolerance_boundaries_and_nan_reference_columns():
+    from ditpar.analysis.breakdown import step_breakdown
+
+    # computing 40: 40.05 is at the 0.05 us tolerance (agrees), 40.06 beyond; stage 50: 50.25 at its 0.25
+    ok = step_breakdown(profile(EVENTS, WINDOWS, [trace_row(0, 3, computing_us=40.05, stage_us=50.25)]))
+    assert ok.mismatches == [] and ok.compared == 1
+    assert by_step(ok)[(0, 3)]["max_abs_diff_us"] == 0.25
+    assert by_step(ok)[(0, 3)]["reference"] == {"computing_us": 40.05, "stage_us": 50.25}   # NaN columns left out
+    bad = step_breakdown(profile(EVENTS, WINDOWS, [trace_row(0, 3, computing_us=40.06, stage_us=50.26)]))
+    assert [m.split(":")[1].split()[0] for m in bad.mismatches] == ["computing_us", "stage_us"]
+    # every column NaN: compared, nothing to differ, no figure
+    nan = step_breakdown(profile(EVENTS, WINDOWS, [trace_row(0, 3)]))
+    assert nan.compared == 1 and by_step(nan)[(0, 3)]["max_abs_diff_us"] is None and nan.ok
+
+
+def test_one_unnumbered_step_matches_the_single_reference_step():
+    from ditpar.analysis.breakdown import step_breakdown
+
+    # no step windows: one whole-capture row (step None) = the profiler's single step 5
+    ev = [(0, 10, 40, "compute", "a"), (0, 50, 60, "comm", "allreduce")]
+    bd = step_breakdown(profile(ev, (), [trace_row(0, 5, computing_us=30, free_us=10)]))
+    assert bd.compared == 1 and bd.ok and bd.rows[0]["step"] is None
+    assert bd.rows[0]["reference"] == {"computing_us": 30.0, "free_us": 10.0}
+    # our one numbered step against the profiler's one unnumbered row
+    bd = step_breakdown(profile(ev, [(0, 4, 0, 100)], [trace_row(0, None, computing_us=30)]))
+    assert bd.compared == 1 and bd.ok
+    # two reference steps for that rank: no guessing, both reported unmatched
+    bd = step_breakdown(profile(ev, (), [trace_row(0, 5, computing_us=30), trace_row(0, 6, computing_us=0)]))
+    assert bd.compared == 0 and len(bd.unmatched_reference) == 2
+    # two ranks: rank 1's reference does not pair with rank 0's row
+    ev2 = ev + [(1, 10, 20, "compute", "a")]
+    bd = step_breakdown(profile(ev2, [(1, 1, 0, 100)], [trace_row(1, 1, computing_us=10),
+                                                         trace_row(1, 2, computing_us=0)]))
+    assert bd.compared == 1 and bd.unmatched_reference == [
+        "rank 1 step 2: in step_trace_time.csv but no tasks in that step"]
+
+
+def test_no_tasks_is_an_input_error():
+    from ditpar.analysis.breakdown import step_breakdown
+    from ditpar.core.profile import ProfileSet
+
+    empty = pd.DataFrame({"rank": pd.Series([], dtype=np.int64), "start_ns": pd.Series([], dtype=np.int64),
+                          "dur_ns": pd.Series([], dtype=np.int64), "kind": [], "name": []})
+    with pytest.raises(InputError, match="no device tasks"):
+        step_breakdown(ProfileSet(events=empty))
+
+
+def test_rank_rows_and_results_read_per_rank():
+    from ditpar.analysis.breakdown import rank_rows, step_breakdown
+    from ditpar.core.profile import ProfileSet, function_name
+
+    ps = profile(EVENTS, WINDOWS)
+    rows = rank_rows(ps)
+    assert [r["step"] for r in rows] == [1, 3] and rows[1]["stage_us"] == 50
+    empty = ps.events.iloc[:0]
+    assert rank_rows(ProfileSet(events=empty)) is None
+    # rows computed where each rank was read: merged in rank order, a rank without tasks left out
+    r1 = [dict(r, rank=1) for r in rank_rows(ps)]
+    per_rank = ProfileSet(events=empty, rank_results={1: r1, 0: rank_rows(ps), 2: None},
+                          rank_results_of=function_name(rank_rows))
+    bd = step_breakdown(per_rank)
+    assert [(r["rank"], r["step"]) for r in bd.rows] == [(0, 1), (0, 3), (1, 1), (1, 3)]
+    with pytest.raises(InputError, match="no device tasks"):
+        step_breakdown(ProfileSet(events=empty, rank_results={0: None}, rank_results_of=function_name(rank_rows)))
+
+
+def test_unnamed_communication_is_not_a_receive():
+    from ditpar.analysis.breakdown import step_breakdown
+
+    # a comm task without a name beside a receive: only the receive's 20 us are bubble
+    ev = EVENTS + [(0, 240, 250, "comm", None)]
+    rows = by_step(step_breakdown(profile(ev, WINDOWS)))
+    assert rows[(0, 3)]["bubble_us"] == 20 and rows[(0, 3)]["communication_us"] == 30

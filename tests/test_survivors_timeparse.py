@@ -1,0 +1,124 @@
+"""timeparse.py (issue 29): the fixed-layout fast path over more than 65,536 rows in several Arrow
+chunks, cells without whole digits, the int64 edge, and the row each error names. Expected values are worked out by hand
+in the comments."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from ditpar.errors import InputError
+
+
+def oracle_ns(cell: str) -> int:
+    """Independent reference: Python's decimal arithmetic, half up in magnitude."""
+    from decimal import ROUND_HALF_UP, Decimal
+
+    return int((Decimal(cell.strip()) * 1000).quantize(Decimal(1), rounding=ROUND_HALF_UP))
+
+
+def test_fixed_layout_fast_path_over_several_arrow_chunks():
+    import pyarrow as pa
+    from ditpar.timeparse import us_to_ns, us_to_ns_arrow
+
+    # 3 chunks of 40,000 same-width cells (120,000 rows > 65,536: two row blocks, one crossing chunks)
+    rng = np.random.default_rng(7)
+    base = 1736408883704643212
+    ns = base + np.cumsum(rng.integers(0, 5_000, 120_000))
+    cells = [f"{v // 1000}.{v % 1000:03d}\t" for v in ns.tolist()]
+    assert len({len(c) for c in cells}) == 1
+    arr = pa.chunked_array([cells[:40_000], cells[40_000:80_000], [], cells[80_000:]])
+    got = us_to_ns_arrow(arr)
+    assert got.dtype == np.int64 and np.array_equal(got, ns)
+    assert int(got[-1]) == oracle_ns(cells[-1]) and int(got[65_536]) == oracle_ns(cells[65_536])
+    # a slice (chunk offsets not 0) reads the same cells
+    assert np.array_equal(us_to_ns_arrow(arr.slice(70_000, 20_000)), ns[70_000:90_000])
+    assert np.array_equal(us_to_ns(cells[:1000]), ns[:1000])
+
+
+def test_cells_without_whole_digits():
+    import pyarrow as pa
+    from ditpar.timeparse import us_to_ns, us_to_ns_arrow
+
+    cells = [".250", ".5", "0.001", "7.", " .999 "]
+    want = [250, 500, 1, 7000, 999]
+    assert [oracle_ns(c) for c in cells] == want
+    assert us_to_ns(cells).tolist() == want
+    assert us_to_ns_arrow(pa.array(cells)).tolist() == want
+    assert us_to_ns_arrow(pa.array([".250", ".125", ".001"])).tolist() == [250, 125, 1]   # fixed layout
+    assert us_to_ns_arrow(pa.array([".250", "1.5"])).tolist() == [250, 1500]               # plain decimal
+    for bad in (".", " . ", ""):
+        with pytest.raises(InputError, match="expected a decimal time"):
+            us_to_ns([bad])
+        with pytest.raises(InputError, match="expected a decimal time"):
+            us_to_ns_arrow(pa.array(["1.0", bad]))
+
+
+def test_rounding_signs_and_the_int64_edge():
+    import pyarrow as pa
+    from ditpar.timeparse import us_to_ns, us_to_ns_arrow
+
+    cells = ["1.2345", "1.2344", "-1.5", "+2", "-0.0005", "9223372036854774", "0000000000000001.5"]
+    want = [oracle_ns(c) for c in cells]
+    assert want == [1235, 1234, -1500, 2000, -1, 9223372036854774000, 1500]
+    assert us_to_ns(cells).tolist() == want
+    assert us_to_ns_arrow(pa.array(cells)).tolist() == want
+    # (2**63 - 1) // 1000 - 1 = 9223372036854774 us is the largest accepted; one more is refused
+    for bad in ("9223372036854775", "12345678901234567"):
+        with pytest.raises(InputError, match=f"got '{bad}'"):
+            us_to_ns([bad])
+        with pytest.raises(InputError, match=f"got '{bad}'"):
+            us_to_ns_arrow(pa.array([bad]))
+        with pytest.raises(InputError, match=f"got '{bad}'"):
+            us_to_ns_arrow(pa.array(["1.000", bad]))
+
+
+def test_errors_name_the_first_bad_row_counted_from_first_row():
+    import pyarrow as pa
+    from ditpar.timeparse import parse_us_column, texts_to_ns, us_to_ns, us_to_ns_arrow
+
+    cells = ["1.5", "2", "abc", "x"]
+    with pytest.raises(InputError) as e:
+        us_to_ns(cells, where="k.csv: column 'Start'", first_row=2, row_label="line")
+    assert str(e.value) == "k.csv: column 'Start': line 4: expected a decimal time in microseconds, got 'abc'"
+    with pytest.raises(InputError) as e:
+        us_to_ns_arrow(pa.array(cells), where="t")
+    assert str(e.value) == "t: row 2: expected a decimal time in microseconds, got 'abc'"
+    with pytest.raises(InputError, match=r"t: row 1: .* got \(empty\)"):
+        us_to_ns_arrow(pa.array(["1", None, "2"]), where="t")
+    frame = pd.DataFrame({"Start": ["1", "2", "1e3"]})
+    with pytest.raises(InputError, match=r"^f: column 'Start': line 4: .* got '1e3'$"):
+        parse_us_column(frame, "Start", "f")
+    # a long list goes through Arrow: the same row named
+    many = ["1.000"] * 5000 + ["bad"] + ["2.000"] * 10
+    with pytest.raises(InputError, match="x: row 5000: .* got 'bad'"):
+        texts_to_ns(many, where="x")
+    assert texts_to_ns(["1.5"] * 4096).tolist() == [1500] * 4096
+    assert texts_to_ns([1, "2.5"] * 2048)[:2].tolist() == [1000, 2500]       # ints: the object parser
+    with pytest.raises(InputError, match=r"row 3: .*got '" + "9" * 40):
+        us_to_ns(["1", "2", "3", "9" * 60])                                   # too long: shown cut to 40
+
+
+def test_same_width_cells_outside_the_fixed_layout_go_the_careful_way():
+    import pyarrow as pa
+    from ditpar.timeparse import us_to_ns_arrow
+
+    # all cells 4 wide but signed or with an exponent: the layout pattern does not match the first cell,
+    # so the fast path steps aside (no crash) and the careful parser reads or rejects them
+    assert us_to_ns_arrow(pa.array(["-1.5", "+2.5"])).tolist() == [-1500, 2500]
+    with pytest.raises(InputError, match=r"^t: row 0: expected a decimal time in microseconds, got '1e03'$"):
+        us_to_ns_arrow(pa.array(["1e03", "2e03"]), where="t")
+    # whitespace only, same width: no digit at all
+    with pytest.raises(InputError, match=r"row 0: .* got \(empty\)"):
+        us_to_ns_arrow(pa.array(["  ", "  "]))
+
+
+def test_two_points_are_refused():
+    import pyarrow as pa
+    from ditpar.timeparse import us_to_ns, us_to_ns_arrow
+
+    for cells in (["1.2.3"], ["1.0", "1.2.3"], ["12.5", "1.2.3"]):
+        with pytest.raises(InputError, match=r"got '1\.2\.3'"):
+            us_to_ns(cells)
+        with pytest.raises(InputError, match=r"got '1\.2\.3'"):
+            us_to_ns_arrow(pa.array(cells))
