@@ -58,7 +58,7 @@ TESTS: dict[str, list[str]] = {   # the fast, targeted file first: with -x most 
     "scripts/ditpar/timeparse.py": ["tests/test_survivors_timeparse.py", "tests/test_timeparse.py"],
     "scripts/ditpar/masking/bound.py": ["tests/test_survivors_bound.py", "tests/test_masking.py"],
     "scripts/ditpar/analysis/breakdown.py": ["tests/test_survivors_breakdown.py", "tests/test_step_breakdown.py"],
-    "scripts/ditpar/plan/gates.py": ["tests/test_gates_boundaries.py", "tests/test_gates.py"],
+    "scripts/ditpar/plan/decide/gates.py": ["tests/test_gates_boundaries.py", "tests/test_gates.py"],
     "scripts/ditpar/readers/common.py": ["tests/test_readers_columnar.py", "tests/test_readers_ascend.py"],
     "scripts/ditpar/readers/ascend.py": ["tests/test_readers_ascend.py", "tests/test_readers_columnar.py"],
     "scripts/ditpar/readers/jsonstream.py": ["tests/test_jsonstream.py"],
@@ -67,7 +67,7 @@ TESTS: dict[str, list[str]] = {   # the fast, targeted file first: with -x most 
     "scripts/ditpar/plan/cost/efficiency.py": ["tests/test_gemm_efficiency.py", "tests/test_costmodel.py"],
     "scripts/ditpar/plan/cost/memory.py": ["tests/test_costmodel.py", "tests/test_gates.py"],
     "scripts/ditpar/plan/cost/plans.py": ["tests/test_costmodel.py"],
-    "scripts/ditpar/plan/cost/rank.py": ["tests/test_costmodel.py", "tests/test_plan_preference.py"],
+    "scripts/ditpar/plan/decide/rank.py": ["tests/test_costmodel.py", "tests/test_plan_preference.py"],
     "scripts/ditpar/plan/cost/shape.py": ["tests/test_costmodel.py"],
     "scripts/ditpar/plan/cost/timing.py": ["tests/test_costmodel.py", "tests/test_tp_framework_cost.py"],
     "scripts/ditpar/plan/cost/work.py": ["tests/test_costmodel.py", "tests/test_tp_framework_cost.py"],
@@ -427,6 +427,15 @@ def score_module(module: str, tests: list[str], sample: int | None, seed: int, h
                           for m in mutants if m.outcome in ("survived", "not covered")]}
 
 
+#: modules that moved when plan/ got its rooms (issue 23): the old path is read as the new one
+MOVED = {f"scripts/ditpar/plan/{old}.py": f"scripts/ditpar/plan/{room}/{old.split('/')[-1]}.py"
+         for old, room in (("gates", "decide"), ("cost/rank", "decide"), ("presets", "inputs"),
+                           ("frameworks", "inputs"), ("topology", "inputs"), ("calibration", "inputs"),
+                           ("custom_model", "inputs"), ("report", "decide"), ("shortlist", "decide"),
+                           ("uncertainty", "decide"), ("calibrated", "decide"), ("evaluate", "judge"),
+                           ("heldout", "judge"))}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n")[1],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -443,6 +452,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quiet", action="store_true", help="no per-mutant progress on stderr")
     args = ap.parse_args(argv)
     modules = [normalise(m) for m in args.module] if args.module else DEFAULT_MODULES
+    for i, mod in enumerate(modules):   # paths from before plan/ was split into rooms (issue 23) still work
+        if mod in MOVED:
+            print(f"mutation_score.py: note: {mod} is now {MOVED[mod]}", file=sys.stderr)
+            modules[i] = MOVED[mod]
     for mod in modules:
         if not (ROOT / mod).is_file():
             print(f"mutation_score.py: {mod}: no such module under {ROOT}", file=sys.stderr)

@@ -9,12 +9,12 @@ import re
 
 import pytest
 from costmodel_fixtures import box, replace, tiny_model
-from ditpar.plan import gates
 from ditpar.plan.cost import Plan, Tunables, make_shape, predict
 from ditpar.plan.cost.memory import VAE_BUFFERS, VAE_DECODE_CHANNELS, VAE_TILE_PX
 from ditpar.plan.cost.shape import Shape
 from ditpar.plan.cost.timing import Breakdown
 from ditpar.plan.cost.work import BYTES_PER_ELEMENT, OPS_KV_GATHER, OPS_RING_HOP, OPS_ULYSSES
+from ditpar.plan.decide import gates
 
 
 def image(model, px=128):
@@ -49,7 +49,7 @@ def test_g1_head_split_larger_than_heads_is_a_veto_even_when_it_divides():
 
 
 def test_g1_framework_profiles_veto_only_a_split_above_the_head_count():
-    from ditpar.plan.frameworks import all_frameworks
+    from ditpar.plan.inputs.frameworks import all_frameworks
 
     fws = all_frameworks()
     m = replace(tiny_model(kv_heads=12), heads=12, hidden=96)
@@ -63,7 +63,7 @@ def test_g1_framework_profiles_veto_only_a_split_above_the_head_count():
 
 
 def test_g1_framework_veto_groups_the_vendors_nobody_supports_last():
-    from ditpar.plan.frameworks import all_frameworks
+    from ditpar.plan.inputs.frameworks import all_frameworks
 
     m = tiny_model()
     g = gates.availability(m, box(vendor="ascend"), image(m), Plan(pipefusion=2, dp=4), all_frameworks())
@@ -109,15 +109,17 @@ def test_g1_sequence_must_divide_sp():
 
 
 def test_padding_for_full_and_spatial_attention():
+    from ditpar.plan.cost.work import padding_for
+
     # 2 frames x 13 tokens = 26; sp 4: full attention pads to 28 (2 tokens); spatial pads every frame
     # to 16 (3 each, 6 in all); sp 1 pads nothing
     full, spatial = tiny_model(), tiny_model(blocks={"spatial": 2})
     shp = video(tokens_per_frame=13, frames_tok=2)
-    assert gates.padding_for(full, shp, Plan(ring=4)) == 2
-    assert gates.padding_for(spatial, shp, Plan(ring=4)) == 6
-    assert gates.padding_for(full, shp, Plan(dp=4)) == 0
-    assert gates.padding_for(full, video(13, 2), Plan(ring=2)) == 0   # 26 % 2 = 0
-    assert gates.padding_for(spatial, video(12, 2), Plan(ring=4)) == 0
+    assert padding_for(full, shp, Plan(ring=4)) == 2
+    assert padding_for(spatial, shp, Plan(ring=4)) == 6
+    assert padding_for(full, shp, Plan(dp=4)) == 0
+    assert padding_for(full, video(13, 2), Plan(ring=2)) == 0   # 26 % 2 = 0
+    assert padding_for(spatial, video(12, 2), Plan(ring=4)) == 0
 
 
 def test_g1_pipefusion_layers_and_patches_boundaries():
@@ -181,9 +183,9 @@ def test_g2_fits_exactly_at_the_headroom():
     # 10 GB card x 0.9 headroom = 9 GB usable: 9.0 passes, 9.0 + 1e-9 does not
     hw, m = box(memory_GB=10.0), tiny_model()
     g = gates.memory_fit(m, hw, image(m), Plan(), bd(9.0, Plan(), weights=9.0))
-    assert (g.verdict, g.reason) == ("pass", "9.0 GB per rank (weights 9.0) <= 9 GB")
+    assert (g.verdict, g.reason) == ("pass", "9.000 GB per rank (weights 9.0) <= 9.000 GB (90% of 10 GB)")
     g = gates.memory_fit(m, hw, image(m), Plan(), bd(9.0 + 1e-9, Plan(), weights=9.0 + 1e-9))
-    assert (g.verdict, g.reason) == ("veto", "9.0 GB > 9 GB (weights 9.0)")   # nothing usable: head only
+    assert (g.verdict, g.reason) == ("veto", "9.000 GB > 9.000 GB (90% of 10 GB) (weights 9.0)")   # nothing usable: head only
 
 
 def test_g2_smallest_sufficient_fix_prefers_the_users_flag_over_sharding():
@@ -205,7 +207,7 @@ def test_g2_offload_fitting_exactly_at_the_cap_is_enough():
     # weights 8.5: offload alone leaves 9.5 > 9; sharding alone 8.5/8 + 4 + 1 = 6.06: the ranking applies it
     g = gates.memory_fit(m, hw, image(m), plan, bd(13.5, plan, weights=8.5, text_encoder=4.0, activations=1.0))
     assert g.verdict == "warn"
-    assert g.reason == ("13.5 GB > 9 GB (weights 8.5, text_encoder 4.0, activations 1.0); lossless unlock: "
+    assert g.reason == ("13.5 GB > 9.0 GB (90% of 10 GB) (weights 8.5, text_encoder 4.0, activations 1.0); lossless unlock: "
                         "layer-wise weight sharding over the 8 ranks (all-gather each layer's weights before "
                         "use) needs 6.1 GB; re-run G3 with the weight all-gathers")
 
@@ -235,7 +237,7 @@ def test_g2_vae_tiling_suggested_only_when_the_decode_is_the_peak():
     # the decode below the activations (3 < 4): tiling lowers nothing, so it is never named
     g = gates.memory_fit(m, hw, shp, Plan(), bd(12.0, Plan(), weights=8.0, activations=4.0, vae_decode=3.0))
     assert g.verdict == "veto" and "--vae-tiling" not in g.reason
-    assert g.reason == "12.0 GB > 9 GB (weights 8.0, activations 4.0, vae_decode 3.0)"
+    assert g.reason == "12.0 GB > 9.0 GB (90% of 10 GB) (weights 8.0, activations 4.0, vae_decode 3.0)"
 
 
 def test_g2_veto_names_what_even_every_step_needs():
@@ -256,13 +258,13 @@ def test_g2_sharding_divides_by_ranks_outside_tp_and_pipefusion():
     # TP8 alone: 8 / 8 = 1 rank, nothing to shard over
     plan = Plan(tp=8)
     g = gates.memory_fit(m, hw, image(m), plan, bd(17.0, plan, weights=16.0, activations=1.0))
-    assert (g.verdict, g.reason) == ("veto", "17.0 GB > 9 GB (weights 16.0, activations 1.0)")
+    assert (g.verdict, g.reason) == ("veto", "17.0 GB > 9.0 GB (90% of 10 GB) (weights 16.0, activations 1.0)")
 
 
 def test_g2_names_resident_experts():
     hw, m = box(memory_GB=10.0), tiny_model(experts=2)
     g = gates.memory_fit(m, hw, image(m), Plan(), bd(12.0, Plan(), weights=12.0))
-    assert g.reason == "12.0 GB > 9 GB (x2 experts resident) (weights 12.0)"
+    assert g.reason == "12.0 GB > 9.0 GB (90% of 10 GB) (x2 experts resident) (weights 12.0)"
 
 
 # ---------------------------------------------------------------- G3, G4, G5, G6: information only
@@ -342,7 +344,7 @@ def test_threshold_bisection_by_hand():
 
 
 def test_scale_link_scales_every_bandwidth_figure_of_one_class():
-    from ditpar.plan.presets import LinkClass
+    from ditpar.plan.inputs.presets import LinkClass
 
     hw = box()
     links = dict(hw.links)
@@ -384,7 +386,7 @@ def test_g7_bandwidth_flip_within_and_beyond_64x(monkeypatch):
     found = re.search(r"U8 beats U4 R2 once inter_domain bandwidth exceeds ([0-9.]+) GB/s \(now 10\)", g.reason)
     assert found and float(found[1]) == pytest.approx(630, rel=2e-3), g.reason
     monkeypatch.setattr(gates, "_gap", _fake_gap({"inter_domain": 650.0}, faster_above=True))
-    assert "bandwidth" not in gates.projection(m, hw, shp, a, b, tun).reason.split("; no bandwidth")[0]
+    assert "bandwidth" not in gates.projection(m, hw, shp, a, b, tun).reason.split("; no link bandwidth")[0]
     # lower side: b wins when intra_domain (100 GB/s) drops below 1.6 GB/s (1/62.5 x), not below 1.5 (1/66.7 x)
     monkeypatch.setattr(gates, "_gap", _fake_gap({"intra_domain": 1.6}, faster_above=False))
     g = gates.projection(m, hw, shp, a, b, tun)
@@ -448,8 +450,8 @@ def test_g7_no_flip_message(monkeypatch):
     g = gates.projection(m, hw, shp, a, b, tun)
     lead = predict(m, hw, shp, b, tun).latency_s / predict(m, hw, shp, a, tun).latency_s - 1
     assert not math.isclose(lead, 0.0)
-    assert g.reason == (f"U4 R2 leads U8 by {lead:.1%}; no bandwidth in 1/64x..64x nor KV-head count flips the "
-                        "order (projection, not measurement)")
+    assert g.reason == (f"U4 R2 leads U8 by {lead:.1%}; no link bandwidth scaled for every pattern "
+                        "at once (1/64x..64x) nor KV-head count flips the order (projection, not measurement)")
 
 
 def test_g3_pure_ulysses_is_not_compared_with_itself_and_saves_no_has_no_percentage():
@@ -469,7 +471,7 @@ def test_g2_vae_tiling_not_named_when_the_decode_only_equals_the_activations():
     m, hw = tiny_model(), box(memory_GB=10.0)
     shp = make_shape(m, 1024, 1024, 1, 10, cfg=False)
     g = gates.memory_fit(m, hw, shp, Plan(), bd(103.0, Plan(), weights=100.0, activations=3.0, vae_decode=3.0))
-    assert (g.verdict, g.reason) == ("veto", "103.0 GB > 9 GB (weights 100.0, activations 3.0, vae_decode 3.0)")
+    assert (g.verdict, g.reason) == ("veto", "103.0 GB > 9.0 GB (90% of 10 GB) (weights 100.0, activations 3.0, vae_decode 3.0)")
 
 
 def test_g3_compares_inter_domain_bytes_when_either_plan_has_them():
@@ -517,7 +519,7 @@ def test_g2_vae_tiling_not_named_when_the_image_fits_one_tile():
     m, hw = tiny_model(), box(memory_GB=10.0)
     untiled = 128 * 128 * VAE_DECODE_CHANNELS * BYTES_PER_ELEMENT * VAE_BUFFERS / 1e9
     g = gates.memory_fit(m, hw, image(m), Plan(), bd(100.0, Plan(), weights=100.0, vae_decode=untiled))
-    assert (g.verdict, g.reason) == ("veto", "100.0 GB > 9 GB (weights 100.0, vae_decode 0.0)")
+    assert (g.verdict, g.reason) == ("veto", "100.0 GB > 9.0 GB (90% of 10 GB) (weights 100.0, vae_decode 0.0)")
 
 
 def test_g5_default_is_four_chunks():

@@ -95,23 +95,29 @@ def test_reference_step_without_tasks_is_reported():
 def test_rows_after_one_without_reference_are_still_compared():
     from ditpar.analysis.breakdown import step_breakdown
 
-    # step 1 has no reference row; step 3's computing differs by 1 us: reported
-    bd = step_breakdown(profile(EVENTS, WINDOWS, [trace_row(0, 3, computing_us=41)]))
+    # step 1 has no reference row; step 3's computing differs by 3 us, beyond its 2.000001 us tolerance
+    # (1 segment x 2 x 1000 ns stamp error): reported
+    bd = step_breakdown(profile(EVENTS, WINDOWS, [trace_row(0, 3, computing_us=43)]))
     rows = by_step(bd)
     assert rows[(0, 1)]["reference"] is None and rows[(0, 1)]["max_abs_diff_us"] is None
     assert bd.compared == 1
-    assert bd.mismatches == ["rank 0 step 3: computing_us 40.000 vs profiler 41.000 (|diff| 1.000 > 0.05 us)"]
+    assert bd.mismatches == ["rank 0 step 3: computing_us 40.000 vs profiler 43.000 (|diff| 3.000 > tolerance "
+                             "2 us)"]
 
 
 def test_tolerance_boundaries_and_nan_reference_columns():
     from ditpar.analysis.breakdown import step_breakdown
 
-    # computing 40: 40.05 is at the 0.05 us tolerance (agrees), 40.06 beyond; stage 50: 50.25 at its 0.25
-    ok = step_breakdown(profile(EVENTS, WINDOWS, [trace_row(0, 3, computing_us=40.05, stage_us=50.25)]))
+    # issue 25's rule: tolerance = 2 x segments x stamp error + the reference's own error (+ 1e-6 print error).
+    # These events sit on whole us, so the stamp error is 1000 ns. Step 3: computing has 1 segment ->
+    # 2.000001 us: 42.0 agrees with the computed 40, 42.01 does not. Stage 50 has 2 segments (its ends, one
+    # hcom_receive) -> 4 us + 0.25 (text Stage's float64 error) + 1e-6: 54.25 agrees, 54.26 does not.
+    ok = step_breakdown(profile(EVENTS, WINDOWS, [trace_row(0, 3, computing_us=42.0, stage_us=54.25)]))
     assert ok.mismatches == [] and ok.compared == 1
-    assert by_step(ok)[(0, 3)]["max_abs_diff_us"] == 0.25
-    assert by_step(ok)[(0, 3)]["reference"] == {"computing_us": 40.05, "stage_us": 50.25}   # NaN columns left out
-    bad = step_breakdown(profile(EVENTS, WINDOWS, [trace_row(0, 3, computing_us=40.06, stage_us=50.26)]))
+    assert by_step(ok)[(0, 3)]["max_abs_diff_us"] == 4.25
+    assert by_step(ok)[(0, 3)]["reference"] == {"computing_us": 42.0, "stage_us": 54.25}   # NaN columns left out
+    assert by_step(ok)[(0, 3)]["tolerance_us"] == {"computing_us": 2.000001, "stage_us": 4.250001}
+    bad = step_breakdown(profile(EVENTS, WINDOWS, [trace_row(0, 3, computing_us=42.01, stage_us=54.26)]))
     assert [m.split(":")[1].split()[0] for m in bad.mismatches] == ["computing_us", "stage_us"]
     # every column NaN: compared, nothing to differ, no figure
     nan = step_breakdown(profile(EVENTS, WINDOWS, [trace_row(0, 3)]))
