@@ -385,6 +385,10 @@ def test_g7_bandwidth_flip_within_and_beyond_64x(monkeypatch):
     assert g.verdict == "info"
     found = re.search(r"U8 beats U4 R2 once inter_domain bandwidth exceeds ([0-9.]+) GB/s \(now 10\)", g.reason)
     assert found and float(found[1]) == pytest.approx(630, rel=2e-3), g.reason
+    # 635 GB/s is 63.5x: inside the 64x range (a range ending at 63x would miss it)
+    monkeypatch.setattr(gates, "_gap", _fake_gap({"inter_domain": 635.0}, faster_above=True))
+    found = re.search(r"exceeds ([0-9.]+) GB/s \(now 10\)", gates.projection(m, hw, shp, a, b, tun).reason)
+    assert found and float(found[1]) == pytest.approx(635, rel=2e-3)
     monkeypatch.setattr(gates, "_gap", _fake_gap({"inter_domain": 650.0}, faster_above=True))
     assert "bandwidth" not in gates.projection(m, hw, shp, a, b, tun).reason.split("; no link bandwidth")[0]
     # lower side: b wins when intra_domain (100 GB/s) drops below 1.6 GB/s (1/62.5 x), not below 1.5 (1/66.7 x)
@@ -542,3 +546,42 @@ def test_g7_kv_head_count_the_model_cannot_use_is_skipped(monkeypatch):
     monkeypatch.setattr(gates, "predict", predict_no_4)
     g = gates.projection(m, hw, shp, Plan(ulysses=8), Plan(ulysses=2, kv_allgather=4), tun)
     assert "U2 AG4 beats U8 once KV heads drop to 2 (now 8)" in g.reason
+
+
+# --- survivors of a fresh draw after the merges (seed 1 on plan/decide/gates.py) ---
+
+def test_g2_sharding_ranks_divide_by_tp_times_pipefusion():
+    # U2 x TP2 x PF2 on 8 cards: sharding spreads the weights over 8 / (2 x 2) = 2 ranks: 16 / 2 + 1 = 9.0 GB
+    # fits the 9 GB usable exactly (over all 8 it would need 16 / 8 + 1 = 3.0 GB)
+    hw, m, plan = box(memory_GB=10.0), tiny_model(), Plan(ulysses=2, tp=2, pipefusion=2)
+    g = gates.memory_fit(m, hw, image(m), plan, bd(17.0, plan, weights=16.0, activations=1.0))
+    assert g.verdict == "warn" and "needs 9.0 GB" in g.reason
+
+
+def test_g3_compares_with_pure_ulysses_only_when_heads_divide_ulysses_times_tp():
+    # 12 heads, U2 R2 TP2: the pure form is U4 x TP2 = 8-way head split, and 12 % 8 != 0: no comparison.
+    # (4 / 2 = 2 would divide 12: a wrong split count would add a comparison.)
+    m = tiny_model(kv_heads=12, heads=12)
+    plan = Plan(ulysses=2, ring=2, tp=2)
+    hw = box()
+    g = gates.comm_lower_bound(m, hw, image(m), plan, predict(m, hw, image(m), plan, Tunables()), Tunables())
+    assert "vs pure Ulysses" not in g.reason
+    # 16 heads: 16 % 8 == 0, so U2 R2 TP2 is compared with U4 TP2
+    m16 = tiny_model(kv_heads=16, heads=16)
+    g = gates.comm_lower_bound(m16, hw, image(m16), plan, predict(m16, hw, image(m16), plan, Tunables()),
+                               Tunables())
+    assert "vs pure Ulysses U4 TP2" in g.reason
+
+
+def test_g5_ceiling_of_a_compute_bound_all_to_all():
+    # Wan2.1-T2V-14B U8 on Atlas 800I A2: c/f is tiny (compute-bound), so with the default 4 chunks the
+    # ceiling is the ideal 1 - 1/4 = 75 % (mask_bound's rule: c/f <= min(n/(n-1), 1/max(r, 1-r)))
+    import json
+
+    from conftest import run_script
+
+    doc = json.loads(run_script("plan.py", "--model", "Wan2.1-T2V-14B", "--hardware", "Atlas 800I A2",
+                                "--devices", "8", "--json", check=0).stdout)
+    g5 = next(g for g in doc["plans"][0]["gates"] if g["gate"] == "G5")
+    cf = float(re.search(r"c/f = ([0-9.]+)", g5["reason"]).group(1))
+    assert cf < 1 and "(compute-bound); with 4 chunks at most 75% of it can hide (ideal 75%)" in g5["reason"]

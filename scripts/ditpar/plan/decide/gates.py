@@ -24,7 +24,6 @@ from ditpar.plan.cost.work import (
 )
 
 MEMORY_HEADROOM = 0.9  # usable share of device memory (allocator, workspace, fragmentation)
-GB = 1e9
 
 
 @dataclass
