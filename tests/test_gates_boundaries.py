@@ -585,3 +585,71 @@ def test_g5_ceiling_of_a_compute_bound_all_to_all():
     g5 = next(g for g in doc["plans"][0]["gates"] if g["gate"] == "G5")
     cf = float(re.search(r"c/f = ([0-9.]+)", g5["reason"]).group(1))
     assert cf < 1 and "(compute-bound); with 4 chunks at most 75% of it can hide (ideal 75%)" in g5["reason"]
+
+
+# --- survivors of draws 2, 3, 5 and 7 (issue 29, second round) ---
+
+def test_g2_vae_tiling_compares_the_tiled_decode_with_the_untiled_one():
+    # 1024 x 1024 image: untiled decode = 1024^2 px x 128 channels x 2 bytes x 3 buffers = 0.805 GB, tiled =
+    # one 512 x 512 tile = 0.201 GB. weights 8.5 + activations 0.5 + decode 0.805 = 9.805 > 9; tiled:
+    # 8.5 + max(0.5, 0.201) = 9.0 <= 9 fits (an "untiled" tiled figure would leave nothing to suggest)
+    m, hw = tiny_model(), box(memory_GB=10.0)
+    shp = make_shape(m, 1024, 1024, 1, 10, cfg=False)
+    untiled = 1024 * 1024 * VAE_DECODE_CHANNELS * BYTES_PER_ELEMENT * VAE_BUFFERS / 1e9
+    assert untiled == pytest.approx(0.805, abs=1e-3)
+    g = gates.memory_fit(m, hw, shp, Plan(), bd(8.5 + 0.5 + untiled, Plan(), weights=8.5, activations=0.5,
+                                                vae_decode=untiled))
+    assert g.verdict == "veto"
+    assert g.reason.endswith("lossless unlock: --vae-tiling (tiled decode; same result up to tile-seam "
+                             "blending) needs 9.0 GB")
+
+
+def test_g4_copy_time_divides_by_hbm_bytes_per_second():
+    # the by-hand case above: 2 layers x 8,388,608 bytes = 2^24 B per step; at 134.217728 GB/s that is
+    # 2^24 / 1.34217728e11 s = 0.125 ms exactly, printed half-to-even as 0.12 (a divisor off by 1 B/s
+    # tips it over the half and prints 0.13)
+    m = tiny_model(head_dim=128, hidden=1024)
+    shp = make_shape(m, 1024, 1024, 1, 10, cfg=False)
+    hw, tun = box(hbm_bandwidth_GBps=134.217728), Tunables(launch_us=5.0)
+    g = gates.plumbing(m, hw, shp, Plan(ulysses=2, ring=2), tun)
+    assert "K/V re-layout 17 MB/step = 0.12 ms at HBM 134 GB/s" in g.reason
+
+
+def test_g5_comm_bound_ceiling_is_three_quarters_of_f_over_c():
+    # U8 over two 4-device domains, a 1024 px image (4096 tokens) and a 10 GB/s cross-domain link: the
+    # all-to-all outlasts attention (c/f ~ 3.8 > 1).
+    # With 4 chunks and no drain the exposed part is max(C/4, C - 3F/4) (fill and forward backlog), so
+    # the ceiling is 1 - (1 - 0.75 F/C) = 0.75 / (c/f), below the 75 % ideal: comm-bound
+    m, hw = tiny_model(), box(domain_size=4, devices=8, intra=1000.0, inter=10.0)
+    g = gates.masking_gate(m, hw, image(m, 1024), Plan(ulysses=8), Tunables())
+    cf = float(re.search(r"c/f = ([0-9.]+)", g.reason).group(1))
+    pct = int(re.search(r"at most (\d+)% of it", g.reason).group(1))
+    assert 1 < cf < 10 and "(comm-bound)" in g.reason and 0 < pct < 75
+    assert abs(pct - 75 / cf) <= 0.5 + 1e-6 + 75 / cf * 0.01   # printed c/f has 2 decimals, the % none
+
+
+def _fixed_latency(monkeypatch, latency_s: dict[str, float]):
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(gates, "predict", lambda model, hw, shape, plan, tun: SimpleNamespace(
+        latency_s=latency_s[plan.name]))
+
+
+def test_g7_runner_up_exactly_0_1_percent_slower_is_predicted_equal(monkeypatch):
+    # leader 1.0 s, runner-up 1.001 s = 1.0 x 1.001: on the "equal within 0.1 %" boundary, so equal;
+    # 1.0011 s is 0.11 % slower: ordered, with the lead printed as 0.1 %
+    m, hw, tun = tiny_model(), box(), Tunables()
+    a, b = Plan(ulysses=8), Plan(ulysses=4, ring=2)
+    _fixed_latency(monkeypatch, {"U8": 1.0, "U4 R2": 1.001})
+    g = gates.projection(m, hw, image(m), a, b, tun)
+    assert g.reason.startswith("U8 and U4 R2 are predicted equal (within 0.1%)")
+    _fixed_latency(monkeypatch, {"U8": 1.0, "U4 R2": 1.0011})
+    g = gates.projection(m, hw, image(m), a, b, tun)
+    assert g.reason.startswith("U8 leads U4 R2 by 0.1%; no link bandwidth")
+
+
+def test_threshold_zero_at_the_lower_edge_counts_as_non_positive():
+    # 1/64 - s is 0 at s = 1/64 and negative everywhere above: no sign change inside the range (None);
+    # s - 1/64 is 0 at the edge and positive at 1: that flip is found at 1/64
+    assert gates._threshold(lambda s: 1 / 64 - s, 1 / 64, 64) is None
+    assert gates._threshold(lambda s: s - 1 / 64, 1 / 64, 64) == pytest.approx(1 / 64, rel=1e-3)
