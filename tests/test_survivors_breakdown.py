@@ -182,3 +182,42 @@ def test_unnamed_communication_is_not_a_receive():
     ev = EVENTS + [(0, 240, 250, "comm", None)]
     rows = by_step(step_breakdown(profile(ev, WINDOWS)))
     assert rows[(0, 3)]["bubble_us"] == 20 and rows[(0, 3)]["communication_us"] == 30
+
+
+# --- survivors of draws 2, 3, 5, 7, 11 and 13 (issue 29, second round) ---
+
+def test_a_receive_that_is_not_comm_still_opens_the_stage():
+    from ditpar.analysis.breakdown import step_breakdown
+
+    # step 2 [100, 200): a receive of kind "other" at [120, 150), then compute [160, 170). The receive is
+    # no comm segment, so only the receive itself starts the stage there (the free gap [50, 160) starts in
+    # step 1): stage = 170 - 120 - bubble 30 = 20 (from the compute alone it would be 170 - 160 - 30 = -20)
+    ev = [(0, 10, 50, "compute", "mm"), (0, 120, 150, "other", "hcom_receive_7"), (0, 160, 170, "compute", "mm")]
+    rows = by_step(step_breakdown(profile(ev, [(0, 1, 0, 100), (0, 2, 100, 200)])))
+    assert (rows[(0, 2)]["stage_us"], rows[(0, 2)]["bubble_us"], rows[(0, 2)]["computing_us"]) == (20, 30, 10)
+    assert rows[(0, 1)]["free_us"] == 110    # [50, 160): the receive is not busy time
+
+
+def test_rank_rows_are_in_step_order_whatever_the_window_order():
+    from ditpar.analysis.breakdown import rank_rows
+
+    # step 5's window [0, 100) comes before step 4's [100, 200): rows read per rank are in step order
+    # 4, 5 (window order would give 5, 4); step 4 holds compute [120, 130) = 10 us, step 5 [10, 40) = 30 us
+    ev = [(0, 10, 40, "compute", "mm"), (0, 120, 130, "compute", "mm")]
+    rows = rank_rows(profile(ev, [(0, 5, 0, 100), (0, 4, 100, 200)]))
+    assert [(r["step"], r["computing_us"]) for r in rows] == [(4, 10), (5, 30)]
+
+
+def test_reference_rows_of_a_rank_without_tasks_are_not_unmatched():
+    from ditpar.analysis.breakdown import step_breakdown
+    from ditpar.core.profile import ProfileSet
+
+    # rank 1 has only step_trace_time.csv: its row is the profiler's own, shown, and never reported as
+    # "in step_trace_time.csv but no tasks"; rank 0's step 1 (computing 30 by hand) is compared and agrees
+    ps = profile(EVENTS[:2], [(0, 1, 0, 100)], [trace_row(0, 1, computing_us=30), trace_row(1, 1, computing_us=7)])
+    ps = ProfileSet(events=ps.events, steps=ps.steps, step_trace=ps.step_trace,
+                    partial_ranks={1: ["step_trace_time.csv"]})
+    bd = step_breakdown(ps)
+    assert bd.compared == 1 and bd.unmatched_reference == [] and bd.mismatches == [] and bd.ok
+    assert bd.profiler_only == [1]
+    assert [(r["rank"], r["step"], r["computing_us"]) for r in bd.rows] == [(0, 1, 30), (1, 1, 7)]
