@@ -221,3 +221,23 @@ def test_reference_rows_of_a_rank_without_tasks_are_not_unmatched():
     assert bd.compared == 1 and bd.unmatched_reference == [] and bd.mismatches == [] and bd.ok
     assert bd.profiler_only == [1]
     assert [(r["rank"], r["step"], r["computing_us"]) for r in bd.rows] == [(0, 1, 30), (1, 1, 7)]
+
+
+def test_one_unnumbered_reference_row_is_not_matched_to_several_steps():
+    from ditpar.analysis.breakdown import step_breakdown
+
+    # rank 0 has two steps of ours (1 and 3) and one reference row without a step id: which of the two it
+    # would be is unknown, so nothing is compared and the reference row is reported unmatched
+    bd = step_breakdown(profile(EVENTS, WINDOWS, [trace_row(0, None, computing_us=30)]))
+    assert bd.compared == 0 and not bd.mismatches
+    assert bd.unmatched_reference == ["rank 0 step None: in step_trace_time.csv but no tasks in that step"]
+    assert all(r["reference"] is None for r in bd.rows)
+
+
+def test_tolerance_counts_a_missing_segment_kind_as_none():
+    from ditpar.analysis.breakdown import tolerance_us
+
+    # overlapped = communication - not overlapped: 3 communication segments and no not_overlapped count
+    # -> 2 x 3 x 1000 ns = 6 us, plus the 1e-6 us float print; with no counts at all only the print remains
+    assert tolerance_us("overlapped_us", {"communication": 3}, 1000, False) == pytest.approx(6.000001, abs=1e-12)
+    assert tolerance_us("computing_us", {}, 1000, False) == pytest.approx(1e-6, abs=1e-15)
