@@ -30,8 +30,9 @@ def video(tokens_per_frame: int, frames_tok: int, cfg: bool = False) -> Shape:
 # ---------------------------------------------------------------- G1 form availability
 
 def test_g1_heads_must_divide_ulysses_times_tp():
-    # 12 heads over U4 x TP2 = 8 ranks: 12 % 8 = 4, so no even head split (U4 alone: 12 % 4 = 0 passes)
-    m = replace(tiny_model(kv_heads=12), heads=12, hidden=96)
+    # 12 heads over U4 x TP2 = 8 ranks: 12 % 8 = 4, so no even head split (U4 alone: 12 % 4 = 0 passes);
+    # 4 KV heads divide every split here (4, 8), so the head count is the only veto
+    m = replace(tiny_model(kv_heads=4), heads=12, hidden=96)
     g = gates.availability(m, box(), image(m), Plan(ulysses=4, tp=2))
     assert (g.verdict, g.reason) == ("veto", "heads 12 not divisible by ulysses x tp = 8")
     assert gates.availability(m, box(), image(m), Plan(ulysses=4)).verdict == "pass"
@@ -653,3 +654,14 @@ def test_threshold_zero_at_the_lower_edge_counts_as_non_positive():
     # s - 1/64 is 0 at the edge and positive at 1: that flip is found at 1/64
     assert gates._threshold(lambda s: 1 / 64 - s, 1 / 64, 64) is None
     assert gates._threshold(lambda s: s - 1 / 64, 1 / 64, 64) == pytest.approx(1 / 64, rel=1e-3)
+
+
+def test_g1_kv_heads_more_than_the_split_must_be_a_multiple_of_it():
+    # 24 heads, 12 KV heads on U8: 24 % 8 = 0, but 12 % 8 = 4 and 8 % 12 = 8: the KV heads split neither
+    # evenly nor by replication -> veto (this passed before: only KV heads below the split were checked);
+    # 16 KV heads on U8: 16 % 8 = 0 -> pass
+    m = tiny_model(kv_heads=12, heads=24, hidden=192)
+    g = gates.availability(m, box(), image(m), Plan(ulysses=8))
+    assert (g.verdict, g.reason) == ("veto", "kv_heads 12 neither divides nor is a multiple of ulysses x tp = 8")
+    m = tiny_model(kv_heads=16, heads=16, hidden=128)
+    assert gates.availability(m, box(), image(m), Plan(ulysses=8)).verdict == "pass"

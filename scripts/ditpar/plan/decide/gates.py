@@ -52,7 +52,7 @@ def availability(model, hw, shape: Shape, plan: Plan, frameworks=None) -> Gate:
     if frameworks is None:
         if not _heads_ok(model.heads, head_split):
             why.append(f"heads {model.heads} not divisible by ulysses x tp = {head_split}")
-        if model.kv_heads < head_split and head_split % model.kv_heads:
+        if model.kv_heads % head_split and head_split % model.kv_heads:   # e.g. 12 KV heads on U8: neither
             why.append(f"kv_heads {model.kv_heads} neither divides nor is a multiple of ulysses x tp = {head_split}")
         if plan.sp > 1 and seq % plan.sp:
             why.append(f"sequence {seq} tokens not divisible by ulysses x ring x kv_allgather = {plan.sp}")
