@@ -241,3 +241,16 @@ def test_tolerance_counts_a_missing_segment_kind_as_none():
     # -> 2 x 3 x 1000 ns = 6 us, plus the 1e-6 us float print; with no counts at all only the print remains
     assert tolerance_us("overlapped_us", {"communication": 3}, 1000, False) == pytest.approx(6.000001, abs=1e-12)
     assert tolerance_us("computing_us", {}, 1000, False) == pytest.approx(1e-6, abs=1e-15)
+
+
+def test_overlapping_windows_own_starts_at_their_edge_and_nothing_outside():
+    from ditpar.analysis.breakdown import step_breakdown
+
+    # overlapping windows step 1 [0, 100) and step 2 [50, 150) (the loop path). compute [0, 20) starts on
+    # step 1's first ns: step 1; compute [120, 130): only step 2 holds 120; compute [200, 210) lies outside
+    # both: counted nowhere. Free = gaps of the busy union in [0, 210): [20, 120) starts in step 1 (100),
+    # [130, 200) in step 2 (70). Stage 1 = 120 - 0 (the free gap ends last); stage 2 = 200 - 120 = 80
+    ev = [(0, 0, 20, "compute", "mm"), (0, 120, 130, "compute", "mm"), (0, 200, 210, "compute", "mm")]
+    rows = by_step(step_breakdown(profile(ev, [(0, 1, 0, 100), (0, 2, 50, 150)])))
+    got = {s: (rows[(0, s)]["computing_us"], rows[(0, s)]["free_us"], rows[(0, s)]["stage_us"]) for s in (1, 2)}
+    assert got == {1: (20, 100, 120), 2: (10, 70, 80)}
