@@ -665,3 +665,19 @@ def test_g1_kv_heads_more_than_the_split_must_be_a_multiple_of_it():
     assert (g.verdict, g.reason) == ("veto", "kv_heads 12 neither divides nor is a multiple of ulysses x tp = 8")
     m = tiny_model(kv_heads=16, heads=16, hidden=128)
     assert gates.availability(m, box(), image(m), Plan(ulysses=8)).verdict == "pass"
+
+
+def test_g7_a_faster_runner_up_is_not_called_equal(monkeypatch):
+    # runner-up 0.9 s vs leader 1.0 s: 1 - 0.9 / 1.0 = 10.0 % faster, said so (it was "predicted equal");
+    # leader 1.001 s vs 1.0 s: 1.0 x 1.001 = 1.001 is not below it, so still equal within 0.1 %;
+    # leader 1.0011 s: 1 - 1 / 1.0011 = 0.11 % faster, printed 0.1 %
+    m, hw, tun = tiny_model(), box(), Tunables()
+    a, b = Plan(ulysses=8), Plan(ulysses=4, ring=2)
+    _fixed_latency(monkeypatch, {"U8": 1.0, "U4 R2": 0.9})
+    assert gates.projection(m, hw, image(m), a, b, tun).reason == (
+        "U4 R2 is predicted 10.0% faster than U8 here, though ranked second: only the G6 measurement can "
+        "order them")
+    _fixed_latency(monkeypatch, {"U8": 1.001, "U4 R2": 1.0})
+    assert gates.projection(m, hw, image(m), a, b, tun).reason.startswith("U8 and U4 R2 are predicted equal")
+    _fixed_latency(monkeypatch, {"U8": 1.0011, "U4 R2": 1.0})
+    assert gates.projection(m, hw, image(m), a, b, tun).reason.startswith("U4 R2 is predicted 0.1% faster than U8")

@@ -239,6 +239,9 @@ def projection(model, hw, shape: Shape, a: Plan, b: Plan, tun: Tunables) -> Gate
     out = []
     base_a = predict(model, hw, shape, a, tun).latency_s
     base_b = predict(model, hw, shape, b, tun).latency_s
+    if base_b * 1.001 < base_a:   # the pair's shared tunables can reverse the ranking's order
+        return Gate("G7", "projection", "info", f"{b.name} is predicted {1 - base_b / base_a:.1%} faster than "
+                    f"{a.name} here, though ranked second: only the G6 measurement can order them")
     if base_b <= base_a * 1.001:
         return Gate("G7", "projection", "info", f"{a.name} and {b.name} are predicted equal (within 0.1%): "
                     f"only the G6 measurement can order them")
