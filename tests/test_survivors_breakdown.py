@@ -254,3 +254,67 @@ def test_overlapping_windows_own_starts_at_their_edge_and_nothing_outside():
     rows = by_step(step_breakdown(profile(ev, [(0, 1, 0, 100), (0, 2, 50, 150)])))
     got = {s: (rows[(0, s)]["computing_us"], rows[(0, s)]["free_us"], rows[(0, s)]["stage_us"]) for s in (1, 2)}
     assert got == {1: (20, 100, 120), 2: (10, 70, 80)}
+
+
+def test_a_start_on_a_windows_end_belongs_to_no_overlapping_window():
+    from ditpar.analysis.breakdown import step_breakdown
+
+    # windows [0, 100) and [50, 150) overlap; compute [150, 160) starts on step 2's end: outside both.
+    # Free = gaps in [0, 160): [20, 120) step 1 (100), [130, 150) step 2 (20); stage 2 = 150 - 120 = 30
+    ev = [(0, 0, 20, "compute", "mm"), (0, 120, 130, "compute", "mm"), (0, 150, 160, "compute", "mm")]
+    rows = by_step(step_breakdown(profile(ev, [(0, 1, 0, 100), (0, 2, 50, 150)])))
+    got = {s: (rows[(0, s)]["computing_us"], rows[(0, s)]["free_us"], rows[(0, s)]["stage_us"]) for s in (1, 2)}
+    assert got == {1: (20, 100, 120), 2: (10, 20, 30)}
+
+
+def test_segment_counts_per_kind_by_hand():
+    from ditpar.analysis.breakdown import rank_rows
+
+    # compute [0,10) [30,40) [60,70) [90,100): 4; comm [10,20) [35,38): 2; not overlapped = [10,20): 1
+    # (the second comm lies inside compute); busy [0,20) [30,40) [60,70) [90,100) -> free [20,30) [40,60)
+    # [70,90): 3. One unnumbered step (no windows); us stamps: resolution 1000 ns
+    ev = [(0, s, s + 10, "compute", "mm") for s in (0, 30, 60, 90)] + [(0, 10, 20, "comm", "allreduce"),
+                                                                      (0, 35, 38, "comm", "allreduce")]
+    (row,) = rank_rows(profile(ev))
+    assert row["step"] is None and row["stamp_error_ns"] == 1000
+    assert row["segments"] == {"computing": 4, "communication": 2, "not_overlapped": 1, "free": 3, "ends": 1,
+                               "receives": 0}
+
+
+def test_db_stamps_are_exact():
+    from pathlib import Path
+
+    from ditpar.analysis.breakdown import rank_rows
+    from ditpar.core.profile import ProfileSet
+
+    # the same us-rounded tasks read from a db export: the profiler's own ns, stamp error 0 (text: 1000)
+    ps = profile(EVENTS, WINDOWS)
+    db = ProfileSet(events=ps.events, steps=ps.steps, sources={0: [Path("PROF_0/analysis.db")]})
+    assert {r["stamp_error_ns"] for r in rank_rows(db)} == {0}
+    assert {r["stamp_error_ns"] for r in rank_rows(ps)} == {1000}
+
+
+def test_a_single_unnumbered_window_is_the_whole_capture():
+    from ditpar.analysis.breakdown import step_breakdown
+
+    # one window without a step id, [0, 50): the whole capture, so compute [60, 70) after its end counts
+    # too: computing 10 + 10 = 20, free [20, 60) = 40, stage 70 - 10 = 60
+    ev = [(0, 10, 20, "compute", "mm"), (0, 60, 70, "compute", "mm")]
+    (row,) = step_breakdown(profile(ev, [(0, None, 0, 50)])).rows
+    assert (row["step"], row["computing_us"], row["free_us"], row["stage_us"]) == (None, 20, 40, 60)
+
+
+def test_profiler_only_rows_sorted_unnumbered_first_then_by_step_and_no_trace_no_rows():
+    from ditpar.analysis.breakdown import step_breakdown
+    from ditpar.core.profile import ProfileSet
+
+    # rank 1 (no tasks) has reference rows in the order 3, none, 1, 0, 2: shown none first, then 0..3
+    trace = [trace_row(1, s, computing_us=1) for s in (3, None, 1, 0, 2)]
+    ps = profile(EVENTS, WINDOWS, trace)
+    ps = ProfileSet(events=ps.events, steps=ps.steps, step_trace=ps.step_trace, partial_ranks={1: ["x"]})
+    assert [(r["rank"], r["step"]) for r in step_breakdown(ps).rows] == [
+        (0, 1), (0, 3), (1, None), (1, 0), (1, 1), (1, 2), (1, 3)]
+    # a rank without tasks and no step_trace_time at all: nothing of its own to show
+    ps = ProfileSet(events=ps.events, steps=ps.steps, partial_ranks={1: ["x"]})
+    bd = step_breakdown(ps)
+    assert bd.profiler_only == [] and [(r["rank"], r["step"]) for r in bd.rows] == [(0, 1), (0, 3)]
