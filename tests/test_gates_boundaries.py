@@ -681,3 +681,52 @@ def test_g7_a_faster_runner_up_is_not_called_equal(monkeypatch):
     assert gates.projection(m, hw, image(m), a, b, tun).reason.startswith("U8 and U4 R2 are predicted equal")
     _fixed_latency(monkeypatch, {"U8": 1.0011, "U4 R2": 1.0})
     assert gates.projection(m, hw, image(m), a, b, tun).reason.startswith("U4 R2 is predicted 0.1% faster than U8")
+
+
+# --- survivors of the draws after the G1 and G7 fixes (issue 29, second round) ---
+
+def test_g2_offload_keeps_the_comm_buffers():
+    # weights 6 + text encoder 4 + comm buffers 1 + activations 1 = 12 > 9: offloading the encoder leaves
+    # 6 + 1 + 1 = 8.0 GB (the buffers stay: they are added, not subtracted)
+    hw, m, plan = box(memory_GB=10.0), tiny_model(), Plan()
+    g = gates.memory_fit(m, hw, image(m), plan, bd(12.0, plan, weights=6.0, text_encoder=4.0, comm_buffers=1.0,
+                                                   activations=1.0))
+    assert g.reason.endswith("lossless unlock: --offload-text-encoder (it runs once before denoising) needs 8.0 GB")
+
+
+def test_g2_a_small_text_encoder_and_no_activation_figure():
+    # a 0.5 GB text encoder still counts: weights 8.8 + 0.5 = 9.3 > 9, offload -> 8.8 GB
+    hw, m, plan = box(memory_GB=10.0), tiny_model(), Plan()
+    g = gates.memory_fit(m, hw, image(m), plan, bd(9.3, plan, weights=8.8, text_encoder=0.5))
+    assert g.reason.endswith("--offload-text-encoder (it runs once before denoising) needs 8.8 GB")
+    # no activation figure at all (0): the 1024 px decode 0.805 GB is the peak; tiled 0.201: 8.5 + 0.201 = 8.7
+    shp = make_shape(m, 1024, 1024, 1, 10, cfg=False)
+    untiled = 1024 * 1024 * VAE_DECODE_CHANNELS * BYTES_PER_ELEMENT * VAE_BUFFERS / 1e9
+    g = gates.memory_fit(m, hw, shp, plan, bd(8.5 + untiled, plan, weights=8.5, vae_decode=untiled))
+    assert g.reason.endswith("--vae-tiling (tiled decode; same result up to tile-seam blending) needs 8.7 GB")
+
+
+def test_g3_composite_costing_more_cross_node_bytes_names_gqa(monkeypatch):
+    from types import SimpleNamespace
+
+    # U2 R4 moves 150 MB per layer across nodes, pure U8 100 MB: saving = 1 - 150/100 = -50 % -> "costs", 50 %;
+    # 8 query heads, 2 KV heads -> GQA
+    m, hw = tiny_model(kv_heads=2), box()
+    monkeypatch.setattr(gates, "predict", lambda *a: SimpleNamespace(bytes_by_link_per_layer={"inter_node": 100e6}))
+    mine = SimpleNamespace(bytes_by_link_per_layer={"inter_node": 150e6})
+    g = gates.comm_lower_bound(m, hw, image(m), Plan(ulysses=2, ring=4), mine, Tunables())
+    assert g.reason == ("per rank per layer: inter_node 150.00 MB; vs pure Ulysses U8: inter_node 150.00 vs 100.00 MB "
+                        "(costs cross-domain bytes, 50%; GQA 8q/2kv)")
+
+
+def test_threshold_stops_once_the_bracket_is_within_0_1_percent():
+    # each evaluation is a cost-model run: f(lo), f(hi), f(1), f(bracket start), then halvings of the log
+    # bracket [1, 64] until 64^(1/2^k) < 1.001: 64^(1/4096) = 1.00102, 64^(1/8192) = 1.00051 -> k = 13;
+    # 4 + 13 = 17 evaluations (not 40 halvings)
+    calls = []
+
+    def f(s):
+        calls.append(s)
+        return s - 2.0
+    assert gates._threshold(f, 1 / 64, 64) == pytest.approx(2.0, rel=1e-3)
+    assert len(calls) == 17
