@@ -730,3 +730,11 @@ def test_threshold_stops_once_the_bracket_is_within_0_1_percent():
         return s - 2.0
     assert gates._threshold(f, 1 / 64, 64) == pytest.approx(2.0, rel=1e-3)
     assert len(calls) == 17
+
+
+def test_g2_no_weights_figure_counts_as_none():
+    # parts without a weights figure (0): text encoder 9.0 + activations 0.5 = 9.5 > 9; offloading the
+    # encoder leaves the 0.5 GB of activations
+    hw, m, plan = box(memory_GB=10.0), tiny_model(), Plan()
+    g = gates.memory_fit(m, hw, image(m), plan, bd(9.5, plan, text_encoder=9.0, activations=0.5))
+    assert g.reason.endswith("--offload-text-encoder (it runs once before denoising) needs 0.5 GB")
