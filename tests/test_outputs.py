@@ -198,3 +198,19 @@ def test_a_result_flag_without_the_output_type_is_still_checked(data, capsys):
     with pytest.raises(SystemExit):
         p.parse_args(["in.csv", "--out", "./in.csv"])
     assert "input of this run" in capsys.readouterr().err
+
+
+def test_a_preset_file_the_run_reads_is_never_an_output(tmp_path):
+    # found by name, not given on the command line: the preset loader registers what it reads
+    import shutil
+
+    from conftest import ROOT, run_script
+    from ditpar.plan.inputs.presets import TEMPLATES_ENV
+
+    tpl = tmp_path / "templates"
+    shutil.copytree(ROOT / "templates", tpl)
+    for victim in (tpl / "hardware" / "h100-sxm-nvlink.toml", tpl / "frameworks" / "xdit.toml"):
+        before = victim.read_bytes()
+        proc = run_script("plan.py", "--model", "FLUX.1-dev", "--hardware", "H100", "--devices", "4",
+                          "--csv", str(victim), check=2, env={TEMPLATES_ENV: str(tpl)})
+        assert "is an input of this run" in proc.stderr and victim.read_bytes() == before

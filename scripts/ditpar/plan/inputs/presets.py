@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ditpar.errors import InputError
-from ditpar.files import is_stream
+from ditpar.files import is_stream, register_input
 from ditpar.plan.inputs import schema
 
 try:  # Python 3.11+
@@ -262,6 +262,8 @@ def _aliases(data: Mapping[str, Any], path: Path) -> tuple[str, ...]:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
+    """A preset, profile or table file, registered as an input of the run (no output may replace it)."""
+    register_input(path)
     try:
         with path.open("rb") as fh:
             data = tomllib.load(fh)
