@@ -529,11 +529,10 @@ def _steps(events: pd.DataFrame, trace: _TraceView | None) -> pd.DataFrame:
     return win[list(STEP_COLUMNS)].reset_index(drop=True)
 
 
-def read_step_trace(path: Path) -> pd.DataFrame:
-    """step_trace_time.csv (with or without Device_id) as ProfileSet.step_trace rows (rank 0)."""
+def read_text_table(path: Path, need: list[str]) -> pd.DataFrame:
+    """A profiler CSV as text cells, after checking that the columns in `need` are there (named if not)."""
     header = _csv_header(path)
-    need = ["Step", *STEP_TRACE_HEADER]
-    missing = [c for c in need if c not in header and c != "Bubble"]
+    missing = [c for c in need if c not in header]
     if missing:
         raise InputError(f"{path}: missing column(s) {missing}; have {header}")
     try:
@@ -541,6 +540,12 @@ def read_step_trace(path: Path) -> pd.DataFrame:
     except (ValueError, UnicodeDecodeError, pd.errors.ParserError) as exc:
         raise InputError(f"{path}: cannot parse as CSV ({_first_line(exc)})") from None
     frame.columns = [c.strip().lstrip("\ufeff") for c in frame.columns]
+    return frame
+
+
+def read_step_trace(path: Path) -> pd.DataFrame:
+    """step_trace_time.csv (with or without Device_id) as ProfileSet.step_trace rows (rank 0)."""
+    frame = read_text_table(path, ["Step", *[h for h in STEP_TRACE_HEADER if h != "Bubble"]])
     out = pd.DataFrame({"rank": np.zeros(len(frame), dtype=np.int64)})
     out["step"] = _int_column(frame["Step"], f"{path}: column 'Step'", True)
     for col, key in STEP_TRACE_HEADER.items():

@@ -90,16 +90,8 @@ def read_cluster(folder: Path) -> list[ascend.AscendRank]:
 
 def _read_step_csv(path: Path) -> pd.DataFrame:
     """Type 'rank' rows of cluster_step_trace_time.csv as step_trace rows (Index = global rank)."""
-    header = ascend._csv_header(path)
-    missing = [c for c in ("Step", "Type", "Index", *[h for h in ascend.STEP_TRACE_HEADER if h != "Bubble"])
-               if c not in header]
-    if missing:
-        raise InputError(f"{path}: missing column(s) {missing}; have {header}")
-    try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False)
-    except (ValueError, UnicodeDecodeError, pd.errors.ParserError) as exc:
-        raise InputError(f"{path}: cannot parse as CSV ({ascend._first_line(exc)})") from None
-    frame.columns = [c.strip().lstrip("\ufeff") for c in frame.columns]
+    frame = ascend.read_text_table(path, ["Step", "Type", "Index",
+                                          *[h for h in ascend.STEP_TRACE_HEADER if h != "Bubble"]])
     frame = frame[frame["Type"].str.strip() == "rank"].reset_index(drop=True)
     rows = []
     for i, rec in frame.iterrows():
