@@ -189,11 +189,12 @@ def test_link_for_follows_domains_and_nodes():
         island.link_for([0, 8])  # rank outside one node
 
 
-def test_full_mesh_bus_bandwidth_grows_with_group_size():
+def test_full_mesh_bus_bandwidth_grows_with_group_size_up_to_the_npu_ceiling():
     link = presets.load_hardware("910B").links["intra_domain"]
-    assert link.bus_bandwidth_GBps(2) == pytest.approx(22.4)      # one direct link
-    assert link.bus_bandwidth_GBps(4) == pytest.approx(3 * 22.4)
-    assert link.bus_bandwidth_GBps(8) == pytest.approx(156.8)     # all seven links
+    assert link.bus_bandwidth_GBps(2) == pytest.approx(56 * 0.8)          # one direct link: 44.8
+    assert link.bus_bandwidth_GBps(3) == pytest.approx(2 * 56 * 0.8)      # two links: 89.6, at the ceiling
+    assert link.bus_bandwidth_GBps(4) == pytest.approx(112 * 0.8)         # three links (134.4) capped at 89.6
+    assert link.bus_bandwidth_GBps(8) == link.bus_bandwidth_GBps(4)       # 8 ranks no faster than 4
     nv = presets.load_hardware("H100").links["intra_domain"]
     assert nv.bus_bandwidth_GBps(2) == nv.bus_bandwidth_GBps(8) == 370.0
 

@@ -139,7 +139,7 @@ def after_ranking(args, box: Box, results, model, hw, shape, tun, write_matrix=N
         asked = sorted(asked, key=lambda r: r.latency_s)
         for i, lead in enumerate(asked):   # every pair, faster prediction first
             for other in asked[i + 1:]:
-                out["compare"].append(_compare_pair(lead, other, model, hw, shape, tun))
+                out["compare"].append(_compare_pair(lead, other, model, hw, shape, tun, measured))
         out["compare_plans"] = asked
     if args.emit_matrix:
         if asked:   # the user's own plans, as asked: the matrix measures what --compare compares
@@ -155,7 +155,7 @@ def after_ranking(args, box: Box, results, model, hw, shape, tun, write_matrix=N
     return out
 
 
-def _compare_pair(lead, other, model, hw, shape, tun) -> dict:
+def _compare_pair(lead, other, model, hw, shape, tun, measured: frozenset[str] = frozenset()) -> dict:
     """G6, G7, sensitivity and tie of one asked pair (lead = the faster prediction)."""
     from ditpar.plan.decide import gates
     from ditpar.plan.decide.rank import pair_tunables
@@ -169,7 +169,8 @@ def _compare_pair(lead, other, model, hw, shape, tun) -> dict:
     pair_tun = pair_tunables(lead, other, tun)
     rec["G7"] = gates.projection(model, hw, shape, lead.plan, other.plan, pair_tun).reason
     rec["sensitivity"] = shortlist.sensitivity(model, hw, shape, pair_tun, lead, other)
-    rec["tie"] = other.band.low_s <= lead.band.high_s
+    # the short list's rule on the pair: at some shared setting of the preset link figures either could be faster
+    rec["tie"] = len(uncertainty.joint_short_list([lead.breakdown, other.breakdown], measured)) == 2
     return rec
 
 
@@ -291,7 +292,8 @@ def render(text: str, results, extra: dict, box: Box, top: int) -> str:
             shown.append(r)
     lines = ["", f"predicted bands (model error +-{uncertainty.MODEL_HALF_WIDTH:.1%} held-out, plus exposed comm on "
              f"preset link figures moved x1.5 / x2 / x3 either way as each is measured / derived / from another class, "
-             f"PipeFusion schedule x{uncertainty.PIPELINE_FACTOR:g}); tie = on the short list:",
+             f"PipeFusion schedule x{uncertainty.PIPELINE_FACTOR:g}); tie = on the short list: at some setting of the preset "
+             "link figures, the same for every plan, it could be the fastest",
              f"{'#':>3} {'plan':<18}{'latency_s':>10}{'low_s':>10}{'high_s':>10}  short list"]
     for r in shown:
         if not r.feasible:
@@ -312,7 +314,7 @@ def render(text: str, results, extra: dict, box: Box, top: int) -> str:
         if "note" in c:
             lines.append(f"  {c['note']}")
             continue
-        lines.append(f"  tie (bands overlap): {'yes' if c['tie'] else 'no'}")
+        lines.append(f"  tie (either could be faster): {'yes' if c['tie'] else 'no'}")
         lines.append(f"  G6 {c['G6']}")
         lines.append(f"  G7 {c['G7']}")
         s = c["sensitivity"]

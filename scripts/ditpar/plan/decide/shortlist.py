@@ -25,7 +25,7 @@ def annotate(results, measured_links: frozenset[str], half_width: float = uncert
     # --allow-approximate) or a DP plan (other requests' replicas) is not a plan the model "cannot order"
     lead = feas[0]
     pool = [r for r in feas if (r.exact or not lead.exact) and (r.plan.dp > 1) <= (lead.plan.dp > 1)]
-    idx = uncertainty.short_list_indices([r.band for r in pool], [r.latency_s for r in pool])
+    idx = uncertainty.joint_short_list([r.breakdown for r in pool], measured_links, half_width)
     members = [pool[i] for i in idx]
     for r in members:
         r.short_list = True
@@ -127,20 +127,22 @@ def describe(short: list, sens: dict | None, hw) -> str:
     if len(short) <= 1:
         if not short:
             return ""
-        return (f"No tie: every other plan's band starts above {short[0].plan.name}'s "
-                f"({short[0].band.low_s:.3g}-{short[0].band.high_s:.3g} s).")
+        return (f"No tie: no other plan comes level with {short[0].plan.name} "
+                f"({short[0].band.low_s:.3g}-{short[0].band.high_s:.3g} s) at any setting of the preset link figures "
+                "within their range.")
     measure = to_measure(short)
     names = ", ".join(r.plan.name for r in measure)
-    text = f"Measure these {len(measure)}: {names} (their predicted bands overlap: the model cannot order them)."
+    text = (f"Measure these {len(measure)}: {names} (within the model error and the range of the preset link "
+            "figures, each could be the fastest: the model cannot order them).")
     if len(short) > len(measure):
         rest = ", ".join(r.plan.name for r in short[len(measure):len(measure) + SHOWN])
         more = len(short) - len(measure) - SHOWN
-        text += (f" {len(short) - len(measure)} slower predictions also fall in the band ({rest}"
+        text += (f" {len(short) - len(measure)} slower predictions could also be the fastest ({rest}"
                  f"{f' and {more} more' if more > 0 else ''}): measure them only if these {len(measure)} "
                  "come out within their spread of each other.")
     if sens is not None:
         f = sens["factor"]
         move = f"x{f:.3g}" if f >= 1 else f"/{1 / f:.3g}"
         text += (f" Their order turns on the {sens['input']}: moved {move} it makes {sens['challenger']} beat "
-                 f"{sens['leader']}. Measure it: {sens['command']}")
+                 f"{sens['leader']}. Measure it: {sens['command']}.")
     return text

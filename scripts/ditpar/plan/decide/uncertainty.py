@@ -4,7 +4,9 @@ A plan's band is its prediction widened by the model's own held-out error (a hal
 space, derived leave-one-source-out by `ditpar.plan.judge.heldout`) and by every preset, unmeasured link
 figure its exposed communication rests on (moved either way by the figure's evidence: EVIDENCE_FACTOR), and by
 PipeFusion's schedule (PIPELINE_FACTOR).
-Plans whose band overlaps the best plan's band form the short list: a tie the model cannot break.
+The short list holds the plans that could be the fastest once the model error, the PipeFusion schedule and
+the unmeasured link figures (one setting for every plan: `joint_short_list`) are allowed: a tie the model
+cannot break.
 """
 
 from __future__ import annotations
@@ -86,6 +88,51 @@ def short_list_indices(bands: list[Band], predicted: list[float]) -> list[int]:
     top = bands[best].high_s
     members = [i for i in range(len(bands)) if bands[i].low_s <= top]
     return sorted(members, key=lambda i: (i != best, predicted[i]))
+
+
+def _evidence_factor(bds, key: str) -> float:
+    for bd in bds:
+        ev = (getattr(bd, "link_evidence", None) or {}).get(key)
+        if ev is not None:
+            return EVIDENCE_FACTOR.get(ev, PRESET_FACTOR)
+    return PRESET_FACTOR
+
+
+def link_corners(bds, measured_links: set[str] | frozenset[str]) -> list[dict[str, float]]:
+    """The settings of the unmeasured link figures a ranking must survive: each class's exposed time moved by
+    its evidence factor one way or the other, the same for every plan (one box has one link speed), plus the
+    preset itself. Corners suffice: a plan's latency is linear in each factor."""
+    keys = sorted({k for bd in bds for k, v in bd.exposed_by_link_s.items() if v > 0 and k not in measured_links})
+    corners: list[dict[str, float]] = [{}]
+    for k in keys:
+        f = _evidence_factor(bds, k)
+        corners = [{**c, k: x} for c in corners for x in (1.0 / f, f)]
+    return [{}, *corners] if keys else [{}]
+
+
+def latency_at(bd, factors: dict[str, float]) -> float:
+    """Predicted latency with each link class's exposed communication scaled by its factor."""
+    return bd.latency_s + sum(bd.exposed_by_link_s.get(k, 0.0) * (f - 1.0) for k, f in factors.items())
+
+
+def joint_short_list(bds, measured_links: set[str] | frozenset[str],
+                     half_width: float = MODEL_HALF_WIDTH) -> list[int]:
+    """Indices of the plans that could be the fastest: at some setting of the unmeasured link figures (shared by
+    all plans, `link_corners`), the plan's optimistic end (model error, PipeFusion schedule at its best) reaches
+    the pessimistic end of the fastest plan there. Best predicted first, then by prediction. Narrower than
+    band overlap, which lets one plan's link be slow while another's same link is fast."""
+    if not bds:
+        return []
+    lat = [bd.latency_s for bd in bds]
+    best = min(range(len(bds)), key=lambda i: lat[i])
+    finite = [i for i in range(len(bds)) if math.isfinite(lat[i])]
+    pipe = [getattr(bd, "pipeline_s", 0.0) for bd in bds]
+    members = {best}
+    for c in link_corners([bds[i] for i in finite], measured_links):
+        at = {i: latency_at(bds[i], c) for i in finite}
+        high = min(at[i] * math.exp(half_width) + pipe[i] * (PIPELINE_FACTOR - 1) for i in finite)
+        members.update(i for i in finite if at[i] * math.exp(-half_width) - pipe[i] * (1 - 1 / PIPELINE_FACTOR) <= high)
+    return sorted(members, key=lambda i: (i != best, lat[i]))
 
 
 def fit_half_width(scenarios: list[tuple[list[float], list[float], list[float]]], tie: float,

@@ -315,8 +315,7 @@ def _score_scenario(res: SourceResult, rows, preds, g: list[int], half: float) -
     res.top1_scenarios += 1
     res.top1_hits += bool(_top1(meas, pred))
     res.base_top1_hits += bool(_top1(meas, base))
-    bands = [uncertainty.band_of(preds[i][2], frozenset(), half) for i in g]
-    members = uncertainty.short_list_indices(bands, pred)
+    members = uncertainty.joint_short_list([preds[i][2] for i in g], frozenset(), half)
     res.short_sizes.append(len(members))
     hit = any(meas[k] <= min(meas) * (1 + TIE) for k in members)
     res.short_hits += hit
