@@ -69,7 +69,8 @@ TESTS: dict[str, list[str]] = {   # the fast, targeted file first: with -x most 
     "scripts/ditpar/plan/cost/plans.py": ["tests/test_costmodel.py"],
     "scripts/ditpar/plan/decide/rank.py": ["tests/test_costmodel.py", "tests/test_plan_preference.py"],
     "scripts/ditpar/plan/cost/shape.py": ["tests/test_costmodel.py"],
-    "scripts/ditpar/plan/cost/timing.py": ["tests/test_costmodel.py", "tests/test_tp_framework_cost.py"],
+    "scripts/ditpar/plan/cost/timing.py": ["tests/test_survivors_timing.py", "tests/test_costmodel.py",
+                                           "tests/test_tp_framework_cost.py", "tests/test_issue23_acceptance.py"],
     "scripts/ditpar/plan/cost/work.py": ["tests/test_costmodel.py", "tests/test_tp_framework_cost.py"],
 }
 DEFAULT_MODULES = list(TESTS)

@@ -1,0 +1,134 @@
+"""Values of ditpar.plan.cost.timing worked out by hand (issue 29: the mapped tests let 16 of 20 sampled mutants
+of timing.py through). PixArt-alpha on H100: 28 cross-attention blocks, hidden 1152, 1024x1024 -> 4096 tokens,
+20 steps, CFG batched (batch 2)."""
+
+from __future__ import annotations
+
+import dataclasses
+from types import SimpleNamespace
+
+import pytest
+from ditpar.plan.cost import Plan, Tunables, make_shape, predict
+from ditpar.plan.cost.plans import layout
+from ditpar.plan.cost.timing import Breakdown, masking_hidden, slowest_stage_s
+from ditpar.plan.cost.work import block_work
+from ditpar.plan.inputs import presets
+
+
+@pytest.fixture(scope="module")
+def pixart():
+    m = presets.load_model("PixArt-alpha")
+    h = presets.load_hardware("H100", None, 8)
+    return m, h, make_shape(m)
+
+
+def test_one_device_compute_is_flops_over_rate_times_steps(pixart):
+    """No communication and no re-layout on one card: compute = steps x FLOPs per step / (peak x mfu x efficiency)."""
+    m, h, s = pixart
+    bd = predict(m, h, s, Plan())
+    rate = h.peak_tflops_bf16 * 1e12 * h.mfu
+    assert s.steps == 20
+    assert bd.compute_s == pytest.approx(20 * bd.flops_per_step / (rate * bd.compute_efficiency), rel=1e-12)
+    assert bd.exposed_comm_s == 0.0 and bd.hidden_s == 0.0
+
+
+def test_ulysses2_bytes_per_layer_and_step_by_hand(pixart):
+    """U2: four all-to-alls (Q, K, V, O) per block, each moving half of the rank's local tensor
+    2 (CFG batch) x 2048 tokens x 1152 x 2 B = 9,437,184 B, so 4 x 4,718,592 = 18,874,368 B per layer and 28 x that
+    per step; the re-layout around them is priced at HBM speed inside compute."""
+    m, h, s = pixart
+    bd = predict(m, h, s, Plan(ulysses=2))
+    per_call = 2 * 2048 * 1152 * 2 // 2
+    assert per_call == 4_718_592
+    assert bd.bytes_by_link_per_layer["intra_domain"] == 4 * per_call
+    assert bd.bytes_by_link_per_step["intra_domain"] == 28 * 4 * per_call
+    (blk,) = block_work(m, h, s, Plan(ulysses=2), layout(Plan(ulysses=2), Tunables().order))
+    rate = h.peak_tflops_bf16 * 1e12 * h.mfu
+    relayout = blk.relayout_bytes / (h.hbm_bandwidth_GBps * 1e9)
+    assert bd.compute_s == pytest.approx(
+        20 * (bd.flops_per_step / (rate * bd.compute_efficiency) + 28 * relayout), rel=1e-12)
+
+
+def test_exposed_by_family_adds_up_to_exposed_by_link(pixart):
+    m, h, s = pixart
+    for plan in (Plan(ulysses=2), Plan(ring=4), Plan(cfg=2, ulysses=4)):
+        bd = predict(m, h, s, plan)
+        assert all(v >= 0 for v in bd.exposed_by_family_s.values())
+        assert sum(bd.exposed_by_family_s.values()) == pytest.approx(bd.exposed_comm_s, rel=1e-12)
+        assert bd.exposed_comm_s > 0
+
+
+def test_sync_wait_per_blocking_call(pixart):
+    """sync_us is waited at every collective call: U2 issues 4 per block, 28 blocks, 20 steps: 2240 calls, so 100 us
+    each adds 0.224 s of exposed device time; the CFG all-gather (one call per step) adds 20 x 100 us = 2 ms."""
+    m, h, s = pixart
+    base, synced = predict(m, h, s, Plan(ulysses=2)), predict(m, h, s, Plan(ulysses=2), Tunables(sync_us=100.0))
+    assert synced.exposed_comm_s - base.exposed_comm_s == pytest.approx(4 * 28 * 20 * 100e-6, rel=1e-9)
+    # the device takes 0.224 s longer; the latency less, since host dispatch overlaps device work (p-norm)
+    assert 0.0 < synced.latency_s - base.latency_s < 0.224
+    cb, cs = predict(m, h, s, Plan(cfg=2)), predict(m, h, s, Plan(cfg=2), Tunables(sync_us=100.0))
+    assert cs.exposed_by_family_s["CFG all-gather"] - cb.exposed_by_family_s["CFG all-gather"] == \
+        pytest.approx(20 * 100e-6, rel=1e-9)
+
+
+def test_ring_overlap_efficiency_moves_hidden_to_exposed(pixart):
+    """What the ring hides at overlap 1 is hidden only half at 0.5; the other half is exposed."""
+    m, h, s = pixart
+    ideal = predict(m, h, s, Plan(ring=4), Tunables(overlap_efficiency=1.0))
+    half = predict(m, h, s, Plan(ring=4), Tunables(overlap_efficiency=0.5))
+    assert ideal.hidden_s > 0
+    assert half.hidden_s == pytest.approx(0.5 * ideal.hidden_s, rel=1e-12)
+    assert half.exposed_comm_s == pytest.approx(ideal.exposed_comm_s + 0.5 * ideal.hidden_s, rel=1e-12)
+
+
+def test_masking_hidden_edges():
+    assert masking_hidden(1.0, 10.0, 1) == 0.0          # one chunk hides nothing
+    assert masking_hidden(0.0, 10.0, 4) == 0.0
+    assert masking_hidden(1.0, 0.0, 4) == 0.0
+    # per-chunk compute (2.5) covers per-chunk comm (0.25): every chunk but the first hides, 1 - 1/4
+    assert masking_hidden(1.0, 10.0, 4) == pytest.approx(0.75)
+
+
+def test_notes_for_replicas_and_stage_imbalance():
+    flux, a100 = presets.load_model("FLUX.1-dev"), presets.load_hardware("A100", None, 8)
+    s = make_shape(flux)
+    assert any(n.startswith("dp=2:") for n in predict(flux, a100, s, Plan(ulysses=4, dp=2)).notes)
+    assert not any(n.startswith("dp=") for n in predict(flux, a100, s, Plan(ulysses=8)).notes)
+    # 57 blocks in 8 stages (8, 7, ..., 7): the first holds one block more
+    pf8 = predict(flux, a100, s, Plan(pipefusion=8))
+    assert any("stages hold unequal work (57 blocks in 8 contiguous stages)" in n for n in pf8.notes)
+    assert pf8.exposed_by_family_s["PipeFusion P2P"] > 0
+    assert sum(pf8.exposed_by_family_s.values()) == pytest.approx(pf8.exposed_comm_s, rel=1e-12)
+
+
+def test_dtensor_note_counts_parallelized_linears():
+    """The note's count is linears per block x blocks, summed over block kinds."""
+    flux, h100 = presets.load_model("FLUX.1-dev"), presets.load_hardware("H100", None, 8)
+    s, plan = make_shape(flux), Plan(tp=2)
+    tun = Tunables(tp_linear_host_us=68.7)
+    blocks = block_work(flux, h100, s, plan, layout(plan, tun.order))
+    linears = sum(b.tp_linears * b.count for b in blocks)
+    assert linears > 0 and all(b.count > 1 for b in blocks)
+    note = next(n for n in predict(flux, h100, s, plan, tun).notes if n.startswith("DTensor TP host cost"))
+    assert note.startswith(f"DTensor TP host cost: {linears:g} parallelized linears per forward x 68.7 us")
+
+
+def test_slowest_stage_skips_kinds_absent_from_the_stage_table():
+    """A kind with no blocks (count 0) is left out instead of divided by zero."""
+    model = SimpleNamespace(blocks={"joint": 4})
+    assert slowest_stage_s(model, {"joint": 2.0, "single": 0.0}, [2.0, 0.0], 2) == pytest.approx(2.0)
+
+
+def test_breakdown_starts_from_zero():
+    bd = Breakdown(plan=Plan())
+    assert (bd.latency_s, bd.compute_s, bd.flops_per_step, bd.exposed_comm_s) == (0.0, 0.0, 0.0, 0.0)
+    assert dataclasses.asdict(bd)["pipeline_s"] == 0.0
+
+
+def test_sync_wait_on_the_cfg_all_gather_under_pipefusion():
+    """The PipeFusion path prices the CFG all-gather with its own line: 20 steps x one call x 100 us = 2 ms more."""
+    m, h = presets.load_model("PixArt-alpha"), presets.load_hardware("H100", None, 8)
+    s, plan = make_shape(m), Plan(cfg=2, pipefusion=2)
+    base, synced = predict(m, h, s, plan), predict(m, h, s, plan, Tunables(sync_us=100.0))
+    assert synced.exposed_by_family_s["CFG all-gather"] - base.exposed_by_family_s["CFG all-gather"] == \
+        pytest.approx(20 * 100e-6, rel=1e-9)
