@@ -132,3 +132,58 @@ def test_sync_wait_on_the_cfg_all_gather_under_pipefusion():
     base, synced = predict(m, h, s, plan), predict(m, h, s, plan, Tunables(sync_us=100.0))
     assert synced.exposed_by_family_s["CFG all-gather"] - base.exposed_by_family_s["CFG all-gather"] == \
         pytest.approx(20 * 100e-6, rel=1e-9)
+
+
+def test_comm_time_alpha_beta_by_hand():
+    """H100 NVLink: 370 GB/s, 10 us per step. 3.7 GB all-gather with 7 latency steps = 7 x 10 us + 3.7e9 / 370e9 s."""
+    from ditpar.plan.cost.timing import comm_time_s
+    from ditpar.plan.cost.work import Collective
+    h = presets.load_hardware("H100", None, 8)
+    c = Collective("g", "ulysses", "allgather", 1.0, {"intra_domain": 3.7e9}, alpha_steps=7, group_size=8)
+    assert comm_time_s(h, c) == pytest.approx(70e-6 + 0.01, rel=1e-12)
+    assert comm_time_s(h, Collective("none", "ulysses", "allgather", 1.0, {})) == 0.0
+
+
+def test_plan_efficiency_of_no_blocks_is_one():
+    from ditpar.plan.cost import efficiency
+    from ditpar.plan.cost.timing import _plan_efficiency
+    assert _plan_efficiency(efficiency.curve_for(presets.load_hardware("H100", None, 8)), [], 1) == 1.0
+
+
+def test_masking_hides_only_the_ulysses_all_to_all(pixart):
+    """Chunked masking (4 chunks) hides part of Ulysses' all-to-all; TP's all-reduce has nothing to hide behind."""
+    m, h, s = pixart
+    four = Tunables(masking_chunks=4)
+    assert predict(m, h, s, Plan(ulysses=2), four).hidden_s > 0
+    assert predict(m, h, s, Plan(ulysses=2)).hidden_s == 0.0
+    assert predict(m, h, s, Plan(tp=2), four).hidden_s == 0.0
+
+
+def test_masking_hidden_in_seconds_matches_the_bound_in_microseconds():
+    """1 s of comm against 0.5 s of attention in 4 chunks: the bound works in us, the cost model in s."""
+    from ditpar.masking.bound import ceiling, make_layer
+    assert masking_hidden(1.0, 0.5, 4) == pytest.approx(ceiling(make_layer(1_000_000.0, 500_000.0, 4)), rel=1e-12)
+    assert masking_hidden(2.0, 1.0, 4) == pytest.approx(2 * ceiling(make_layer(2_000_000.0, 1_000_000.0, 4)), rel=1e-12)
+
+
+def test_a_fully_synchronous_pipefusion_computes_the_whole_model_each_step(pixart):
+    """With every step a warm-up step, each step passes the whole latent through the 2 stages of 14 blocks one
+    after another: the device work per request is the one-card compute (same blocks, same shapes)."""
+    m, h, s = pixart
+    sync = predict(m, h, s, Plan(pipefusion=2, warmup=20))
+    assert sync.compute_s == pytest.approx(predict(m, h, s, Plan()).compute_s, rel=1e-9)
+    assert predict(m, h, s, Plan(pipefusion=2, warmup=1)).compute_s > 0
+
+
+def test_pipefusion_hop_hidden_under_the_next_patch(pixart):
+    """PF2 on PixArt: 28 blocks split 14/14 (no imbalance), compute-bound, so every per-patch hand-off (hop) hides
+    behind the next patch: hidden = hop x (steps - warm-up) x patches."""
+    from ditpar.plan.cost.timing import comm_time_s
+    from ditpar.plan.cost.work import step_collectives
+    m, h, s = pixart
+    plan = Plan(pipefusion=2)
+    bd = predict(m, h, s, plan)
+    hop = sum(comm_time_s(h, c) for c in step_collectives(m, h, s, plan, layout(plan, Tunables().order))
+              if c.dim == "pipefusion")
+    assert hop > 0
+    assert bd.hidden_s == pytest.approx(hop * (20 - 1) * plan.num_patches, rel=1e-9)
