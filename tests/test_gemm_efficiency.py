@@ -122,3 +122,18 @@ def test_bad_table_is_one_clear_error(tmp_path):
                    'dims = [256, 512]\ngrid = [{ m = 256, n = 256, tflops = [1.0, 2.0] }]\n')
     with pytest.raises(InputError, match=r"families\.x: missing key or grid row \(256, 512\)"):
         eff.load_curves(str(bad))
+
+
+def test_a_one_size_table_is_refused(tmp_path):
+    """One dimension is no curve to interpolate on: refused, naming the family."""
+    one = tmp_path / "gemm_efficiency.toml"
+    one.write_text('[families.x]\naccelerators = ["H100"]\npeak_tflops_bf16 = 989.0\nsource = "s"\n'
+                   'dims = [256]\ngrid = [{ m = 256, n = 256, tflops = [1.0] }]\n')
+    with pytest.raises(InputError, match=r"families\.x: dims must be >= 2 increasing sizes"):
+        eff.load_curves(str(one))
+    two = tmp_path / "two.toml"
+    two.write_text('[families.x]\naccelerators = ["H100"]\npeak_tflops_bf16 = 989.0\nsource = "s"\n'
+                   'dims = [256, 512]\ngrid = [{ m = 256, n = 256, tflops = [1.0, 2.0] },'
+                   ' { m = 256, n = 512, tflops = [1.0, 2.0] }, { m = 512, n = 256, tflops = [1.0, 2.0] },'
+                   ' { m = 512, n = 512, tflops = [1.0, 2.0] }]\n')
+    assert [c.dims for c in eff.load_curves(str(two))] == [(256, 512)]
