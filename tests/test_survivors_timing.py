@@ -187,3 +187,33 @@ def test_pipefusion_hop_hidden_under_the_next_patch(pixart):
               if c.dim == "pipefusion")
     assert hop > 0
     assert bd.hidden_s == pytest.approx(hop * (20 - 1) * plan.num_patches, rel=1e-9)
+
+
+def test_pipefusion_compute_is_its_flops_at_its_patch_efficiency(pixart):
+    """With no warm-up step every step runs m patches through the rank's stage: compute = steps x FLOPs per step
+    / (rate x the plan's efficiency at patch rows). 2 patches of 2 x 2048 rows run at the large-GEMM rate, so
+    exactly half a card's compute; 16 patches of 512 rows run slower."""
+    m, h, s = pixart
+    rate = h.peak_tflops_bf16 * 1e12 * h.mfu
+    one = predict(m, h, s, Plan())
+    two = predict(m, h, s, Plan(pipefusion=2, warmup=0))
+    assert two.compute_s == pytest.approx(0.5 * one.compute_s, rel=1e-12)
+    small = predict(m, h, s, Plan(pipefusion=2, patches=16, warmup=0))
+    assert small.compute_s == pytest.approx(20 * small.flops_per_step / (rate * small.compute_efficiency), rel=1e-9)
+    assert small.compute_efficiency < one.compute_efficiency
+    assert small.compute_s > 0.5 * one.compute_s
+
+
+def test_no_hbm_figure_means_no_relayout_time(pixart):
+    m, h, s = pixart
+    bare = dataclasses.replace(h, hbm_bandwidth_GBps=0.0)
+    bd = predict(m, bare, s, Plan(ulysses=2))
+    rate = h.peak_tflops_bf16 * 1e12 * h.mfu
+    assert bd.compute_s == pytest.approx(20 * bd.flops_per_step / (rate * bd.compute_efficiency), rel=1e-12)
+
+
+def test_pipefusion_families_add_up_with_ulysses_inside(pixart):
+    m, h, s = pixart
+    bd = predict(m, h, s, Plan(pipefusion=2, ulysses=2))
+    assert bd.exposed_by_family_s["ulysses all-to-all Q,K,V,O"] > 0
+    assert sum(bd.exposed_by_family_s.values()) == pytest.approx(bd.exposed_comm_s, rel=1e-12)
