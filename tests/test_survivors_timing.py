@@ -166,13 +166,32 @@ def test_masking_hidden_in_seconds_matches_the_bound_in_microseconds():
     assert masking_hidden(2.0, 1.0, 4) == pytest.approx(2 * ceiling(make_layer(2_000_000.0, 1_000_000.0, 4)), rel=1e-12)
 
 
-def test_a_fully_synchronous_pipefusion_computes_the_whole_model_each_step(pixart):
-    """With every step a warm-up step, each step passes the whole latent through the 2 stages of 14 blocks one
-    after another: the device work per request is the one-card compute (same blocks, same shapes)."""
+def test_a_fully_synchronous_pipefusion_step_waits_for_the_other_stage(pixart):
+    """With every step a warm-up step, the whole latent passes the 2 stages of 14 blocks one after another: the
+    rank computes its own stage (half the one-card compute) and waits for the other (pipeline time: the other
+    stage's whole time, at least its compute)."""
     m, h, s = pixart
+    one = predict(m, h, s, Plan())
     sync = predict(m, h, s, Plan(pipefusion=2, warmup=20))
-    assert sync.compute_s == pytest.approx(predict(m, h, s, Plan()).compute_s, rel=1e-9)
+    assert sync.compute_s == pytest.approx(0.5 * one.compute_s, rel=1e-9)
+    assert sync.pipeline_s == pytest.approx(sync.compute_s + sync.host_bound_s
+                                            + sync.exposed_comm_s - sync.exposed_by_family_s["PipeFusion P2P"], rel=1e-9)
     assert predict(m, h, s, Plan(pipefusion=2, warmup=1)).compute_s > 0
+
+
+@pytest.mark.parametrize("model,hw", [("PixArt-alpha", "H100"), ("FLUX.1-dev", "A100"), ("SD3-Medium", "L40")])
+def test_breakdown_columns_add_up_to_the_latency(model, hw):
+    """compute + exposed communication + host-bound + pipeline = latency for every form, PipeFusion included
+    (its warm-up once counted the other stages as this rank's compute and the stage imbalance twice)."""
+    m, h = presets.load_model(model), presets.load_hardware(hw, None, 8)
+    s = make_shape(m)
+    for plan in (Plan(), Plan(ulysses=2), Plan(ring=4), Plan(tp=2), Plan(cfg=2, ulysses=2), Plan(pipefusion=2),
+                 Plan(pipefusion=8), Plan(cfg=2, pipefusion=4), Plan(pipefusion=2, ulysses=2), Plan(pipefusion=4, warmup=3)):
+        bd = predict(m, h, s, plan)
+        parts = bd.compute_s + bd.exposed_comm_s + bd.host_bound_s + bd.pipeline_s
+        assert parts == pytest.approx(bd.latency_s, rel=1e-9), plan.name
+        assert sum(bd.exposed_by_family_s.values()) == pytest.approx(bd.exposed_comm_s, rel=1e-9, abs=1e-12), plan.name
+        assert min(bd.compute_s, bd.exposed_comm_s, bd.host_bound_s, bd.pipeline_s, bd.hidden_s) >= 0, plan.name
 
 
 def test_pipefusion_hop_hidden_under_the_next_patch(pixart):

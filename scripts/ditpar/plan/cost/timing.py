@@ -236,7 +236,8 @@ def predict(model, hw, shape: Shape, plan: Plan, tun: Tunables = Tunables()) -> 
         p2p = [c for c in per_step if c.dim == "pipefusion"]
         hop = sum(comm_time_s(hw, c) + tun.sync_us * 1e-6 for c in p2p)
         patch_t = max(patch_compute + imbalance, hop)
-        exposed_patch = patch_t - patch_compute
+        # the hand-off shows only where it outlasts the slowest stage's patch; the imbalance is the pipeline's
+        exposed_patch = patch_t - patch_compute - imbalance
         # warm-up: the whole latent passes the stages one after another (synchronous pipeline)
         probe_full = Breakdown(plan=plan)
         stage_full = sum(_block_time(hw, b, tun, rate, probe_full, 1.0, curve) for b in blocks)
@@ -247,15 +248,17 @@ def predict(model, hw, shape: Shape, plan: Plan, tun: Tunables = Tunables()) -> 
         fill = (pf - 1) * patch_t if async_steps > 0 else 0.0
         bd.step_s = m * patch_t + cfg_t
         total = warm * (sync_step + cfg_t) + async_steps * bd.step_s + fill
-        # attribute: copy the probe's per-patch parts, scaled to the whole request
+        # attribute, so that compute + exposed + host-bound + pipeline = latency: the rank's own stage is its
+        # compute (per patch in the steady state, on the whole latent in a warm-up step); the other stages of a
+        # warm-up step, the fill and the stage imbalance are pipeline time
         mult = async_steps * m
-        bd.compute_s = probe.compute_s * mult + probe_full.compute_s * warm * pf
-        bd.host_bound_s = probe.host_bound_s * mult + probe_full.host_bound_s * warm * pf
-        bd.hidden_s = probe.hidden_s * mult + probe_full.hidden_s * warm * pf + hop * mult - exposed_patch * mult
+        bd.compute_s = probe.compute_s * mult + probe_full.compute_s * warm
+        bd.host_bound_s = probe.host_bound_s * mult + probe_full.host_bound_s * warm
+        bd.hidden_s = probe.hidden_s * mult + probe_full.hidden_s * warm + (hop - exposed_patch) * mult
         for k in LINK_KEYS:
-            bd.exposed_by_link_s[k] = probe.exposed_by_link_s[k] * mult + probe_full.exposed_by_link_s[k] * warm * pf
+            bd.exposed_by_link_s[k] = probe.exposed_by_link_s[k] * mult + probe_full.exposed_by_link_s[k] * warm
         for k, v in probe.exposed_by_family_s.items():
-            bd.exposed_by_family_s[k] = v * mult + probe_full.exposed_by_family_s.get(k, 0.0) * warm * pf
+            bd.exposed_by_family_s[k] = v * mult + probe_full.exposed_by_family_s.get(k, 0.0) * warm
         if p2p:
             link = next(iter(p2p[0].bytes_by_link))
             pf_exposed = exposed_patch * mult + (pf - 1) * hop_full * warm
@@ -263,7 +266,10 @@ def predict(model, hw, shape: Shape, plan: Plan, tun: Tunables = Tunables()) -> 
             _add(bd.exposed_by_family_s, "PipeFusion P2P", pf_exposed)
         if cfg_t:
             _add(bd.exposed_by_family_s, "CFG all-gather", cfg_t * steps)
-        bd.pipeline_s = warm * (sync_step - stage_full) + fill - (pf - 1) * hop_full * warm + imbalance * mult
+            for c in per_step:
+                if c.dim == "cfg":
+                    bd.exposed_by_link_s[next(iter(c.bytes_by_link))] += cfg_t * steps
+        bd.pipeline_s = warm * (pf - 1) * stage_full + fill + imbalance * mult
         if imbalance > 0:
             bd.notes.append(f"PipeFusion: stages hold unequal work ({model.n_layers} blocks in {pf} contiguous stages);"
                             f" the slowest sets the pace (+{imbalance / patch_compute:.0%} per patch)")
