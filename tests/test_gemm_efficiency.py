@@ -137,3 +137,35 @@ def test_a_one_size_table_is_refused(tmp_path):
                    ' { m = 256, n = 512, tflops = [1.0, 2.0] }, { m = 512, n = 256, tflops = [1.0, 2.0] },'
                    ' { m = 512, n = 512, tflops = [1.0, 2.0] }]\n')
     assert [c.dims for c in eff.load_curves(str(two))] == [(256, 512)]
+
+
+def test_describe_rounds_the_best_fraction_to_three_digits():
+    """XLA's sm_90 table peaks at 780.2 TFLOP/s against the 989 TFLOPS dense peak: 780.2 / 989 = 0.78887 -> 0.789;
+    the L20's equal-time derivation keeps the base family's fraction."""
+    h100, l20 = presets.load_hardware("H100", None, 8), presets.load_hardware("L20", None, 8)
+    assert eff.curve_for(h100).best_tflops == 780.2
+    assert eff.describe(h100)["best_fraction_of_peak"] == 0.789
+    assert eff.describe(l20)["best_fraction_of_peak"] == 0.789 and eff.describe(l20)["derived"] is True
+
+
+def test_no_derived_curve_without_a_peak():
+    """The equal-time rule scales by (989 / peak)^(1/3): a device with no peak figure gets no curve, not a crash."""
+    from types import SimpleNamespace
+    assert eff.curve_for(SimpleNamespace(accelerator="L20", peak_tflops_bf16=0.0)) is None
+    assert eff.curve_for(SimpleNamespace(accelerator="L20", peak_tflops_bf16=119.5)) is not None
+
+
+def test_interpolation_between_grid_points_that_are_not_a_doubling_apart(tmp_path):
+    """dims 256 and 1024 are two octaves apart: 512 sits halfway in log2, so its throughput is the mean of the
+    two grid values along that axis (10 and 30 -> 20)."""
+    t = tmp_path / "gemm_efficiency.toml"
+    rows = []
+    for mm in (256, 1024):
+        for n in (256, 1024):
+            rows.append(f"{{ m = {mm}, n = {n}, tflops = [{10.0 if mm == 256 else 30.0}, "
+                        f"{10.0 if mm == 256 else 30.0}] }}")
+    t.write_text('[families.x]\naccelerators = ["H100"]\npeak_tflops_bf16 = 989.0\nsource = "s"\n'
+                 f'dims = [256, 1024]\ngrid = [{", ".join(rows)}]\n')
+    (curve,) = eff.load_curves(str(t))
+    assert curve.achieved_tflops(512, 256, 256) == pytest.approx(20.0)
+    assert curve.achieved_tflops(256, 512, 1024) == pytest.approx(10.0)

@@ -236,3 +236,28 @@ def test_pipefusion_families_add_up_with_ulysses_inside(pixart):
     bd = predict(m, h, s, Plan(pipefusion=2, ulysses=2))
     assert bd.exposed_by_family_s["ulysses all-to-all Q,K,V,O"] > 0
     assert sum(bd.exposed_by_family_s.values()) == pytest.approx(bd.exposed_comm_s, rel=1e-12)
+
+
+def test_breakdown_carries_each_link_figure_evidence():
+    """The band reads what each link figure rests on from the breakdown: L20's all-to-all figures were measured
+    on another device class, the Atlas HCCS figures are derived."""
+    m = presets.load_model("FLUX.1-dev")
+    l20, atlas = presets.load_hardware("L20", None, 8), presets.load_hardware("Atlas 800I A2", None, 8)
+    assert predict(m, l20, make_shape(m), Plan(ulysses=4)).link_evidence["intra_domain"] == "other-class"
+    assert predict(m, atlas, make_shape(m), Plan(ulysses=4)).link_evidence["intra_domain"] == "derived"
+
+
+def test_a_patch_shrinks_the_attention_rows_not_the_keys(pixart):
+    """PipeFusion's patch attends the whole stale K/V: only the query rows shrink. PixArt's block holds
+    16 heads x 4096 tokens x 2 (CFG batch) = 131072 query rows; a 1/128 share leaves 1024, below the grid's 4096."""
+    from ditpar.plan.cost import efficiency
+    from ditpar.plan.cost.timing import block_efficiencies
+    m, h, s = pixart
+    plan = Plan(pipefusion=2)
+    (blk,) = block_work(m, h, s, plan, layout(plan, Tunables().order))
+    curve = efficiency.curve_for(h)
+    rows, kv, hd = blk.attn_shape
+    assert (rows, kv) == (131072, 4096)
+    _, att, _ = block_efficiencies(curve, blk, 1.0 / 128)
+    assert att == efficiency.attention_efficiency(curve, 1024, 4096, hd)
+    assert att < efficiency.attention_efficiency(curve, rows, kv, hd) == 1.0
