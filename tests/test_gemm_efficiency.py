@@ -169,3 +169,24 @@ def test_interpolation_between_grid_points_that_are_not_a_doubling_apart(tmp_pat
     (curve,) = eff.load_curves(str(t))
     assert curve.achieved_tflops(512, 256, 256) == pytest.approx(20.0)
     assert curve.achieved_tflops(256, 512, 1024) == pytest.approx(10.0)
+
+
+def test_a_zero_throughput_figure_is_refused_and_a_missing_table_is_no_curve(tmp_path):
+    zero = tmp_path / "zero.toml"
+    zero.write_text('[families.x]\naccelerators = ["H100"]\npeak_tflops_bf16 = 989.0\nsource = "s"\n'
+                    'dims = [256, 512]\ngrid = [{ m = 256, n = 256, tflops = [1.0, 0.0] },'
+                    ' { m = 256, n = 512, tflops = [1.0, 2.0] }, { m = 512, n = 256, tflops = [1.0, 2.0] },'
+                    ' { m = 512, n = 512, tflops = [1.0, 2.0] }]\n')
+    with pytest.raises(InputError, match=r"families\.x: throughput figures and peak_tflops_bf16 must be positive"):
+        eff.load_curves(str(zero))
+    assert eff.load_curves(str(tmp_path / "absent.toml")) == ()
+
+
+def test_a_gemm_shape_is_a_hashable_value():
+    from dataclasses import FrozenInstanceError
+
+    from ditpar.plan.cost.efficiency import Gemm
+    g = Gemm(4096.0, 3072.0, 3072.0)
+    assert hash(g) == hash(Gemm(4096.0, 3072.0, 3072.0)) and {g, Gemm(4096.0, 3072.0, 3072.0)} == {g}
+    with pytest.raises(FrozenInstanceError):
+        g.m = 1.0
