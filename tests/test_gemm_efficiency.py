@@ -152,6 +152,7 @@ def test_no_derived_curve_without_a_peak():
     """The equal-time rule scales by (989 / peak)^(1/3): a device with no peak figure gets no curve, not a crash."""
     from types import SimpleNamespace
     assert eff.curve_for(SimpleNamespace(accelerator="L20", peak_tflops_bf16=0.0)) is None
+    assert eff.curve_for(SimpleNamespace(accelerator="L20")) is None
     assert eff.curve_for(SimpleNamespace(accelerator="L20", peak_tflops_bf16=119.5)) is not None
 
 
@@ -190,3 +191,18 @@ def test_a_gemm_shape_is_a_hashable_value():
     assert hash(g) == hash(Gemm(4096.0, 3072.0, 3072.0)) and {g, Gemm(4096.0, 3072.0, 3072.0)} == {g}
     with pytest.raises(FrozenInstanceError):
         g.m = 1.0
+
+
+def test_attention_with_no_rows_or_keys_is_not_priced():
+    curve = eff.curve_for(presets.load_hardware("H100", None, 8))
+    assert eff.attention_efficiency(curve, 0, 4096, 128) == 1.0
+    assert eff.attention_efficiency(curve, 4096, 0, 128) == 1.0
+    assert eff.attention_efficiency(None, 64, 64, 128) == 1.0
+    assert eff.attention_efficiency(curve, 64, 64, 128) < 1.0
+
+
+def test_a_curve_is_immutable():
+    from dataclasses import FrozenInstanceError
+    curve = eff.curve_for(presets.load_hardware("H100", None, 8))
+    with pytest.raises(FrozenInstanceError):
+        curve.peak_tflops = 1.0

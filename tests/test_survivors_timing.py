@@ -122,6 +122,7 @@ def test_slowest_stage_skips_kinds_absent_from_the_stage_table():
 def test_breakdown_starts_from_zero():
     bd = Breakdown(plan=Plan())
     assert (bd.latency_s, bd.compute_s, bd.flops_per_step, bd.exposed_comm_s) == (0.0, 0.0, 0.0, 0.0)
+    assert (bd.memory_GB, bd.compute_efficiency) == (0.0, 1.0)   # 1 = no shape term until predict sets it
     assert dataclasses.asdict(bd)["pipeline_s"] == 0.0
 
 
@@ -261,3 +262,15 @@ def test_a_patch_shrinks_the_attention_rows_not_the_keys(pixart):
     _, att, _ = block_efficiencies(curve, blk, 1.0 / 128)
     assert att == efficiency.attention_efficiency(curve, 1024, 4096, hd)
     assert att < efficiency.attention_efficiency(curve, rows, kv, hd) == 1.0
+
+
+def test_slowest_stage_cuts_the_blocks_in_order():
+    """Blocks a, b, b, b (per-block times 10, 1, 1, 1) in 2 stages of 2: [a, b] = 11 and [b, b] = 2, so 11."""
+    model = SimpleNamespace(blocks={"a": 1, "b": 3})
+    per_kind = {"a": 10.0 * 0.5, "b": 1.0 * 1.5}        # one stage's average: per-block time x blocks / stages
+    assert slowest_stage_s(model, per_kind, [0.5, 1.5], 2) == pytest.approx(11.0)
+
+
+def test_no_imbalance_note_for_even_stages(pixart):
+    m, h, s = pixart   # 28 blocks in 2 stages of 14
+    assert not any("unequal" in n for n in predict(m, h, s, Plan(pipefusion=2)).notes)

@@ -233,6 +233,8 @@ def predict(model, hw, shape: Shape, plan: Plan, tun: Tunables = Tunables()) -> 
         per_kind = {b.kind: _block_time(hw, b, tun, rate, probe, 1.0 / m, curve) for b in blocks}
         patch_compute = sum(per_kind.values())
         imbalance = slowest_stage_s(model, per_kind, [b.count for b in blocks], pf) - patch_compute
+        if imbalance <= 1e-9 * patch_compute:   # even stages: only rounding of the per-block split is left
+            imbalance = 0.0
         p2p = [c for c in per_step if c.dim == "pipefusion"]
         hop = sum(comm_time_s(hw, c) + tun.sync_us * 1e-6 for c in p2p)
         patch_t = max(patch_compute + imbalance, hop)
