@@ -206,3 +206,21 @@ def test_a_curve_is_immutable():
     curve = eff.curve_for(presets.load_hardware("H100", None, 8))
     with pytest.raises(FrozenInstanceError):
         curve.peak_tflops = 1.0
+
+
+def test_curves_compare_by_their_figures_not_their_memo(tmp_path):
+    t = tmp_path / "gemm_efficiency.toml"
+    t.write_text('[families.x]\naccelerators = ["H100"]\npeak_tflops_bf16 = 0.5\nsource = "s"\n'
+                 'dims = [256, 512]\ngrid = [{ m = 256, n = 256, tflops = [0.1, 0.2] },'
+                 ' { m = 256, n = 512, tflops = [0.1, 0.2] }, { m = 512, n = 256, tflops = [0.1, 0.2] },'
+                 ' { m = 512, n = 512, tflops = [0.1, 0.2] }]\n')
+    (a,), (b,) = eff.load_curves(str(t)), eff.load_curves(str(t))   # a peak under 1 TFLOPS is a peak
+    assert a.peak_tflops == 0.5
+    a.achieved_tflops(300, 300, 300)
+    assert a == b
+
+
+def test_zero_flop_gemms_are_not_priced():
+    from ditpar.plan.cost.efficiency import Gemm
+    curve = eff.curve_for(presets.load_hardware("H100", None, 8))
+    assert eff.linear_efficiency(curve, (Gemm(0.0, 3072.0, 3072.0),)) == 1.0

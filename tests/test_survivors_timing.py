@@ -274,3 +274,19 @@ def test_slowest_stage_cuts_the_blocks_in_order():
 def test_no_imbalance_note_for_even_stages(pixart):
     m, h, s = pixart   # 28 blocks in 2 stages of 14
     assert not any("unequal" in n for n in predict(m, h, s, Plan(pipefusion=2)).notes)
+
+
+def test_dtensor_note_only_for_tp_with_a_per_linear_cost(pixart):
+    m, h, s = pixart
+    def noted(plan, tun):
+        return any(n.startswith("DTensor TP host cost") for n in predict(m, h, s, plan, tun).notes)
+    assert noted(Plan(tp=2), Tunables(tp_linear_host_us=68.7))
+    assert not noted(Plan(ulysses=2), Tunables(tp_linear_host_us=68.7))      # no TP, no parallelized linear
+    assert not noted(Plan(tp=2), Tunables())                                  # not a DTensor framework
+    assert not noted(Plan(tp=2), Tunables(tp_linear_host_us=68.7, launch_us=0.0))   # captured: no dispatch
+
+
+def test_cfg_all_gather_bytes_per_step_by_hand(pixart):
+    """cfg2 gathers the other branch's output latent once per step: 128 x 128 x 4 channels x 2 B = 131,072 B."""
+    m, h, s = pixart
+    assert predict(m, h, s, Plan(cfg=2)).bytes_by_link_per_step["intra_domain"] == 128 * 128 * 4 * 2
