@@ -108,6 +108,8 @@ def test_shape_is_frozen_and_hashable():
 def test_describe_by_hand():
     s = make_shape(tiny_model(), 64, 64, 1, 10)
     assert s.describe() == "64x64, 10 steps, cfg=off: 16 tokens (1x16)"
+    two = make_shape(tiny_model(kind="video", vae_stride=(4, 8, 8), vae_temporal_causal=True), 64, 64, 2, 10)
+    assert two.describe() == "64x64x2f, 10 steps, cfg=off: 16 tokens (1x16)"   # 1 + 1 // 4 = 1 latent frame
     v = make_shape(tiny_model(kind="video", vae_stride=(4, 8, 8), vae_temporal_causal=True,
                               text_joint_tokens=77, text_cross_tokens=12), 64, 32, 9, 5, cfg=True)
     v = dataclasses.replace(v, pad_tokens=2)
@@ -130,6 +132,8 @@ def _plain(**kw):
     (81, False, 20),   # 81 // 4
     (2, True, 1),      # 1 + 1 // 4: a second frame does not start a latent frame yet
     (5, True, 2),      # 1 + 4 // 4
+    (4, True, 1),      # 1 + 3 // 4: the 4th frame still belongs to the first group after frame 0
+    (8, True, 2),      # 1 + 7 // 4
     (4, False, 1),     # 4 // 4
     (6, False, 1),     # 6 // 4 (whole latent frames only)
     (3, False, 1),     # 3 // 4 = 0, at least one latent frame
@@ -141,6 +145,7 @@ def test_latent_frames_by_hand(frames, causal, expected):
 
 def test_latent_frames_edges():
     assert latent_frames(_plain(), 0) == 1                              # no frames still decode one latent frame
+    assert latent_frames(_plain(vae_temporal_causal=True), 0) == 1      # (not 1 + (0 - 1) // 4 = 0)
     assert latent_frames(_plain(vae_stride=(1, 8, 8)), 7) == 7          # no temporal stride: frames as given
     assert latent_frames(_plain(vae_stride=(2, 8, 8), vae_temporal_causal=True), 5) == 3   # 1 + 4 // 2
     assert latent_frames(_plain(vae_stride=(2, 8, 8)), 5) == 2                               # 5 // 2
@@ -149,10 +154,12 @@ def test_latent_frames_edges():
 
 
 def test_make_shape_without_visual_grid_rounds_down():
-    # 24 px / 8 = 3 latent rows, 3 // 2 = 1 token (no partial patch); 81 frames causal -> 21 latent frames,
-    # temporal patch 2 -> 21 // 2 = 10
+    # 81 frames causal -> 21 latent frames, temporal patch 2 -> 21 // 2 = 10
     s = make_shape(_plain(patch=(2, 2, 2), vae_temporal_causal=True), 24, 40, 81, 10)
-    assert (s.frames_tok, s.tokens_per_frame) == (10, 1 * 2)            # 40 / 8 = 5 -> 5 // 2 = 2 wide
+    assert (s.frames_tok, s.tokens_per_frame) == (10, 1 * 2)            # 24 / 8 = 3 -> 1 wide; 40 / 8 = 5 -> 2 high
+    # no partial patch: 32x24 px -> 4 x 3 latent -> 2 x 1 tokens; 24x32 -> 1 x 2
+    assert make_shape(_plain(), 32, 24, 1, 10).tokens_per_frame == 2
+    assert make_shape(_plain(), 24, 32, 1, 10).tokens_per_frame == 2
     one = make_shape(_plain(patch=(2, 2, 2), vae_temporal_causal=True), 64, 64, 1, 10)
     assert one.frames_tok == 1                                          # 1 latent frame // 2 = 0 -> at least 1
     t1 = make_shape(_plain(patch=(1, 2, 2)), 64, 64, 20, 10)
