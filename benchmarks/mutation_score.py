@@ -72,7 +72,8 @@ TESTS: dict[str, list[str]] = {   # the fast, targeted file first: with -x most 
                                            "tests/test_plan_preference.py"],
     "scripts/ditpar/plan/cost/shape.py": ["tests/test_survivors_shape.py", "tests/test_costmodel.py"],
     "scripts/ditpar/plan/cost/timing.py": ["tests/test_costmodel.py", "tests/test_tp_framework_cost.py"],
-    "scripts/ditpar/plan/cost/work.py": ["tests/test_costmodel.py", "tests/test_tp_framework_cost.py"],
+    "scripts/ditpar/plan/cost/work.py": ["tests/test_survivors_work.py", "tests/test_costmodel.py",
+                                         "tests/test_tp_framework_cost.py"],
 }
 DEFAULT_MODULES = list(TESTS)
 
