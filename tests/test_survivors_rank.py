@@ -25,6 +25,7 @@ from ditpar.plan.decide.rank import (
     rank_plans,
     runner_up,
 )
+from ditpar.plan.inputs.presets import LinkClass
 
 TUN = Tunables()
 
@@ -300,10 +301,11 @@ def test_weight_gather_hidden_behind_compute_and_shared_pcie():
 
 def test_weight_gather_across_domains_uses_the_slow_class():
     hw = box(devices=4, domain_size=2, intra=100.0, inter=10.0)
+    hw = dataclasses.replace(hw, links={**hw.links, "inter_domain": LinkClass("slow", 10.0, 2.0)})   # 2 us
     s = make_shape(tiny_model(), 64, 64, 1, 10)
     bd = _bd(compute_s=0.1)
     add_weight_gather(hw, s, Plan(ulysses=4), bd)
-    gather = 0.75 * 8e9 / 10e9 + 3e-6
+    gather = 0.75 * 8e9 / 10e9 + 3 * 2e-6
     assert bd.exposed_by_link_s["inter_domain"] == pytest.approx((gather - 0.01) * 10, rel=1e-12)
     assert bd.exposed_by_link_s["intra_domain"] == 0.0
 
@@ -356,6 +358,8 @@ def test_conclusion_of_nothing_and_of_one_plan():
     text = conclusion([only, approx_slow, approx_fast], m, hw, s)
     assert text == ("Only U4 is feasible among exact plans (on xDiT): predicted 2 s, 1.5x one device. A faster "
                     "approximate plan exists (PF4, 1 s, stale activations): --allow-approximate ranks it.")
+    two = conclusion([only, approx_slow], m, hw, s)
+    assert two == "Only U4 is feasible among exact plans (on xDiT): predicted 2 s, 1.5x one device."
     a_only = _res(Plan(pipefusion=4), 1.0, exact=False, speedup_vs_1=3.0)
     assert conclusion([a_only], m, hw, s) == "Only PF4 is feasible: predicted 1 s, 3.0x one device."
 
@@ -364,7 +368,7 @@ def test_conclusion_of_a_pair_by_hand():
     m, hw, s = _setup(kv_heads=2)
     a = PlanResult(Plan(ulysses=4), _bd_links(Plan(ulysses=4), 2.0, intra=0.2, inter=0.5), [], True,
                    speedup_vs_1=3.0, framework="xDiT")
-    a.gates.append(gates.Gate("G7", "projection", "info", "first part; U4 stays ahead unless X (projection, "
+    a.gates.append(gates.Gate("G7", "projection", "info", "first part; U4 stays ahead unless X; or Y (projection, "
                                                           "not measurement)"))
     b = _res(Plan(ring=4), 2.5)
     fast = _res(Plan(pipefusion=4), 1.5, exact=False)
@@ -372,7 +376,7 @@ def test_conclusion_of_a_pair_by_hand():
     # 2.5 / 2 - 1 = 25 % ahead; exposed 0.7 s of 2 s = 35 %, most of it inter_domain; 2 of 8 K/V heads: GQA
     assert text == (f"On box with 4 devices, tiny at {s.describe()} (GQA): U4 on xDiT (exact) is predicted fastest "
                     "(2 s, 3.0x one device), 25.0% ahead of R4; its exposed communication is 35% of the latency, "
-                    "mostly inter_domain. Conditions: U4 stays ahead unless X. This is a prediction: confirm with "
+                    "mostly inter_domain. Conditions: U4 stays ahead unless X; or Y. This is a prediction: confirm with "
                     "the G6 A/B pair before committing. A faster approximate plan exists (PF4, 1.5 s, stale "
                     "activations): it changes the output; --allow-approximate ranks it.")
 
@@ -393,3 +397,117 @@ def test_conclusion_approximate_leader_padding_and_no_g7():
     plain.breakdown.exposed_by_link_s = {"intra_domain": 0.0, "inter_domain": 0.0, "inter_node": 0.0}
     t2 = conclusion([plain, _res(Plan(ring=4), 1.2)], m, hw, s)
     assert "Conditions: . " in t2 and "U4 (exact) is predicted fastest" in t2 and "approximate plan" not in t2
+
+
+# ---------------------------------------------------------------- framework profiles: padding, TP host cost, sharding
+
+def _fw(name, **kw):
+    from ditpar.plan.inputs.frameworks import all_frameworks
+
+    base = next(fw for fw in all_frameworks() if fw.name == "xDiT")
+    every = {"ulysses": ("*",), "ring": ("*",), "kv_allgather": ("*",), "tp": ("*",), "pipefusion": (),
+             "cfg": ("*",), "dp": ("*",)}
+    fields = dict(name=name, aliases=(), vendors=("nvidia",), sequence_indivisible="pad", weight_sharding=False,
+                  tp_impl="none", forms=every, form_vendors={}, exclude={}, vendor_families={}, incompatible=(),
+                  unverified=())
+    fields.update(kw)
+    return dataclasses.replace(base, **fields)
+
+
+def test_framework_padding_is_costed_and_noted():
+    m, hw, s = _setup(devices=2, width=48)                 # 48 px -> 3 x 3 = 9 tokens
+    res = {r.plan.name: r for r in rank_plans(m, hw, s, 2, TUN, frameworks=[_fw("padder")], detail=False)}
+    r2 = res["R2"]
+    # 9 tokens over sp 2: padded to ceil(9 / 2) x 2 = 10
+    assert r2.pad_tokens == 1 and r2.framework == "padder"
+    assert "sequence not divisible by sp = 2: padder padding, costed as 1 padded tokens (the largest shard sets " \
+           "the pace)" in r2.breakdown.notes
+    padded = dataclasses.replace(s, pad_tokens=1)
+    assert r2.latency_s == predict(m, hw, padded, Plan(ring=2), r2.tunables).latency_s
+    assert res["TP2"].pad_tokens == 0 and res["DP2"].pad_tokens == 0
+    uneven = {r.plan.name: r for r in rank_plans(m, hw, s, 2, TUN, detail=False,
+                                                  frameworks=[_fw("splitter", sequence_indivisible="uneven")])}
+    assert any("splitter uneven split, costed as 1 padded tokens" in n for n in uneven["U2"].breakdown.notes)
+
+
+def test_tp_host_cost_of_the_first_preferred_runner():
+    from ditpar.plan.cost.timing import DTENSOR_LINEAR_HOST_US
+
+    m, hw, s = _setup(devices=2)
+    fws = [_fw("dtensor-stack", tp_impl="dtensor"), _fw("plain-stack")]   # neither is on the preference list
+    res = {r.plan.name: r for r in rank_plans(m, hw, s, 2, TUN, frameworks=fws, detail=False)}
+    tp = res["TP2"]
+    assert tp.framework == "dtensor-stack" and tp.tunables.tp_linear_host_us == DTENSOR_LINEAR_HOST_US > 0
+    assert res["U2"].tunables.tp_linear_host_us == 0.0                   # no TP: no per-linear host cost
+    flipped = {r.plan.name: r for r in rank_plans(m, hw, s, 2, TUN, frameworks=fws[::-1], detail=False)}
+    assert flipped["TP2"].framework == "plain-stack" and flipped["TP2"].tunables.tp_linear_host_us == 0.0
+
+
+def test_weight_sharding_unlock_needs_a_framework_that_shards():
+    # 10e9 weights x 2 B = 20 GB > 90 % of 16 GB; sharded over 2 ranks: 10 GB fits
+    m = tiny_model(params_b=10.0)
+    hw = dataclasses.replace(box(devices=2, domain_size=2), memory_GB=16.0)
+    s = make_shape(m, 64, 64, 1, 10)
+    none = {r.plan.name: r for r in rank_plans(m, hw, s, 2, TUN, frameworks=[_fw("a"), _fw("b")], detail=False)}
+    g2 = none["U2"].gates[-1]
+    assert not none["U2"].feasible and g2.verdict == "veto" and g2.gate == "G2"
+    assert g2.reason.endswith("needs 10.3 GB; but none of a, b shards weights")
+    assert "re-run" not in g2.reason
+    assert none["TP2"].feasible                                           # TP shards by itself
+    some = {r.plan.name: r for r in rank_plans(m, hw, s, 2, TUN, detail=False,
+                                                frameworks=[_fw("a"), _fw("sharder", weight_sharding=True)])}
+    u2 = some["U2"]
+    assert u2.feasible and u2.framework == "sharder" and u2.gates[-1].verdict == "warn"
+    assert u2.breakdown.memory_parts_GB["weights_GB"] == pytest.approx(10.0, rel=1e-12)   # 20 GB over 2 ranks
+    assert "weights sharded layer-wise over all ranks (G2 unlock); their all-gather is included" in u2.breakdown.notes
+    bare = {r.plan.name: r for r in rank_plans(m, hw, s, 2, TUN, detail=False)}   # no profiles: applied
+    assert bare["U2"].feasible and bare["U2"].framework == ""
+    assert bare["U2"].breakdown.memory_parts_GB["weights_GB"] == pytest.approx(10.0, rel=1e-12)
+
+
+def test_memory_unlock_hint_names_the_plan_needing_least_memory():
+    m = tiny_model(params_b=1.0, text_encoder_params_b=10.0)              # 20 GB text encoder on every rank
+    hw = dataclasses.replace(box(devices=2, domain_size=2), memory_GB=20.0)
+    s = make_shape(m, 64, 64, 1, 10)
+    from ditpar.plan.cost import enumerate_plans
+
+    runnable = [p for p in enumerate_plans(2, False) if gates.availability(m, hw, s, p).verdict != "veto"]
+    least = min(runnable, key=lambda p: predict(m, hw, s, p, TUN).memory_GB)
+    assert least.tp * least.pipefusion == 2                                # a plan that halves the weights
+    with pytest.raises(InputError, match=rf"; {least.name} fits with the unlock: --offload-text-encoder"):
+        rank_plans(m, hw, s, 2, TUN)
+
+
+def test_no_exact_plan_lists_exact_vetoes_only(monkeypatch):
+    real = gates.availability
+
+    def only_pf(model, hw, shape, plan, frameworks=None):
+        if plan.pipefusion > 1:
+            return real(model, hw, shape, plan, frameworks)               # PF4 > 2 layers: vetoed, approximate
+        return gates.Gate("G1", "form availability", "veto", f"stub veto of {plan.name}; detail")
+    monkeypatch.setattr(gates, "availability", only_pf)
+    m, hw, s = _setup(devices=4)
+    from ditpar.plan.cost import enumerate_plans
+
+    exact = sorted(f"stub veto of {p.name}" for p in enumerate_plans(4, False) if p.pipefusion == 1)[:2]
+    with pytest.raises(InputError) as err:
+        rank_plans(m, hw, s, 4, TUN)
+    assert str(err.value).endswith(f"(exact plans fail: {exact[0]} | {exact[1]})")
+    assert "pipefusion 4" not in str(err.value)
+
+
+def test_g7_of_a_tp_leader_uses_its_tp_host_cost(monkeypatch):
+    from ditpar.plan.cost.timing import DTENSOR_LINEAR_HOST_US
+
+    # TP2 predicted fastest, then U2, then the rest (the ranking's prediction replaced; G7 predicts for itself)
+    order = {Plan(tp=2): 1.0, Plan(ulysses=2): 2.0}
+    monkeypatch.setattr(rank, "predict", lambda model, hw, shape, plan, tun: Breakdown(
+        plan=plan, latency_s=order.get(plan, 3.0), compute_s=0.5))
+    m, hw, s = _setup(devices=2)
+    res = rank_plans(m, hw, s, 2, TUN, frameworks=[_fw("dtensor-stack", tp_impl="dtensor")])
+    feas = [r for r in res if r.feasible]
+    lead, second = feas[0], feas[1]
+    assert (lead.plan, second.plan) == (Plan(tp=2), Plan(ulysses=2))
+    assert lead.tunables.tp_linear_host_us == DTENSOR_LINEAR_HOST_US
+    assert lead.gates[-1] == gates.projection(m, hw, s, lead.plan, second.plan, lead.tunables)
+    assert lead.gates[-1] != gates.projection(m, hw, s, lead.plan, second.plan, TUN)
