@@ -389,3 +389,36 @@ def test_factorised_video_blocks():
     # ring on the temporal block: no hop either
     (_, tr), _ = _work(m, Plan(ring=2), frames=9)
     assert tr.comms == [] and tr.kernels == 30
+
+
+def test_more_edges_by_hand():
+    m = tiny_model()
+    nine = make_shape(m, 48, 48, 1, 10)                               # 3 x 3 = 9 tokens
+    assert padding_for(m, nine, Plan(ulysses=2)) == 10 - 9            # sp 2 already pads an odd sequence
+    assert padding_for(m, nine, Plan(ulysses=3)) == 0
+    # ffn_matrices 0 or None in a preset: the plain two-matrix MLP
+    assert linear_flops_per_token(replace(m, ffn_matrices=0), "self") == 98304
+    assert linear_flops_per_token(replace(m, ffn_matrices=None), "cross") == 98304 + 2 * 8192
+    # a per-peer or ring figure below 1 GB/s is still a figure
+    slow = dict(box().links)
+    slow["intra_domain"] = LinkClass("slow", 8.0, 1.0, per_peer_GBps=0.5)
+    assert effective_bw(replace(box(), links=slow), "intra_domain", 4, 4, "p2p") == 0.5
+    slow["intra_domain"] = LinkClass("slow", 8.0, 1.0, ring_GBps=0.5)
+    assert effective_bw(replace(box(), links=slow), "intra_domain", 4, 4, "allgather") == 0.5
+
+
+def test_joint_text_enters_joint_and_single_blocks_only():
+    for kind, tokens in (("self", 16), ("cross", 16), ("joint", 20), ("single", 20)):
+        m = tiny_model(blocks={kind: 1}, text_joint_tokens=4)
+        [bw], _ = _work(m, Plan())
+        assert bw.linear_flops == tokens * linear_flops_per_token(m, parse_kind(kind)[0])
+        assert bw.attn_flops == 4 * tokens * tokens * 64                  # text tokens attend and are attended
+
+
+def test_pipefusion_p2p_is_one_call_per_patch():
+    m = tiny_model(blocks={"self": 4})
+    plan = Plan(pipefusion=2)
+    s = make_shape(m, 64, 64, 1, 10)
+    [p2p] = step_collectives(m, box(domain_size=4, devices=4), s, plan, layout(plan))
+    # 16 tokens x 64 x 2 B / 2 patches, no long skips
+    assert p2p.calls == 1.0 and p2p.bytes_by_link == {"intra_domain": 16 * 64 * B / 2}
