@@ -426,3 +426,24 @@ def test_pipefusion_p2p_is_one_call_per_patch():
     [p2p] = step_collectives(m, box(domain_size=4, devices=4), s, plan, layout(plan))
     # 16 tokens x 64 x 2 B / 2 patches, no long skips
     assert p2p.calls == 1.0 and p2p.bytes_by_link == {"intra_domain": 16 * 64 * B / 2}
+
+
+def test_tp_linears_default_is_the_plain_mlp():
+    assert (tp_linears("self"), tp_linears("cross"), tp_linears("joint"), tp_linears("single")) == (6, 10, 14, 6)
+
+
+def test_alltoall_split_worst_rank_whatever_the_group_order():
+    hw = box(domain_size=4, devices=8, intra=100.0, inter=10.0)
+    # ranks 4 and 5 (the worst: 4 of 6 shares cross the domains) listed first, rank 3 (2 of 6 across) last
+    assert alltoall_split(hw, [4, 5, 0, 1, 2, 3], 600.0) == {"intra_domain": 100.0, "inter_domain": 400.0}
+
+
+def test_ring_with_kv_allgather_block_size():
+    # the formulas split the sequence over r x g for each hop block (the ranking never combines the two:
+    # enumerate_plans and G1 keep them apart; block_work still prices the combination consistently)
+    m = tiny_model()
+    [bw], _ = _work(m, Plan(ring=2, kv_allgather=2))
+    ring = next(c for c in bw.comms if c.name == "ring K,V pass")
+    assert ring.bytes_per_call == (16 / 4) * 2 * 64 * B                   # a quarter of the sequence per hop
+    # layout copies of Q, K, V, O (4 local tokens), one fp32 out/LSE merge per hop, gathered K/V re-laid out
+    assert bw.relayout_bytes == 2 * 2 * 4 * B * 256 + 1 * 4 * 64 * 10 + 2 * 8 * 2 * 64 * B
