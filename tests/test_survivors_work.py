@@ -447,3 +447,31 @@ def test_ring_with_kv_allgather_block_size():
     assert ring.bytes_per_call == (16 / 4) * 2 * 64 * B                   # a quarter of the sequence per hop
     # layout copies of Q, K, V, O (4 local tokens), one fp32 out/LSE merge per hop, gathered K/V re-laid out
     assert bw.relayout_bytes == 2 * 2 * 4 * B * 256 + 1 * 4 * 64 * 10 + 2 * 8 * 2 * 64 * B
+
+
+def test_ulysses_with_tp_by_hand():
+    m = tiny_model()
+    [bw], _ = _work(m, Plan(ulysses=2, tp=2), cfg=True)
+    # TP 2: 4 heads (32 wide) per rank; Ulysses 2 splits them again; K/V 8 heads -> 2 per rank after both
+    # (8 / 2 / 2), entering Ulysses 2 x 2 x 8 = 32 wide. 8 local tokens, batch 2 (CFG on one rank):
+    # Q, K, V, O tensor 8 x 2 B x 2 x (2 x 32 + 2 x 32) = 4096 B, a quarter per call, half of it leaves
+    c = next(c for c in bw.comms if c.name.startswith("ulysses"))
+    assert c.bytes_per_call == 4096 / 4 / 2
+    assert bw.relayout_bytes == 2 * 2 * 8 * B * 2 * 128                # the USP layer's layout copies
+    tp = next(c for c in bw.comms if c.name == "TP all-reduce")
+    assert tp.bytes_by_link == {"intra_domain": 1.0 * 8 * 2 * 64 * B}  # 8 tokens x batch 2, full width
+
+
+def test_tp_allreduce_rows_include_the_batch():
+    [bw], _ = _work(tiny_model(), Plan(tp=2), cfg=True)
+    # 16 tokens x batch 2 rows, 64 wide, 2 B; ring all-reduce over 2 sends 2 (2-1)/2 = 1 x the tensor
+    assert next(c for c in bw.comms if c.name == "TP all-reduce").bytes_by_link == {"intra_domain": 32 * 64 * B}
+
+
+def test_cfg_gather_is_one_call_per_step():
+    m = tiny_model(cfg_default=True)
+    plan = Plan(cfg=2)
+    [gather] = step_collectives(m, box(domain_size=4, devices=4), make_shape(m, 64, 64, 1, 10, cfg=True), plan,
+                                layout(plan))
+    assert (gather.name, gather.dim, gather.calls) == ("CFG all-gather", "cfg", 1.0)
+    assert gather.bytes_by_link == {"intra_domain": 16 * 4 * 4 * B}
