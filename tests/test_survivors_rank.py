@@ -474,8 +474,12 @@ def test_memory_unlock_hint_names_the_plan_needing_least_memory():
     runnable = [p for p in enumerate_plans(2, False) if gates.availability(m, hw, s, p).verdict != "veto"]
     least = min(runnable, key=lambda p: predict(m, hw, s, p, TUN).memory_GB)
     assert least.tp * least.pipefusion == 2                                # a plan that halves the weights
-    with pytest.raises(InputError, match=rf"; {least.name} fits with the unlock: --offload-text-encoder"):
+    # after the offload its peak is its memory less the 20 GB text encoder
+    after = predict(m, hw, s, least, TUN).memory_GB - 20.0
+    with pytest.raises(InputError) as err:
         rank_plans(m, hw, s, 2, TUN)
+    assert str(err.value).endswith(f"; {least.name} fits with the unlock: --offload-text-encoder (it runs once "
+                                   f"before denoising) needs {after:.1f} GB")
 
 
 def test_no_exact_plan_lists_exact_vetoes_only(monkeypatch):
@@ -511,3 +515,12 @@ def test_g7_of_a_tp_leader_uses_its_tp_host_cost(monkeypatch):
     assert lead.tunables.tp_linear_host_us == DTENSOR_LINEAR_HOST_US
     assert lead.gates[-1] == gates.projection(m, hw, s, lead.plan, second.plan, lead.tunables)
     assert lead.gates[-1] != gates.projection(m, hw, s, lead.plan, second.plan, TUN)
+
+
+def test_padding_note_names_the_first_runner_and_its_way():
+    m, hw, s = _setup(devices=2, width=48)                 # 9 tokens: sp 2 needs 1 more
+    fws = [_fw("padder"), _fw("splitter", sequence_indivisible="uneven")]   # kept in this order (not listed)
+    r2 = next(r for r in rank_plans(m, hw, s, 2, TUN, frameworks=fws, detail=False) if r.plan == Plan(ring=2))
+    assert r2.framework == "padder"
+    assert [n for n in r2.breakdown.notes if n.startswith("sequence not divisible")] == [
+        "sequence not divisible by sp = 2: padder padding, costed as 1 padded tokens (the largest shard sets the pace)"]
