@@ -475,3 +475,10 @@ def test_cfg_gather_is_one_call_per_step():
                                 layout(plan))
     assert (gather.name, gather.dim, gather.calls) == ("CFG all-gather", "cfg", 1.0)
     assert gather.bytes_by_link == {"intra_domain": 16 * 4 * 4 * B}
+
+
+def test_tp_linears_of_a_gated_mlp_block():
+    [bw], _ = _work(tiny_model(ffn_matrices=3), Plan(tp=2))
+    assert bw.tp_linears == 6 + 1                                      # q, k, v, out, up, down + the gate
+    [plain], _ = _work(tiny_model(ffn_matrices=0), Plan(tp=2))
+    assert plain.tp_linears == 6                                       # 0 in a preset: the plain MLP
