@@ -482,3 +482,13 @@ def test_tp_linears_of_a_gated_mlp_block():
     assert bw.tp_linears == 6 + 1                                      # q, k, v, out, up, down + the gate
     [plain], _ = _work(tiny_model(ffn_matrices=0), Plan(tp=2))
     assert plain.tp_linears == 6                                       # 0 in a preset: the plain MLP
+
+
+def test_cross_attention_without_image_context_and_allgather_steps():
+    m = tiny_model(blocks={"cross": 1}, text_cross_tokens=8)            # no image_cross_tokens: 0
+    [bw], _ = _work(m, Plan())
+    assert bw.cross_shape == (16 * 8.0, 8.0, 8.0)                       # 16 rows x 8 heads; the 8 text keys
+    assert bw.cross_flops == 4 * 16 * 8 * 64 + 2 * 8 * 64 * 2 * 64      # scores + context K/V projections
+    [ag], _ = _work(tiny_model(), Plan(kv_allgather=4))
+    g = next(c for c in ag.comms if c.name == "AllGather-KV")
+    assert (g.alpha_steps, g.group_size, g.calls) == (3, 4, 1.0)        # ring all-gather: g - 1 steps
