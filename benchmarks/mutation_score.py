@@ -65,13 +65,16 @@ TESTS: dict[str, list[str]] = {   # the fast, targeted file first: with -x most 
     "scripts/ditpar/readers/kineto.py": ["tests/test_readers_kineto.py", "tests/test_kineto_blocks.py"],
     "scripts/ditpar/readers/kineto_events.py": ["tests/test_kineto_blocks.py", "tests/test_readers_kineto.py"],
     "scripts/ditpar/plan/cost/efficiency.py": ["tests/test_gemm_efficiency.py", "tests/test_costmodel.py"],
-    "scripts/ditpar/plan/cost/memory.py": ["tests/test_costmodel.py", "tests/test_gates.py"],
-    "scripts/ditpar/plan/cost/plans.py": ["tests/test_costmodel.py"],
-    "scripts/ditpar/plan/decide/rank.py": ["tests/test_costmodel.py", "tests/test_plan_preference.py"],
-    "scripts/ditpar/plan/cost/shape.py": ["tests/test_costmodel.py"],
+    "scripts/ditpar/plan/cost/memory.py": ["tests/test_survivors_memory.py", "tests/test_costmodel.py",
+                                           "tests/test_gates.py"],
+    "scripts/ditpar/plan/cost/plans.py": ["tests/test_survivors_plans.py", "tests/test_costmodel.py"],
+    "scripts/ditpar/plan/decide/rank.py": ["tests/test_survivors_rank.py", "tests/test_costmodel.py",
+                                           "tests/test_plan_preference.py"],
+    "scripts/ditpar/plan/cost/shape.py": ["tests/test_survivors_shape.py", "tests/test_costmodel.py"],
     "scripts/ditpar/plan/cost/timing.py": ["tests/test_survivors_timing.py", "tests/test_costmodel.py",
                                            "tests/test_tp_framework_cost.py", "tests/test_issue23_acceptance.py"],
-    "scripts/ditpar/plan/cost/work.py": ["tests/test_costmodel.py", "tests/test_tp_framework_cost.py"],
+    "scripts/ditpar/plan/cost/work.py": ["tests/test_survivors_work.py", "tests/test_costmodel.py",
+                                         "tests/test_tp_framework_cost.py"],
 }
 DEFAULT_MODULES = list(TESTS)
 
