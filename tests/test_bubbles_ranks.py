@@ -136,3 +136,23 @@ def test_script_json_is_the_same_with_and_without_the_gap_table(tmp_path):
     assert plain == with_csv
     rows = pd.read_csv(tmp_path / "g.csv")
     assert [len(rows[rows["rank"] == r["rank"]]) for r in plain["ranks"]] == [r["gaps"] for r in plain["ranks"]]
+
+
+def test_summary_counts_a_familyless_collective_as_the_gap_table_does():
+    """A comm row without a family (not from the shipped readers, but the table allows it): its
+    'releases' count, like the gap table's, includes the unreleased gaps (release_family "")."""
+    from attribution_synth import events
+    from test_bubbles import HAND
+
+    rows = [r if r[2] != "ag" else (*r[:3], "", *r[4:]) for r in HAND]
+    for tol in (0.0, 0.02):
+        whole = bubbles_analyse(rows, tol)
+        summary = _summary_report(ProfileSet(events=events(rows), steps=ProfileSet(events=events(rows)).steps), tol)
+        _same_figures(whole, summary)
+    assert whole.by_family().set_index("family").loc["", "releases"] == 2  # gap 2 released, gap 3 unreleased
+
+
+def bubbles_analyse(rows, tol_us):
+    from attribution_synth import events
+
+    return analyse(ProfileSet(events=events(rows), steps=ProfileSet(events=events(rows)).steps), tolerance_us=tol_us)
