@@ -24,7 +24,7 @@ import pandas as pd
 
 from ditpar.analysis.collectives import intervals_of, require_families, select_ranks, us
 from ditpar.analysis.steps import assign_steps, has_steps, rank_steps
-from ditpar.core.events import end_ns, kind_masks
+from ditpar.core.events import by_rank, end_ns, kind_masks
 from ditpar.core.intervals import Intervals
 from ditpar.core.profile import ProfileSet
 from ditpar.errors import InputError
@@ -376,7 +376,7 @@ def analyse(ps: ProfileSet, ranks: list[int] | None = None, families: list[str] 
         raise InputError(f"--tolerance-us {tolerance_us}: expected a finite time >= 0")
     pattern = compile_consumer(consumer) if consumer else None
     per_rank, lag_frames = [], []
-    for rank, rev in events.groupby("rank", sort=True):  # one rank's table at a time, then let go
+    for rank, rev in by_rank(events):  # one rank's table at a time, then let go
         masks = kind_masks(rev)
         per_rank.append(rank_gaps(rev, rank_steps(ps.steps, int(rank)), fams, stream, masks))
         if pattern is not None:

@@ -190,11 +190,36 @@ def _read_one(fmt: str, loc: Path, per_rank: Callable[[ProfileSet], object] | No
         raise InputError(f"{loc}: every one of its {dur.size} device tasks lasts 0 us; the durations are damaged "
                          "(or the profile was cut before the device finished)")
     if per_rank is not None:
+        _return_freed_memory()  # the parse's scratch memory, before the analysis needs its own
         one = _combine(fmt, [result], [loc])  # the rank numbered as in the whole set (one read: rank or 0)
         result.had_events = not one.events.empty
         result.rank_result = per_rank(one)
         result.events = make_events({"rank": [], "start_ns": [], "dur_ns": []})
+        del one
+        _return_freed_memory()  # the next rank read here starts from this one's low point, not its peak
     return result
+
+
+def _return_freed_memory() -> None:
+    """Hand the heap pages freed by a rank's read back to the system (glibc malloc_trim; else nothing).
+
+    Without it a process that reads several ranks in turn keeps each read's high-water mark: glibc
+    raises its mmap threshold as large arrays are freed, so later arrays come from a heap it keeps.
+    """
+    global _TRIM
+    if _TRIM is None:
+        import ctypes
+        import ctypes.util
+
+        try:
+            _TRIM = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+        except (OSError, AttributeError):
+            _TRIM = False
+    if _TRIM:
+        _TRIM(0)
+
+
+_TRIM = None
 
 
 def _read_ascend(loc: Path) -> object:
