@@ -154,3 +154,14 @@ def test_wal_database_is_read_with_its_log_and_nothing_is_written_beside_it(ship
     next((snap / "ASCEND_PROFILER_OUTPUT").glob("*.db-wal")).unlink()
     assert _compute_starts(snap) == _compute_starts(rank)
     assert [p.name for p in (snap / "ASCEND_PROFILER_OUTPUT").iterdir() if p.name.endswith(("-wal", "-shm"))] == []
+
+
+@pytest.mark.parametrize("given", ["PROF_000001_20250101/device_0/msprof_20250101.db", "PROF_000001_20250101", "."])
+def test_cann_msprof_output_is_named_as_unsupported(tmp_path, given):
+    """msprof's own PROF_*/msprof_*.db: one line naming it and what to give instead (exit 2)."""
+    db = tmp_path / "PROF_000001_20250101" / "device_0" / "msprof_20250101.db"
+    db.parent.mkdir(parents=True)
+    sqlite3.connect(db).execute("CREATE TABLE TASK (startNs INTEGER)").connection.commit()
+    for script in ("step_breakdown.py", "collectives.py"):
+        err = run_script(script, str(tmp_path / given), check=2).stderr.strip()
+        assert len(err.splitlines()) == 1 and "PROF_" in err and "is not read" in err and "_ascend_pt" in err, err

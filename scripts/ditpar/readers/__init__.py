@@ -46,6 +46,8 @@ def discover(path: str | os.PathLike[str]) -> list[tuple[str, Path]]:
     if why:
         raise InputError(why + (" (save the profile to a file first)" if p.exists() else ""))
     if p.is_file():
+        if p.match(MSPROF_DB_GLOB):
+            raise InputError(f"{p}: {MSPROF_UNSUPPORTED}")
         if p.name in ("trace_view.json", ascend.KERNEL_FILE, ascend_db.ANALYSIS_DB) or p.match(ascend_db.PROFILER_DB_GLOB):
             return [("ascend", p.parent)]
         if _is_trace_name(p.name):
@@ -74,6 +76,24 @@ def discover(path: str | os.PathLike[str]) -> list[tuple[str, Path]]:
                     raise InputError(why)
                 found.append(("kineto", here / f))
     return found
+
+
+#: CANN msprof's own output: PROF_<id>/ folders and their msprof_<timestamp>.db
+MSPROF_DB_GLOB = "msprof_*.db"
+MSPROF_UNSUPPORTED = ("CANN msprof's own output (PROF_*/, msprof_*.db) is not read: it has no framework step spans "
+                      "and this project has no sample of it to check against; capture with torch_npu's profiler "
+                      "(export_type text or db) and give its *_ascend_pt folder")
+
+
+def _msprof_output(folder: Path) -> Path | None:
+    """A PROF_* folder or msprof_*.db at or just under ``folder`` (two levels), else None."""
+    if folder.name.startswith("PROF_"):
+        return folder
+    for pattern in ("PROF_*", "*/PROF_*", MSPROF_DB_GLOB, f"*/{MSPROF_DB_GLOB}"):
+        found = next(iter(sorted(folder.glob(pattern))), None)
+        if found is not None:
+            return found
+    return None
 
 
 def _unreadable(exc: OSError) -> None:
@@ -116,6 +136,8 @@ def load_profiles(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[st
     located: list[tuple[str, Path]] = []
     for p in paths:
         found = discover(p)
+        if not found and p.is_dir() and (msprof := _msprof_output(p)) is not None:
+            raise InputError(f"{msprof}: {MSPROF_UNSUPPORTED}")
         if not found:
             listing = sorted(x.name for x in p.iterdir())[:12] if p.is_dir() else []
             raise InputError(
