@@ -197,11 +197,13 @@ def run_once(kind: str, target: str, args: list[str], work: Path) -> tuple[float
     """Wall seconds, peak MB (the process tree's, see tree_peak_mb) and CPU seconds of one whole process."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "scripts"), "MPLBACKEND": "Agg"}
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-c", WRAPPER, kind, target, *args], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, env=env, cwd=work)
-    tree_mb = tree_peak_mb(proc)
-    stderr = proc.stderr.read()
-    proc.wait()
+    with tempfile.TemporaryFile(mode="w+") as err:  # a file, not a pipe: a chatty job never blocks on it
+        proc = subprocess.Popen([sys.executable, "-c", WRAPPER, kind, target, *args], stdout=subprocess.DEVNULL,
+                                stderr=err, text=True, env=env, cwd=work)
+        tree_mb = tree_peak_mb(proc)
+        proc.wait()
+        err.seek(0)
+        stderr = err.read()
     wall = time.perf_counter() - t0
     m = re.search(r"@@peak_kb (\d+) (\d+) ([0-9.]+)", stderr)
     allowed = (0, 1) if kind == "script" else (0,)  # a script exits 1 when one of its checks fails
