@@ -127,7 +127,6 @@ def read_rank(folder: Path) -> AscendRank:
         raise IncompleteRankError(f"{out_dir}: no {KERNEL_FILE}{hint}; found {have or 'nothing'}")
     sources = [kernel_path]
     rank, rank_from = rank_of(rank_dir)
-    kernels = _read_kernel_details(kernel_path)
     trace = _read_trace_view(out_dir / "trace_view.json") if _optional_file(out_dir / "trace_view.json") else None
     if trace is not None:
         sources.append(out_dir / "trace_view.json")
@@ -151,6 +150,8 @@ def read_rank(folder: Path) -> AscendRank:
     if _optional_file(matrix_path):
         links = read_matrix(matrix_path)
         sources.append(matrix_path)
+    # the CSV last: the JSON files' parse objects are gone before its columns arrive (a lower peak)
+    kernels = _read_kernel_details(kernel_path)
     events, unplaced = _events(kernels, trace, kernel_path)  # empties ``kernels`` as it goes
     bytes_from = BYTES_MESSAGE if trace is not None and len(trace.comm) else ""
     if not bytes_from and comm_ops is not None and comm_ops["bytes"].notna().any():
@@ -174,7 +175,7 @@ def _transit_bytes(events: pd.DataFrame, comm_ops: pd.DataFrame) -> pd.DataFrame
     sizes = comm_ops.drop_duplicates("name", keep=False).set_index("name")["bytes"]
     is_comm = (events["kind"] == "comm").to_numpy()
     found = events.loc[is_comm, "name"].map(sizes)
-    events = events.copy()
+    # in place: the table is this read's own (a copy was a second 1M-row table at the reader's peak)
     events.loc[is_comm, "bytes"] = pd.array(found.to_numpy(), dtype="Int64")
     return events
 
