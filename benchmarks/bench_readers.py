@@ -13,10 +13,17 @@ each job as a whole process, best of 3, and reports wall time and peak resident 
   kineto floors     orjson.loads and json.load of the whole trace
   collectives.py    on the trace (read + overlap); target >= 10x faster than HTA, < 400 MB
   HTA               TraceAnalysis(...) + get_comm_comp_overlap(), when holistictraceanalysis is installed
+  msprof-analyze    (pip install .[msprof]) on full synthetic ranks (benchmarks/synth_ascend.py: the real
+                    level1 rank tiled, text and db form, 1 and --ranks ranks of --msprof-rows): text
+                    `-m all` vs step_breakdown.py and `-m communication_time` vs collectives.py; db `-m all`
+                    and cluster_time_summary vs step_breakdown.py, communication_time_sum vs collectives.py
 
-The machine may be shared: compare ratios measured in the same run, not absolute times.
+Peak memory is the whole process tree's (psutil: the sum of the resident sets of the process and its
+workers, sampled every 20 ms; without psutil the largest single process). The machine may be shared:
+compare ratios measured in the same run, not absolute times.
 
-    python benchmarks/bench_readers.py [--rows 1000000] [--repeat 3] [--ranks 8] [--no-hta] [--no-kineto] [--keep DIR]
+    python benchmarks/bench_readers.py [--rows 1000000] [--repeat 3] [--ranks 8] [--no-hta] [--no-kineto]
+                                       [--no-msprof] [--msprof-rows N] [--only-msprof] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -46,8 +53,8 @@ ASCEND_COLUMNS = ["Name", "Accelerator Core", "Start Time(us)", "Duration(us)", 
                   "Stream ID", "Type"]
 
 
-def tile_kernel_details(src: Path, dst: Path, rows: int) -> None:
-    """Copy the rank folder's kernel_details.csv rows again and again, shifted in time."""
+def tile_kernel_details(src: Path, dst: Path, rows: int) -> tuple[Decimal, int]:
+    """Copy the rank folder's kernel_details.csv rows again and again, shifted in time; (period us, tiles)."""
     with open(src / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv", newline="", encoding="utf-8") as fh:
         reader = csv.reader(fh)
         header = next(reader)
@@ -74,6 +81,7 @@ def tile_kernel_details(src: Path, dst: Path, rows: int) -> None:
                 writer.writerow(row)
                 written += 1
             tile += 1
+    return period, tile
 
 
 _NUM = re.compile(r'"(ts|dur)": "(-?\d+(?:\.\d+)?)"')
@@ -177,19 +185,55 @@ print(ta.get_comm_comp_overlap(visualize=False).to_dict("records"))
 """
 
 
+MSPROF = r"""
+import sys
+from msprof_analyze.cli.entrance import msprof_analyze_cli
+sys.argv = ["msprof-analyze", *sys.argv[1:]]
+msprof_analyze_cli()
+"""
+
+
 def run_once(kind: str, target: str, args: list[str], work: Path) -> tuple[float, float, float]:
-    """Wall seconds, peak MB (the process or its largest worker) and CPU seconds of one whole process."""
+    """Wall seconds, peak MB (the process tree's, see tree_peak_mb) and CPU seconds of one whole process."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "scripts"), "MPLBACKEND": "Agg"}
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", WRAPPER, kind, target, *args], stdout=subprocess.DEVNULL,
-                          stderr=subprocess.PIPE, text=True, env=env, cwd=work)
+    with tempfile.TemporaryFile(mode="w+") as err:  # a file, not a pipe: a chatty job never blocks on it
+        proc = subprocess.Popen([sys.executable, "-c", WRAPPER, kind, target, *args], stdout=subprocess.DEVNULL,
+                                stderr=err, text=True, env=env, cwd=work)
+        tree_mb = tree_peak_mb(proc)
+        proc.wait()
+        err.seek(0)
+        stderr = err.read()
     wall = time.perf_counter() - t0
-    m = re.search(r"@@peak_kb (\d+) (\d+) ([0-9.]+)", proc.stderr)
+    m = re.search(r"@@peak_kb (\d+) (\d+) ([0-9.]+)", stderr)
     allowed = (0, 1) if kind == "script" else (0,)  # a script exits 1 when one of its checks fails
     if proc.returncode not in allowed or not m:
         raise SystemExit(f"benchmark job failed ({kind} {target} {' '.join(args)}): exit {proc.returncode}\n"
-                         f"{proc.stderr[-2000:]}")
-    return wall, max(int(m.group(1)), int(m.group(2))) / 1024, float(m.group(3))
+                         f"{stderr[-2000:]}")
+    return wall, tree_mb or max(int(m.group(1)), int(m.group(2))) / 1024, float(m.group(3))
+
+
+def tree_peak_mb(proc: subprocess.Popen) -> float | None:
+    """Largest sum of resident memory of ``proc`` and all its descendants, sampled until it ends (psutil;
+    None without it). Shared library pages count once per process: an upper bound of what the run holds."""
+    try:
+        import psutil
+    except ImportError:
+        return None
+    root, peak = psutil.Process(proc.pid), 0
+    while proc.poll() is None:
+        total = 0
+        try:
+            for p in [root, *root.children(recursive=True)]:
+                try:
+                    total += p.memory_info().rss
+                except psutil.Error:
+                    pass
+        except psutil.Error:
+            pass
+        peak = max(peak, total)
+        time.sleep(0.02)
+    return peak / 2**20
 
 
 def best_of(repeat: int, kind: str, target: str, args: list[str], work: Path) -> dict:
@@ -211,6 +255,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="runs per job; the best is kept (default 3)")
     parser.add_argument("--no-hta", action="store_true", help="skip HTA even when it is installed")
     parser.add_argument("--no-kineto", action="store_true", help="skip the Kineto part")
+    parser.add_argument("--no-msprof", action="store_true", help="skip msprof-analyze even when it is installed")
+    parser.add_argument("--msprof-rows", type=int, help="rows per rank of the msprof-analyze comparison "
+                        "(default: --rows)")
+    parser.add_argument("--only-msprof", action="store_true", help="run the msprof-analyze comparison only")
     parser.add_argument("--keep", metavar="DIR", help="write the tiled inputs here instead of a temp folder")
     args = parser.parse_args()
     ascend_src = next((p for p in ASCEND_SRC if p.is_dir()), None)
@@ -220,7 +268,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(args.keep or tmp)
         work.mkdir(parents=True, exist_ok=True)
-        if ascend_src is not None:
+        if args.only_msprof:
+            pass
+        elif ascend_src is not None:
             one = work / "ascend"
             if not (one / "rank0_ascend_pt").is_dir():
                 tile_kernel_details(ascend_src, one, args.rows)
@@ -247,7 +297,9 @@ def main() -> None:
                                  5.0, f"<= 5x on {_cores()} cores, < 700 MB"))
         else:
             print("# Ascend fixture absent; Ascend part skipped", file=sys.stderr)
-        if kineto_src is not None and not args.no_kineto:
+        if args.only_msprof:
+            pass
+        elif kineto_src is not None and not args.no_kineto:
             kdir = work / "kineto"
             trace = kdir / "rank0.json"
             if not trace.is_file():
@@ -268,6 +320,11 @@ def main() -> None:
                 print("# HTA not installed (or --no-hta): HTA comparison skipped", file=sys.stderr)
         else:
             print("# Kineto part skipped (--no-kineto, or ../shared/fixtures/kineto absent)", file=sys.stderr)
+        why = msprof_skip_reason(args.no_msprof)
+        if why:
+            print(f"# msprof-analyze comparison skipped: {why}", file=sys.stderr)
+        else:
+            rows += msprof_rows(work, args.msprof_rows or args.rows, args.ranks, args.repeat)
     print(f"best of {args.repeat} whole processes, {args.rows} rows/events per rank, {_cores()} usable cores")
     print(f"{'job':<40} {'wall_s':>7} {'cpu_s':>7} {'peak_MB':>8}  {'ratio (wall / cpu)':<28} target")
     for job, res, ratio, _, note in rows:
@@ -275,6 +332,101 @@ def main() -> None:
     print(f"load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())}; ratios are measured in "
           "this run. On a shared machine wall times vary with the load; CPU times (user + system, workers "
           "included) vary less")
+
+
+#: the real ranks the msprof-analyze comparison tiles (text and db form of the same job family)
+MSPROF_TEXT_SRC = SHARED / "ascend" / "msinsight-text-level1" / "rank0_ascend_pt"
+MSPROF_DB_SRC = SHARED / "ascend" / "msinsight-db-level1" / "rank0_ascend_pt"
+
+
+def msprof_skip_reason(disabled: bool) -> str | None:
+    """Why the msprof-analyze comparison cannot run here, or None."""
+    if disabled:
+        return "--no-msprof"
+    if importlib.util.find_spec("msprof_analyze") is None:
+        return "msprof-analyze is not installed (pip install -e .[msprof])"
+    missing = [str(p) for p in (MSPROF_TEXT_SRC, MSPROF_DB_SRC) if not p.is_dir()]
+    if missing:
+        return f"the real ranks it tiles are absent: {', '.join(missing)} (../shared/fixtures)"
+    return None
+
+
+def make_msprof_inputs(work: Path, rows: int, ranks: int) -> dict[tuple[str, int], Path]:
+    """Text and db cluster folders of 1 and ``ranks`` ranks (ranks beyond 0 share rank 0's files by hard link)."""
+    from synth_ascend import tile_db_rank, tile_text_rank
+
+    out: dict[tuple[str, int], Path] = {}
+    text1, db1 = work / "msprof_text1", work / "msprof_db1"
+    if not text1.is_dir():
+        period_us, tiles = tile_kernel_details(MSPROF_TEXT_SRC, text1, rows)
+        tile_text_rank(MSPROF_TEXT_SRC, text1 / "rank0_ascend_pt", tiles, period_us, 0)
+    if not db1.is_dir():
+        tile_db_rank(MSPROF_DB_SRC, db1 / "rank0_ascend_pt", rows, 0)
+    out["text", 1], out["db", 1] = text1, db1
+    if ranks > 1:
+        for form, one in (("text", text1), ("db", db1)):
+            many = work / f"msprof_{form}{ranks}"
+            if not many.is_dir():
+                _link_ranks(one / "rank0_ascend_pt", many, ranks)
+            out[form, ranks] = many
+    return out
+
+
+def _link_ranks(rank0: Path, dst: Path, ranks: int) -> None:
+    """``ranks`` rank folders holding rank 0's files (hard links; the profiler db named for each rank)."""
+    for r in range(ranks):
+        rank_dir = dst / f"rank{r}_ascend_pt"
+        (rank_dir / "ASCEND_PROFILER_OUTPUT").mkdir(parents=True)
+        (rank_dir / f"profiler_info_{r}.json").write_text(json.dumps({"rank_id": r}))
+        if (rank0 / "profiler_metadata.json").is_file():
+            _link(rank0 / "profiler_metadata.json", rank_dir / "profiler_metadata.json")
+        for f in (rank0 / "ASCEND_PROFILER_OUTPUT").iterdir():
+            name = f"ascend_pytorch_profiler_{r}.db" if f.name.startswith("ascend_pytorch_profiler") else f.name
+            _link(f, rank_dir / "ASCEND_PROFILER_OUTPUT" / name)
+
+
+def _link(src: Path, dst: Path) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy(src, dst)
+
+
+#: (form, msprof-analyze arguments, our script it is set against)
+MSPROF_JOBS = [
+    ("text", ["-m", "all", "--export_type", "text"], "step_breakdown.py"),
+    ("text", ["-m", "communication_time", "--export_type", "text"], "collectives.py"),
+    ("db", ["-m", "all"], "step_breakdown.py"),
+    ("db", ["-m", "cluster_time_summary"], "step_breakdown.py"),
+    ("db", ["-m", "communication_time_sum"], "collectives.py"),
+]
+
+
+def msprof_rows(work: Path, rows: int, ranks: int, repeat: int) -> list[tuple[str, dict, str, float | None, str]]:
+    """msprof-analyze's jobs and ours on the same folders, at 1 and ``ranks`` ranks; ratio = theirs / ours."""
+    inputs = make_msprof_inputs(work, rows, ranks)
+    code = snippet(work, "msprof", MSPROF)
+    out = []
+    for n in sorted({1, max(ranks, 1)}):
+        ours: dict[tuple[str, str], dict] = {}
+        for form, margs, script in MSPROF_JOBS:
+            folder = inputs[form, n]
+            if (form, script) not in ours:
+                ours[form, script] = best_of(repeat, "script", str(ROOT / "scripts" / script),
+                                             [str(folder), "--json"], work)
+                out.append((f"{form} {n}r: {script}", ours[form, script], "", None, f"{rows} rows/rank"))
+            target = work / "msprof_out"
+            runs = []
+            for _ in range(repeat):
+                shutil.rmtree(target, ignore_errors=True)  # each run writes its cluster_analysis_output anew
+                runs.append(best_of(1, "code", code, ["cluster", "-d", str(folder), *margs, "-o", str(target),
+                                                      "--force"], work))
+            theirs = {"s": min(r["s"] for r in runs), "peak_MB": max(r["peak_MB"] for r in runs),
+                      "cpu_s": min(r["cpu_s"] for r in runs)}
+            mode = margs[1]
+            out.append((f"{form} {n}r: msprof {mode}", theirs, _ratio(theirs, ours[form, script], f"{script[:-3]}"),
+                        1.0, "ours faster: ratio > 1"))
+    return out
 
 
 def _ratio(a: dict, b: dict, what: str) -> str:

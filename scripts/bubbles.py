@@ -76,7 +76,7 @@ def family_rows(frame) -> list[dict]:
 
 
 def payload(report: BubbleReport) -> dict:
-    ranks = [{"rank": r.rank, "stream": r.stream, "windows": len(r.windows), "gaps": len(r.gaps),
+    ranks = [{"rank": r.rank, "stream": r.stream, "windows": len(r.windows), "gaps": r.gap_count,
               **totals_us(r.totals), "by_family": family_rows(r.by_family)} for r in report.ranks]
     return {**totals_us(report.totals()), "by_family": family_rows(report.by_family()),
             "releasing_families": report.families or "any", "tolerance_us": us(report.tolerance_ns),
@@ -88,7 +88,7 @@ def print_text(report: BubbleReport) -> None:
     out = sys.stdout.write
     fams = ",".join(report.families) if report.families else "any collective"
     out(f"Compute-stream gaps inside step windows; release by {fams} within {us(report.tolerance_ns):g} us; times in us\n")
-    rows = [{"rank": r.rank, "stream": r.stream or "(none)", "windows": len(r.windows), "gaps": len(r.gaps),
+    rows = [{"rank": r.rank, "stream": r.stream or "(none)", "windows": len(r.windows), "gaps": r.gap_count,
              **totals_us(r.totals)} for r in report.ranks]
     cols = ["rank", "stream", "windows", "gaps", "gaps_total_us", "released_us", "running_us", "other_us",
             "idle_us", "busy_us"]
@@ -130,7 +130,8 @@ def main() -> None:
         whole = bool(args.rank or args.plot)  # chosen ranks, or a picture of the events: one table
         if args.consumer:
             compile_consumer(args.consumer)  # a bad pattern fails before any file is read
-        maker = None if whole else RankGaps(families, args.stream, args.consumer)
+        # without --csv only each rank's summary travels (GapSummary), not its gap table
+        maker = None if whole else RankGaps(families, args.stream, args.consumer, keep_gaps=bool(args.csv))
         ps = load_profiles(args.paths, workers=args.workers, per_rank=maker)
         cli.warn_skipped(PROG, ps.skipped)
         if whole:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 from pathlib import Path
 
@@ -18,7 +19,7 @@ TIME_KEYS = ("rank", "family", "group", "count", "sum_us", "union_us", "exposed_
 
 def _db(folder: Path, name: str) -> sqlite3.Connection:
     path = next((folder / "ASCEND_PROFILER_OUTPUT").glob(name))
-    return sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    return sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +36,7 @@ def test_real_db_reproduces_its_own_step_trace_time_exactly():
     out = json.loads(run_script("step_breakdown.py", str(base), "--json", check=0).stdout)
     assert out["ranks"] == [0, 1] and out["compared"] == 2 and out["status"] == "match"
     for row in out["rows"]:
-        con = sqlite3.connect(f"file:{base}/rank{row['rank']}_ascend_pt/ASCEND_PROFILER_OUTPUT/analysis.db?mode=ro",
+        con = sqlite3.connect(f"file:{base}/rank{row['rank']}_ascend_pt/ASCEND_PROFILER_OUTPUT/analysis.db?mode=ro&immutable=1",
                               uri=True)
         ref = con.execute("SELECT computing, communication, communication_not_overlapped, free, stage "
                           "FROM StepTraceTime WHERE step = '50'").fetchone()
@@ -115,3 +116,52 @@ def test_text_export_wins_when_both_are_present(tmp_path):
         (both / "ASCEND_PROFILER_OUTPUT" / f.name).write_bytes(f.read_bytes())
     ps = load_profiles(both, workers=1)
     assert any(p.name == "kernel_details.csv" for p in ps.sources[0])
+
+
+def _cut_before_checkpoint(rank: Path, dst: Path, shift_ns: int) -> Path:
+    """A copy of a db rank as a run cut before its checkpoint leaves it: the profiler db in WAL mode, its
+    last transaction (every TASK time + shift_ns) only in the -wal file beside it (no -shm)."""
+    live = dst / "live" / rank.name
+    shutil.copytree(rank, live)
+    db = next((live / "ASCEND_PROFILER_OUTPUT").glob("ascend_pytorch_profiler*.db"))
+    con = sqlite3.connect(db)
+    assert con.execute("PRAGMA journal_mode=WAL").fetchone() == ("wal",)
+    con.execute("PRAGMA wal_autocheckpoint=0")
+    con.execute("UPDATE TASK SET startNs = startNs + ?, endNs = endNs + ?", (shift_ns, shift_ns))
+    con.commit()
+    snap = dst / "snap" / rank.name
+    shutil.copytree(live, snap)  # while the writer is open: the update is in the copied -wal only
+    con.close()
+    for shm in snap.rglob("*-shm"):
+        shm.unlink()
+    assert next((snap / "ASCEND_PROFILER_OUTPUT").glob("*.db-wal")).stat().st_size > 0
+    return snap
+
+
+def _compute_starts(path: Path):
+    ps = load_profiles(path, workers=1)
+    ev = ps.events
+    return sorted(ev.loc[ev["kind"] == "compute", "start_ns"].tolist())
+
+
+def test_wal_database_is_read_with_its_log_and_nothing_is_written_beside_it(shipped_as_db, tmp_path):
+    rank = sorted(shipped_as_db.glob("*_ascend_pt"))[0]
+    snap = _cut_before_checkpoint(rank, tmp_path, 1000)
+    before = sorted(p.name for p in (snap / "ASCEND_PROFILER_OUTPUT").iterdir())
+    assert _compute_starts(snap) == [s + 1000 for s in _compute_starts(rank)]  # the logged rows count
+    assert sorted(p.name for p in (snap / "ASCEND_PROFILER_OUTPUT").iterdir()) == before  # no -shm made
+    # the same db without its log: the main file alone (the rows before the last transaction), still no files
+    next((snap / "ASCEND_PROFILER_OUTPUT").glob("*.db-wal")).unlink()
+    assert _compute_starts(snap) == _compute_starts(rank)
+    assert [p.name for p in (snap / "ASCEND_PROFILER_OUTPUT").iterdir() if p.name.endswith(("-wal", "-shm"))] == []
+
+
+@pytest.mark.parametrize("given", ["PROF_000001_20250101/device_0/msprof_20250101.db", "PROF_000001_20250101", "."])
+def test_cann_msprof_output_is_named_as_unsupported(tmp_path, given):
+    """msprof's own PROF_*/msprof_*.db: one line naming it and what to give instead (exit 2)."""
+    db = tmp_path / "PROF_000001_20250101" / "device_0" / "msprof_20250101.db"
+    db.parent.mkdir(parents=True)
+    sqlite3.connect(db).execute("CREATE TABLE TASK (startNs INTEGER)").connection.commit()
+    for script in ("step_breakdown.py", "collectives.py"):
+        err = run_script(script, str(tmp_path / given), check=2).stderr.strip()
+        assert len(err.splitlines()) == 1 and "PROF_" in err and "is not read" in err and "_ascend_pt" in err, err

@@ -388,11 +388,11 @@ def format_table(
     body = [[_cell(r.get(c), digits) for c in columns] for r in rows]
     widths = [max([len(n)] + [len(b[i]) for b in body]) for i, n in enumerate(names)]
 
+    # once per column, not per cell: a table of 100k rows was quadratic (minutes for 8 large ranks' links)
+    numeric = [bool(body) and _looks_numeric(body, i) for i in range(len(names))]
+
     def line(cells: Sequence[str]) -> str:
-        out = []
-        for i, cell in enumerate(cells):
-            numeric = body and _looks_numeric(body, i)
-            out.append(cell.rjust(widths[i]) if numeric else cell.ljust(widths[i]))
+        out = [cell.rjust(widths[i]) if numeric[i] else cell.ljust(widths[i]) for i, cell in enumerate(cells)]
         return "  ".join(out).rstrip()
 
     lines = [line(names), "  ".join("-" * w for w in widths)]

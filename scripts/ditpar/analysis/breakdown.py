@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ditpar.core.events import kind_masks
+from ditpar.core.events import by_rank, kind_masks
 from ditpar.core.intervals import Intervals
 from ditpar.core.profile import ProfileSet
 from ditpar.errors import InputError
@@ -136,7 +136,7 @@ def rank_rows(ps: ProfileSet) -> list[dict] | None:
 
 def _rows(ps: ProfileSet) -> list[dict]:
     rows: list[dict] = []
-    for rank, events in ps.events.groupby("rank", sort=True):
+    for rank, events in by_rank(ps.events):
         windows = ps.steps[ps.steps["rank"] == rank]
         exact = any(p.suffix == ".db" for p in ps.sources.get(int(rank), []))  # the profiler's own ns
         rows.extend(_rank_rows(int(rank), events, windows, exact))

@@ -24,7 +24,7 @@ import pandas as pd
 
 from ditpar.analysis.collectives import intervals_of, require_families, select_ranks, us
 from ditpar.analysis.steps import assign_steps, has_steps, rank_steps
-from ditpar.core.events import end_ns, kind_masks
+from ditpar.core.events import by_rank, end_ns, kind_masks
 from ditpar.core.intervals import Intervals
 from ditpar.core.profile import ProfileSet
 from ditpar.errors import InputError
@@ -55,6 +55,8 @@ class RankBubbles:
     classes: dict[str, Intervals] = field(default_factory=dict)
     #: every gap a releasing collective ends in: lag_ns (gap end - its end), credit_ns, family
     candidates: pd.DataFrame | None = None
+    #: number of gaps (``gaps`` may be left out of a per-rank summary: bubbles_ranks.GapSummary)
+    gap_count: int = 0
 
 
 def choose_stream(rev: pd.DataFrame, stream: str | None,
@@ -249,19 +251,25 @@ def classify_gaps(rg: _RankGaps, tolerance_ns: int) -> RankBubbles:
     return RankBubbles(rank=rg.rank, stream=rg.stream, windows=windows, gaps=gaps,
                        by_family=_by_family(rg.comm, gap_iv, gaps), totals=totals,
                        classes={"released": released_iv, "running": running_iv, "other": other_cls,
-                                "idle": idle_iv}, candidates=rg.candidates())
+                                "idle": idle_iv}, candidates=rg.candidates(), gap_count=len(gaps))
 
 
 def _by_family(comm: pd.DataFrame, gap_iv: Intervals, gaps: pd.DataFrame) -> pd.DataFrame:
     """Per family: its union, the part of it inside compute gaps (exposed), and what it released."""
     rows = []
+    for row in family_exposure(comm, gap_iv):
+        mine = gaps["release_family"] == row["family"]
+        rows.append({**row, "releases": int(mine.sum()), "released_ns": int(gaps.loc[mine, "released_ns"].sum())})
+    return pd.DataFrame(rows, columns=["family", "count", "union_ns", "exposed_ns", "releases", "released_ns"])
+
+
+def family_exposure(comm: pd.DataFrame, gap_iv: Intervals) -> list[dict]:
+    """Per family (sorted): count, union and the part of the union inside the gaps (exposed), in ns."""
+    rows = []
     for family, sub in comm.groupby("family", sort=True):
         iv = intervals_of(sub)
-        mine = gaps["release_family"] == family
-        rows.append({"family": family, "count": len(sub), "union_ns": iv.total,
-                     "exposed_ns": (iv & gap_iv).total, "releases": int(mine.sum()),
-                     "released_ns": int(gaps.loc[mine, "released_ns"].sum())})
-    return pd.DataFrame(rows, columns=["family", "count", "union_ns", "exposed_ns", "releases", "released_ns"])
+        rows.append({"family": family, "count": len(sub), "union_ns": iv.total, "exposed_ns": (iv & gap_iv).total})
+    return rows
 
 
 def consumer_lags(rev: pd.DataFrame, pattern: re.Pattern[str], families: list[str] | None,
@@ -368,7 +376,7 @@ def analyse(ps: ProfileSet, ranks: list[int] | None = None, families: list[str] 
         raise InputError(f"--tolerance-us {tolerance_us}: expected a finite time >= 0")
     pattern = compile_consumer(consumer) if consumer else None
     per_rank, lag_frames = [], []
-    for rank, rev in events.groupby("rank", sort=True):  # one rank's table at a time, then let go
+    for rank, rev in by_rank(events):  # one rank's table at a time, then let go
         masks = kind_masks(rev)
         per_rank.append(rank_gaps(rev, rank_steps(ps.steps, int(rank)), fams, stream, masks))
         if pattern is not None:

@@ -15,7 +15,7 @@ import pandas as pd
 
 from ditpar.analysis import global_ranks
 from ditpar.analysis.steps import assign_steps, has_steps, rank_steps
-from ditpar.core.events import end_ns
+from ditpar.core.events import by_rank, end_ns
 from ditpar.core.intervals import Intervals
 from ditpar.core.profile import GroupInfo, ProfileSet
 from ditpar.errors import InputError
@@ -159,7 +159,7 @@ def collective_table(events: pd.DataFrame, groups: dict[str, GroupInfo] | None =
     """
     groups = groups or {}
     rows = []
-    for rank, rev in events.groupby("rank", sort=True):
+    for rank, rev in by_rank(events):
         kind = rev["kind"].to_numpy(object)
         compute = _spans(rev, kind == "compute")
         comm = rev[kind == "comm"]
@@ -262,7 +262,7 @@ def rank_table(events: pd.DataFrame) -> pd.DataFrame:
     overlap_pct = |U(comm) & U(compute)| / |U(comm)| x 100; memcpy/memset are in neither set.
     """
     rows = []
-    for rank, rev in events.groupby("rank", sort=True):
+    for rank, rev in by_rank(events):
         kind = rev["kind"].to_numpy(object)
         comm = _spans(rev, kind == "comm")
         compute = _spans(rev, kind == "compute")

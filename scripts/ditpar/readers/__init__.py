@@ -46,6 +46,8 @@ def discover(path: str | os.PathLike[str]) -> list[tuple[str, Path]]:
     if why:
         raise InputError(why + (" (save the profile to a file first)" if p.exists() else ""))
     if p.is_file():
+        if p.match(MSPROF_DB_GLOB):
+            raise InputError(f"{p}: {MSPROF_UNSUPPORTED}")
         if p.name in ("trace_view.json", ascend.KERNEL_FILE, ascend_db.ANALYSIS_DB) or p.match(ascend_db.PROFILER_DB_GLOB):
             return [("ascend", p.parent)]
         if _is_trace_name(p.name):
@@ -74,6 +76,24 @@ def discover(path: str | os.PathLike[str]) -> list[tuple[str, Path]]:
                     raise InputError(why)
                 found.append(("kineto", here / f))
     return found
+
+
+#: CANN msprof's own output: PROF_<id>/ folders and their msprof_<timestamp>.db
+MSPROF_DB_GLOB = "msprof_*.db"
+MSPROF_UNSUPPORTED = ("CANN msprof's own output (PROF_*/, msprof_*.db) is not read: it has no framework step spans "
+                      "and this project has no sample of it to check against; capture with torch_npu's profiler "
+                      "(export_type text or db) and give its *_ascend_pt folder")
+
+
+def _msprof_output(folder: Path) -> Path | None:
+    """A PROF_* folder or msprof_*.db at or just under ``folder`` (two levels), else None."""
+    if folder.name.startswith("PROF_"):
+        return folder
+    for pattern in ("PROF_*", "*/PROF_*", MSPROF_DB_GLOB, f"*/{MSPROF_DB_GLOB}"):
+        found = next(iter(sorted(folder.glob(pattern))), None)
+        if found is not None:
+            return found
+    return None
 
 
 def _unreadable(exc: OSError) -> None:
@@ -116,6 +136,8 @@ def load_profiles(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[st
     located: list[tuple[str, Path]] = []
     for p in paths:
         found = discover(p)
+        if not found and p.is_dir() and (msprof := _msprof_output(p)) is not None:
+            raise InputError(f"{msprof}: {MSPROF_UNSUPPORTED}")
         if not found:
             listing = sorted(x.name for x in p.iterdir())[:12] if p.is_dir() else []
             raise InputError(
@@ -190,11 +212,36 @@ def _read_one(fmt: str, loc: Path, per_rank: Callable[[ProfileSet], object] | No
         raise InputError(f"{loc}: every one of its {dur.size} device tasks lasts 0 us; the durations are damaged "
                          "(or the profile was cut before the device finished)")
     if per_rank is not None:
+        _return_freed_memory()  # the parse's scratch memory, before the analysis needs its own
         one = _combine(fmt, [result], [loc])  # the rank numbered as in the whole set (one read: rank or 0)
         result.had_events = not one.events.empty
         result.rank_result = per_rank(one)
         result.events = make_events({"rank": [], "start_ns": [], "dur_ns": []})
+        del one
+        _return_freed_memory()  # the next rank read here starts from this one's low point, not its peak
     return result
+
+
+def _return_freed_memory() -> None:
+    """Hand the heap pages freed by a rank's read back to the system (glibc malloc_trim; else nothing).
+
+    Without it a process that reads several ranks in turn keeps each read's high-water mark: glibc
+    raises its mmap threshold as large arrays are freed, so later arrays come from a heap it keeps.
+    """
+    global _TRIM
+    if _TRIM is None:
+        import ctypes
+        import ctypes.util
+
+        try:
+            _TRIM = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+        except (OSError, AttributeError):
+            _TRIM = False
+    if _TRIM:
+        _TRIM(0)
+
+
+_TRIM = None
 
 
 def _read_ascend(loc: Path) -> object:

@@ -127,7 +127,6 @@ def read_rank(folder: Path) -> AscendRank:
         raise IncompleteRankError(f"{out_dir}: no {KERNEL_FILE}{hint}; found {have or 'nothing'}")
     sources = [kernel_path]
     rank, rank_from = rank_of(rank_dir)
-    kernels = _read_kernel_details(kernel_path)
     trace = _read_trace_view(out_dir / "trace_view.json") if _optional_file(out_dir / "trace_view.json") else None
     if trace is not None:
         sources.append(out_dir / "trace_view.json")
@@ -151,6 +150,8 @@ def read_rank(folder: Path) -> AscendRank:
     if _optional_file(matrix_path):
         links = read_matrix(matrix_path)
         sources.append(matrix_path)
+    # the CSV last: the JSON files' parse objects are gone before its columns arrive (a lower peak)
+    kernels = _read_kernel_details(kernel_path)
     events, unplaced = _events(kernels, trace, kernel_path)  # empties ``kernels`` as it goes
     bytes_from = BYTES_MESSAGE if trace is not None and len(trace.comm) else ""
     if not bytes_from and comm_ops is not None and comm_ops["bytes"].notna().any():
@@ -174,7 +175,7 @@ def _transit_bytes(events: pd.DataFrame, comm_ops: pd.DataFrame) -> pd.DataFrame
     sizes = comm_ops.drop_duplicates("name", keep=False).set_index("name")["bytes"]
     is_comm = (events["kind"] == "comm").to_numpy()
     found = events.loc[is_comm, "name"].map(sizes)
-    events = events.copy()
+    # in place: the table is this read's own (a copy was a second 1M-row table at the reader's peak)
     events.loc[is_comm, "bytes"] = pd.array(found.to_numpy(), dtype="Int64")
     return events
 
@@ -269,7 +270,7 @@ def _coded(array: object) -> tuple[np.ndarray, list[str]]:
         indices, dictionary = pa.chunked_array([c.indices for c in chunks]), chunks[-1].dictionary
     else:
         indices, dictionary = encoded.indices, encoded.dictionary
-    codes = indices.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    codes = indices.to_numpy(zero_copy_only=False)  # int32: half the memory of int64 codes
     texts = [t.strip() for t in dictionary.to_pylist()]
     return codes, texts
 
@@ -322,29 +323,36 @@ def _int_column(values: pd.Series, where: str, allow_empty: bool) -> pd.Series:
 
 
 def _events(kernels: dict[str, object], trace: _TraceView | None, path: Path) -> tuple[pd.DataFrame, dict]:
+    """The event table of kernel_details' columns; each Arrow column is let go once parsed (a lower peak)."""
     n = int(kernels["__rows__"])
     where = f"{path}: column"
-    start = us_to_ns_arrow(kernels["Start Time(us)"], where=f"{where} 'Start Time(us)'", first_row=2,
+    start = us_to_ns_arrow(kernels.pop("Start Time(us)"), where=f"{where} 'Start Time(us)'", first_row=2,
                            row_label="line")
-    dur = us_to_ns_arrow(kernels["Duration(us)"], where=f"{where} 'Duration(us)'", first_row=2, row_label="line")
+    dur_text = kernels.pop("Duration(us)")
+    dur = us_to_ns_arrow(dur_text, where=f"{where} 'Duration(us)'", first_row=2, row_label="line")
     if (dur < 0).any():
         i = int(np.flatnonzero(dur < 0)[0])
-        raise InputError(f"{path}: line {i + 2}: negative Duration(us) {kernels['Duration(us)'][i].as_py()!r}")
+        raise InputError(f"{path}: line {i + 2}: negative Duration(us) {dur_text[i].as_py()!r}")
+    del dur_text
+    _release_arrow_memory()  # the time texts and the parse's scratch
     check_times(start, dur, f"{path}: row")
     require_durations(dur, f"{path}: column 'Duration(us)'")
-    names = _coded(kernels["Name"])
-    types = _coded(kernels["Type"]) if "Type" in kernels else (np.zeros(n, dtype=np.int64), [""])
-    cores = _coded(kernels["Accelerator Core"])
+    names = _coded(kernels.pop("Name"))
+    types = _coded(kernels.pop("Type")) if "Type" in kernels else (np.zeros(n, dtype=np.int32), [""])
+    cores = _coded(kernels.pop("Accelerator Core"))
     decided = classify.classify_ascend_coded(names, types, cores)
-    step = (_int_from_codes(*_coded(kernels["Step Id"]), f"{path}: column 'Step Id'")
+    del types
+    step = (_int_from_codes(*_coded(kernels.pop("Step Id")), f"{path}: column 'Step Id'")
             if "Step Id" in kernels else pd.Series(pd.NA, index=range(n), dtype="Int64"))
-    device = (_int_from_codes(*_coded(kernels["Device_id"]), f"{path}: column 'Device_id'")
-              if "Device_id" in kernels else pd.Series(pd.NA, index=range(n), dtype="Int64"))
-    if "Device_id" not in kernels and trace is not None and trace.device is not None:
-        device = pd.Series(trace.device, index=range(n), dtype="Int64")
+    device = (_int_from_codes(*_coded(kernels.pop("Device_id")), f"{path}: column 'Device_id'")
+              if "Device_id" in kernels else None)
+    if device is None:
+        device = (pd.Series(trace.device, index=range(n), dtype="Int64") if trace is not None and
+                  trace.device is not None else pd.Series(pd.NA, index=range(n), dtype="Int64"))
     if "Stream ID" in kernels:
-        s_codes, s_texts = _coded(kernels["Stream ID"])
+        s_codes, s_texts = _coded(kernels.pop("Stream ID"))
         stream = np.array(["" if t == "N/A" else t for t in s_texts] or [""], dtype=object)[s_codes]
+        del s_codes
     else:
         stream = np.full(n, "", dtype=object)
     is_comm = decided.comm
@@ -354,6 +362,7 @@ def _events(kernels: dict[str, object], trace: _TraceView | None, path: Path) ->
     c_codes, c_texts = cores
     core = np.array(["" if t == "N/A" else t for t in c_texts] or [""], dtype=object)[c_codes]
     dup = _duplicate_rows(names[0], start, dur, c_codes, stream, step, path)
+    del cores, c_codes
     kernels.clear()  # the CSV columns are no longer needed: free them before the table is built
     _release_arrow_memory()
 

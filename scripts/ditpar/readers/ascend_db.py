@@ -104,13 +104,41 @@ class _Db:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        _check_header(path)
+        self._snapshot = None
+        wal = _check_header(path)
         try:
-            self.con = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True, timeout=1.0)
+            self.con = sqlite3.connect(self._uri(path, wal), uri=True, timeout=1.0)
             self.tables = {name: self._columns(name) for (name,) in
                            self.con.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()}
         except sqlite3.Error as exc:
             raise InputError(f"{path}: cannot read as an SQLite database ({_reason(exc)})") from None
+
+    def _uri(self, path: Path, wal: bool) -> str:
+        """How to open it without writing beside it. A rollback-journal db: read-only (a writer's lock
+        is then seen). A WAL db (torch_npu writes them so) would get -shm/-wal files created next to it:
+        with no committed log it is opened immutable; with one (a run cut before its checkpoint) the
+        db and its log are read from a private copy, so the logged rows count and the folder stays as it is."""
+        if not wal:
+            return f"file:{quote(str(path.resolve()))}?mode=ro"
+        log = path.with_name(path.name + "-wal")
+        try:
+            logged = log.stat().st_size > 0
+        except OSError:
+            logged = False
+        if not logged:
+            return f"file:{quote(str(path.resolve()))}?mode=ro&immutable=1"
+        import shutil
+        import tempfile
+
+        self._snapshot = tempfile.TemporaryDirectory(prefix="ditpar-db-")
+        copy = Path(self._snapshot.name) / path.name
+        try:
+            shutil.copyfile(path, copy)
+            shutil.copyfile(log, copy.with_name(copy.name + "-wal"))
+        except OSError as exc:
+            self._snapshot.cleanup()
+            raise InputError(f"{log}: cannot read its write-ahead log ({_reason(exc)})") from None
+        return f"file:{quote(str(copy))}?mode=ro"
 
     def _columns(self, table: str) -> tuple[str, ...]:
         return tuple(row[1] for row in self.con.execute(f'PRAGMA table_info("{table}")').fetchall())
@@ -150,6 +178,8 @@ class _Db:
 
     def close(self) -> None:
         self.con.close()
+        if self._snapshot is not None:
+            self._snapshot.cleanup()
 
 
 def _reason(exc: BaseException) -> str:
@@ -157,8 +187,9 @@ def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
-def _check_header(path: Path) -> None:
-    """A file shorter than its own header says (page size x page count) was cut off while copying."""
+def _check_header(path: Path) -> bool:
+    """A file shorter than its own header says (page size x page count) was cut off while copying.
+    Returns whether the db is in WAL mode (file format versions 2 at offsets 18 and 19, sqlite.org/fileformat)."""
     try:
         size = path.stat().st_size
         with open(path, "rb") as fh:
@@ -176,6 +207,7 @@ def _check_header(path: Path) -> None:
     if pages and changes == valid_for and size < page_size * pages:
         raise InputError(f"{path}: truncated: {size} bytes, its header says {page_size * pages} "
                          f"({pages} pages of {page_size}); copy the file again")
+    return head[18] == 2 or head[19] == 2
 
 
 def _strings(db: _Db) -> dict[int, str]:
