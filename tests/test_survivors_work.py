@@ -492,3 +492,19 @@ def test_cross_attention_without_image_context_and_allgather_steps():
     [ag], _ = _work(tiny_model(), Plan(kv_allgather=4))
     g = next(c for c in ag.comms if c.name == "AllGather-KV")
     assert (g.alpha_steps, g.group_size, g.calls) == (3, 4, 1.0)        # ring all-gather: g - 1 steps
+
+
+def test_cfg_all_gather_is_priced_on_the_slowest_pair():
+    """cfg2 x U3 on an 8-card A100-PCIe box (sockets of 4): the CFG pairs are [0,3], [1,4], [2,5]; two of them
+    cross the sockets, and the step waits for them. CogVideoX-5b: 13 x 30 x 45 = 17,550 tokens x (1 x 2 x 2) x 16
+    channels x 2 B / 3 (Ulysses share) = 748,800 B on inter_domain (it was charged to [0,3]'s intra_domain)."""
+    from ditpar.plan.cost import Plan, Tunables, make_shape
+    from ditpar.plan.cost.plans import layout
+    from ditpar.plan.cost.work import step_collectives
+    from ditpar.plan.inputs import presets
+    m, h = presets.load_model("CogVideoX-5b"), presets.load_hardware("A100-PCIe", None, 8)
+    plan = Plan(cfg=2, ulysses=3)
+    groups = layout(plan, Tunables().order)
+    assert groups["cfg"] == [[0, 3], [1, 4], [2, 5]]
+    (c,) = [c for c in step_collectives(m, h, make_shape(m), plan, groups) if c.dim == "cfg"]
+    assert c.bytes_by_link == {"inter_domain": 17550 * 4 * 16 * 2 / 3} == {"inter_domain": 748800.0}

@@ -425,9 +425,9 @@ def step_collectives(model, hw, shape: Shape, plan: Plan, groups: dict[str, list
     batch = shape.batch / plan.cfg if shape.cfg else 1.0
     if plan.cfg > 1:
         latent = shape.tokens * _prod(model.patch) * model.latent_channels * b / plan.sp
-        grp = groups["cfg"][0]
-        out.append(Collective("CFG all-gather", "cfg", "allgather", 1.0, {ring_link(hw, grp): latent},
-                              flows=ring_flows(hw, grp)))
+        # every CFG pair gathers at once and the step waits for the slowest pair, not the first one
+        key, flows = slowest_ring(hw, groups["cfg"])
+        out.append(Collective("CFG all-gather", "cfg", "allgather", 1.0, {key: latent}, flows=flows))
 
     if plan.pipefusion > 1:
         n_tok = (shape.tokens + shape.text_joint) / plan.sp
