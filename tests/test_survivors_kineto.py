@@ -429,3 +429,10 @@ def test_the_typed_reader_numbers_events_as_the_general_one(tmp_path, monkeypatc
     monkeypatch.setattr(jsonstream, "_CHUNK", chunk)
     fast, slow = _errors(path)
     assert fast == slow == f"{path}: event {bad_at} (ProfilerStep#3): no 'dur'; a step without its span cannot hold kernels"
+
+
+def test_message_bytes_of_a_lone_collective(tmp_path):
+    one = _k("ncclDevKernel_AllGather_RING_LL(x)", 10, 1,
+             **{"Collective name": "allgather", "In msg nelems": 3, "Out msg nelems": 12, "dtype": "BFloat16"})
+    for r in _each(_write(tmp_path, [one])):
+        assert _vals(r.events["bytes"]) == [24]
