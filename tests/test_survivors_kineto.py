@@ -436,3 +436,21 @@ def test_message_bytes_of_a_lone_collective(tmp_path):
              **{"Collective name": "allgather", "In msg nelems": 3, "Out msg nelems": 12, "dtype": "BFloat16"})
     for r in _each(_write(tmp_path, [one])):
         assert _vals(r.events["bytes"]) == [24]
+
+
+def test_event_structs_stay_off_the_cycle_collector():
+    """Millions of decoded events hold no cycles: none of their structs is tracked by the collector."""
+    msgspec = pytest.importorskip("msgspec")
+    from ditpar.readers import kineto_events as ke
+
+    text = b'[{"ph":"X","cat":"kernel","name":"k","ts":1,"dur":2,"args":{"stream":7,"Process Group Ranks":[0,1]}},{"ph":"M","name":"x"}]'
+    x, m = msgspec.json.decode(text, type=list[ke.AnyEvent])
+    assert isinstance(x, ke.Event) and isinstance(m, ke.OtherPhase) and isinstance(x.args, ke.Args)
+    assert x.args.pg_ranks == [0, 1]  # a list inside: a tracked struct would be tracked for it
+    assert not any(gc.is_tracked(o) for o in (x, m, x.args, ke.NO_ARGS))
+
+
+def test_kineto_events_exports():
+    namespace: dict = {}
+    exec("from ditpar.readers.kineto_events import *", namespace)
+    assert sorted(k for k in namespace if not k.startswith("__")) == ["AnyEvent", "Args", "Event", "NO_ARGS", "UNSET"]
