@@ -62,7 +62,7 @@ TESTS: dict[str, list[str]] = {   # the fast, targeted file first: with -x most 
     "scripts/ditpar/readers/common.py": ["tests/test_survivors_common.py", "tests/test_survivors_ascend.py",
                                          "tests/test_readers_columnar.py", "tests/test_readers_ascend.py"],
     "scripts/ditpar/readers/ascend.py": ["tests/test_survivors_ascend.py", "tests/test_readers_ascend.py", "tests/test_readers_columnar.py"],
-    "scripts/ditpar/readers/jsonstream.py": ["tests/test_jsonstream.py"],
+    "scripts/ditpar/readers/jsonstream.py": ["tests/test_survivors_jsonstream.py", "tests/test_jsonstream.py"],
     "scripts/ditpar/readers/kineto.py": ["tests/test_survivors_kineto.py", "tests/test_readers_kineto.py", "tests/test_kineto_blocks.py"],
     "scripts/ditpar/readers/kineto_events.py": ["tests/test_survivors_kineto.py", "tests/test_kineto_blocks.py", "tests/test_readers_kineto.py"],
     "scripts/ditpar/plan/cost/efficiency.py": ["tests/test_gemm_efficiency.py", "tests/test_costmodel.py"],
