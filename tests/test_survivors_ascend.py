@@ -443,3 +443,36 @@ def test_matrix_structure_errors(tmp_path, doc, message):
     with pytest.raises(InputError) as err:
         ascend.read_rank(rank)
     assert str(err.value) == f"{rank}/ASCEND_PROFILER_OUTPUT/communication_matrix.json: {message}"
+
+
+def test_group_hash_from_the_first_op_that_carries_one(tmp_path):
+    comm = {"step3": {"collective": {"hcom_broadcast__123_2_1": _op(30), f"{AR}@999": _op(10),
+                                     "hcom_send__123_1_1@888": _op(20), "custom_op@55": _op(40)}}}
+    r = ascend.read_rank(_rank(tmp_path, BASIC, comm=comm))
+    assert r.groups["123"].full_hash == "999"
+    assert r.comm_ops["group_hash"].tolist() == ["", "999", "888", "55"]
+
+
+def test_step_trace_empty_device_cell(tmp_path):
+    text = ST_HEADER + "\n,3,1,2,3,4,5,6,0\nN/A,4,1,2,3,4,5,6,0\n"
+    st = ascend.read_rank(_rank(tmp_path, BASIC[:1], step_trace=text)).step_trace
+    assert _vals(st["device"]) == [None, None] and _vals(st["step"]) == [3, 4]
+
+
+def test_metadata_name_wins_over_the_trace_thread_and_ambiguous_ids_keep_both(tmp_path):
+    # double_hash("group_name_1") ends in 909; group_name_0 and group_name_51 both end in 612 (found by search)
+    assert str(ascend.double_hash("group_name_1"))[-3:] == "909"
+    assert str(ascend.double_hash("group_name_0"))[-3:] == str(ascend.double_hash("group_name_51"))[-3:] == "612"
+    meta = {"parallel_group_info": {"group_name_1": {"group_name": "tp", "global_ranks": [0, 1]},
+                                    "group_name_0": {"group_name": "dp", "global_ranks": [0, 2]},
+                                    "group_name_51": {"group_name": "cfg", "global_ranks": [0, 4]}}}
+    ops = [("hcom_allReduce__909_0_1", 100, 30, 4, "FP32", 10, 1), ("hcom_allReduce__555_0_1", 200, 30, 4, "FP32", 10, 1),
+           ("hcom_allReduce__123_5_1", 300, 30, 4, "FP32", 12, 1)]
+    rows = [_row(1, 0, 1, "A", "A", "AI_CORE", "10", "5")]
+    r = ascend.read_rank(_rank(tmp_path, rows, trace=_trace_view(ops), meta=meta))
+    g = r.groups
+    assert (g["909"].name, g["909"].role, g["909"].ranks) == ("group_name_1", "tp", (0, 1))
+    assert (g["612"].name, g["612"].role, g["612"].ranks, g["612"].full_hash) == (
+        "group_name_0|group_name_51", "dp|cfg", (), "")
+    # no metadata for 555: the thread's group (the trace has no thread for 555: "123") names it
+    assert g["555"].name == "123" and g["123"].name == "hccl_world"
