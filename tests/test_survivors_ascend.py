@@ -466,7 +466,8 @@ def test_metadata_name_wins_over_the_trace_thread_and_ambiguous_ids_keep_both(tm
     meta = {"parallel_group_info": {"group_name_1": {"group_name": "tp", "global_ranks": [0, 1]},
                                     "group_name_0": {"group_name": "dp", "global_ranks": [0, 2]},
                                     "group_name_51": {"group_name": "cfg", "global_ranks": [0, 4]}}}
-    ops = [("hcom_allReduce__909_0_1", 100, 30, 4, "FP32", 10, 1), ("hcom_allReduce__555_0_1", 200, 30, 4, "FP32", 10, 1),
+    ops = [("hcom_barrier", 50, 1, 0, "FP32", 10, 1),  # no communicator in the name: named by nothing
+           ("hcom_allReduce__909_0_1", 100, 30, 4, "FP32", 10, 1), ("hcom_allReduce__555_0_1", 200, 30, 4, "FP32", 10, 1),
            ("hcom_allReduce__123_5_1", 300, 30, 4, "FP32", 12, 1)]
     rows = [_row(1, 0, 1, "A", "A", "AI_CORE", "10", "5")]
     r = ascend.read_rank(_rank(tmp_path, rows, trace=_trace_view(ops), meta=meta))
@@ -476,3 +477,10 @@ def test_metadata_name_wins_over_the_trace_thread_and_ambiguous_ids_keep_both(tm
         "group_name_0|group_name_51", "dp|cfg", (), "")
     # no metadata for 555: the thread's group (the trace has no thread for 555: "123") names it
     assert g["555"].name == "123" and g["123"].name == "hccl_world"
+
+
+def test_steps_of_no_events():
+    events = pd.DataFrame({"step": pd.array([], dtype="Int64"), "start_ns": np.zeros(0, np.int64),
+                           "dur_ns": np.zeros(0, np.int64)})
+    steps = ascend._steps(events, None)
+    assert steps.empty and list(steps.columns) == ["rank", "step", "start_ns", "end_ns"]
