@@ -71,6 +71,9 @@ def _message(tmp_path, monkeypatch, text, chunk=1 << 22):
                               "document"),
     ('[{"a": 1} {"b": 1}]', "expected ',' or ']' between events, found '{'; expected a Chrome-trace JSON document"),
     ('[{"a": 1}, {"b": ', "file ends early (invalid JSON (Expecting value)); the trace is truncated"),
+    ('[{"a": 1}, {"b":', "file ends early (invalid JSON (Expecting value)); the trace is truncated"),
+    ('{"traceEvents": []}}', "unexpected text after the JSON document, found '}'; expected a Chrome-trace JSON "
+                             "document"),
     ('[{"a": "xy', "file ends early (invalid JSON (Unterminated string starting at)); the trace is truncated"),
 ])
 def test_error_messages(tmp_path, monkeypatch, chunk, text, message):
@@ -120,6 +123,30 @@ def test_unreadable_files(tmp_path, monkeypatch):
     assert str(err.value).startswith(f"{bad_utf8}: cannot read (UnicodeDecodeError: ")
 
 
+@pytest.mark.parametrize("chunk", [7, 16, 32, 100])
+def test_many_small_events_cut_anywhere(tmp_path, monkeypatch, chunk):
+    """The fast path decodes whole events in the buffer and hands a cut one to the careful path."""
+    events = [{"a": i} for i in range(40)]
+    for sep in (",", ", ", ",\n  "):
+        text = '{"traceEvents": [' + sep.join(json.dumps(e) for e in events) + "]}"
+        assert _read(_write(tmp_path, text), chunk, monkeypatch)[0] == events
+
+
+def test_load_json(tmp_path):
+    good = _write(tmp_path, '{"x": 1712345678901234.567, "y": [1, 2]}', "g.json")
+    assert jsonstream.load_json(good, "a test file") == {"x": "1712345678901234.567", "y": [1, 2]}
+    cases = [("m.json", None, "cannot read (FileNotFoundError: "),
+             ("b.json", '{"x": 1,\n "y": }', "invalid JSON at line 2 (Expecting value); expected a test file"),
+             ("d.json", "[" * 100_000 + "]" * 100_000, "invalid JSON (nested too deeply); expected a test file"),
+             ("u.json", b'{"x": "\xff"}', "cannot read (UnicodeDecodeError: ")]
+    for name, text, message in cases:
+        path = tmp_path / name if text is None else _write(tmp_path, text, name)
+        with pytest.raises(InputError) as err:
+            jsonstream.load_json(path, "a test file")
+        assert str(err.value).startswith(f"{path}: {message}")
+        assert str(err.value).endswith("; expected a test file")
+
+
 def test_why():
     assert jsonstream._why(EOFError()) == "EOFError"
     assert jsonstream._why(OSError("disk")) == "OSError: disk"
@@ -157,10 +184,11 @@ def _flat(items):
 @pytest.mark.parametrize("chunk", [1, 5, 16, 64, 1 << 22])
 def test_blocks_give_every_event_once_in_order(tmp_path, monkeypatch, chunk):
     events = [{"a": i, "s": "},{" * (i % 3) + "x"} for i in range(30)]
-    path = _write(tmp_path, json.dumps({"k": 1, "traceEvents": events, "z": [2]}))
-    items, other = _blocks(path, chunk, monkeypatch)
-    assert _flat(items) == [(e["a"], e["s"]) for e in events]
-    assert other == {"k": 1, "z": [2]}
+    for separators in ((", ", ": "), (",", ":")):  # compact: the next event starts right after '},'
+        path = _write(tmp_path, json.dumps({"k": 1, "traceEvents": events, "z": [2]}, separators=separators))
+        items, other = _blocks(path, chunk, monkeypatch)
+        assert _flat(items) == [(e["a"], e["s"]) for e in events]
+        assert other == {"k": 1, "z": [2]}
 
 
 def test_a_small_trace_is_one_block_and_its_last_event(tmp_path, monkeypatch):
