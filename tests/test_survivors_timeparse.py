@@ -137,3 +137,15 @@ def test_the_bad_cell_is_shown_up_to_40_characters():
     with pytest.raises(InputError) as err:
         us_to_ns(["1", " \t "], where="w", first_row=2, row_label="line")
     assert str(err.value) == "w: line 3: expected a decimal time in microseconds, got (empty)"
+
+
+def test_whitespace_kinds_and_the_width_limit():
+    from ditpar.timeparse import us_to_ns
+
+    # NUL, TAB, LF, CR and space around a value are ignored
+    assert us_to_ns(["1.5\n", "\n2", "\r3\t", "4\x00", " 5 "]).tolist() == [1500, 2000, 3000, 4000, 5000]
+    # 48 characters is the widest cell read; a 49th (even a space) makes it a bad cell
+    assert us_to_ns([" " * 45 + "1.5"]).tolist() == [1500]
+    with pytest.raises(InputError) as err:
+        us_to_ns(["7", " " * 46 + "1.5"], where="w")
+    assert str(err.value) == "w: row 1: expected a decimal time in microseconds, got '1.5'"
