@@ -217,3 +217,18 @@ def test_non_object_elements_of_the_array(tmp_path, monkeypatch):
     path = _write(tmp_path, '[{"a": 1}, 7, {"a": 2}, {"a": 3}]', "u.json")
     with pytest.raises(jsonstream.NotPlain, match="Expected `object`"):
         list(jsonstream.iter_trace_blocks(path, _Ev))
+
+
+def test_text_after_an_empty_object(tmp_path, monkeypatch):
+    assert _message(tmp_path, monkeypatch, "{}x") == ("unexpected text after the JSON document, found 'x'; expected "
+                                                      "a Chrome-trace JSON document")
+
+
+def test_the_size_limit_boundary(tmp_path, monkeypatch):
+    """Buffers of 8: after '[' 7 characters, then 15; an unfinished event of 15 characters is at the limit 15."""
+    text = '[{"a": "' + "x" * 10 + '"}]'  # the event is 19 characters
+    monkeypatch.setattr(jsonstream, "_MAX_VALUE", 15)
+    with pytest.raises(InputError, match="invalid JSON"):
+        _read(_write(tmp_path, text), 8, monkeypatch)
+    monkeypatch.setattr(jsonstream, "_MAX_VALUE", 16)
+    assert _read(_write(tmp_path, text), 8, monkeypatch)[0] == [{"a": "x" * 10}]

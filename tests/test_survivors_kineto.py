@@ -454,3 +454,18 @@ def test_kineto_events_exports():
     namespace: dict = {}
     exec("from ditpar.readers.kineto_events import *", namespace)
     assert sorted(k for k in namespace if not k.startswith("__")) == ["AnyEvent", "Args", "Event", "NO_ARGS", "UNSET"]
+
+
+def test_a_launch_external_id_that_is_a_bool_links_to_nothing(tmp_path):
+    events = [_host("record_param_comms", 500, 10, cat="cpu_op", tid=3, **{"External id": 1, "Collective name": "send"}),
+              _host("nccl:all_to_all", 10, 20), _launch(1, 12), _k(SR, 40, 5, corr=1)]
+    events[2]["args"]["External id"] = True  # not an integer: the enclosing annotation decides
+    path = _write(tmp_path, events)
+    for r in (kineto.read_trace(path), kineto._read(path, kineto._collect)):
+        assert r.events["family"].tolist() == ["alltoall"]
+
+
+def test_annotations_are_not_read_when_no_kernel_needs_them(tmp_path):
+    events = [_host("nccl:all_to_all", "later", 20), _launch(1, 12), _k("gemm", 40, 5, corr=1)]
+    for r in _each(_write(tmp_path, events)):
+        assert r.events["name"].tolist() == ["gemm"]
