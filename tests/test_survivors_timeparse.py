@@ -122,3 +122,30 @@ def test_two_points_are_refused():
             us_to_ns(cells)
         with pytest.raises(InputError, match=r"got '1\.2\.3'"):
             us_to_ns_arrow(pa.array(cells))
+
+
+def test_the_bad_cell_is_shown_up_to_40_characters():
+    from ditpar.timeparse import us_to_ns
+
+    bad = "1" * 20 + "x" * 25  # 45 characters (under the 48-byte limit): a bad cell
+    with pytest.raises(InputError) as err:
+        us_to_ns(["1.0", bad], where="w")
+    assert str(err.value) == f"w: row 1: expected a decimal time in microseconds, got {bad[:40]!r}"
+    with pytest.raises(InputError) as err:
+        us_to_ns(["x" * 40], where="w")
+    assert str(err.value).endswith(f"got {'x' * 40!r}")
+    with pytest.raises(InputError) as err:
+        us_to_ns(["1", " \t "], where="w", first_row=2, row_label="line")
+    assert str(err.value) == "w: line 3: expected a decimal time in microseconds, got (empty)"
+
+
+def test_whitespace_kinds_and_the_width_limit():
+    from ditpar.timeparse import us_to_ns
+
+    # NUL, TAB, LF, CR and space around a value are ignored
+    assert us_to_ns(["1.5\n", "\n2", "\r3\t", "4\x00", " 5 "]).tolist() == [1500, 2000, 3000, 4000, 5000]
+    # 48 characters is the widest cell read; a 49th (even a space) makes it a bad cell
+    assert us_to_ns([" " * 45 + "1.5"]).tolist() == [1500]
+    with pytest.raises(InputError) as err:
+        us_to_ns(["7", " " * 46 + "1.5"], where="w")
+    assert str(err.value) == "w: row 1: expected a decimal time in microseconds, got '1.5'"

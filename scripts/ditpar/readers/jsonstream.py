@@ -38,6 +38,7 @@ class _Buffer:
         self.fh = io.TextIOWrapper(raw, encoding="utf-8", errors="strict")
         self.text = ""
         self.pos = 0
+        self.dropped = 0  # characters of the file before ``text`` (read and let go): positions name the file's
         self.eof = False
 
     def close(self) -> None:
@@ -54,6 +55,7 @@ class _Buffer:
         if not chunk:
             self.eof = True
             return False
+        self.dropped += self.pos
         self.text = self.text[self.pos:] + chunk
         self.pos = 0
         return True
@@ -87,7 +89,7 @@ class _Buffer:
                 at_end = exc.pos >= len(self.text.rstrip()) or exc.msg.startswith("Unterminated string")
                 if self.eof and at_end:
                     self.fail(f"invalid JSON ({exc.msg})", "")
-                self.fail(f"invalid JSON ({exc.msg}) at character {exc.pos}", None)
+                self.fail(f"invalid JSON ({exc.msg}) at character {self.dropped + exc.pos}", None)
             except RecursionError:
                 self.fail("invalid JSON (nested too deeply)", None)
             if end >= len(self.text) and self.more():
