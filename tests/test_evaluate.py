@@ -92,13 +92,15 @@ def test_evaluate_cli(tmp_path):
 
 
 def test_published_tables_outside_shared_are_read_whole():
-    """benchmarks/published: 182 rows from other public docs; every row is scored or says why not."""
+    """benchmarks/published: 256 rows from other public docs; every row is scored or says why not."""
     from conftest import ROOT
 
     frames = ev.load_tables(ROOT / "benchmarks" / "published")
     # + issue 23's CogVideoX1.5 L40 and L20 charts, + MindIE-SD's quick-start Wan2.1 table (11 rows and its derived
     # one-card row)
-    assert sum(len(f) for f in frames.values()) == 153 + 13 + 16 + 12
+    # + issue 23's second unseen round: xDiT's CogVideoX-2b/5b charts on A100 (12) and L40 (28), its PixArt 8 x L40
+    # charts (18), vLLM-Omni's Qwen-Image ring tables (4)
+    assert sum(len(f) for f in frames.values()) == 153 + 13 + 16 + 12 + 12 + 28 + 18 + 4
     for name, frame in frames.items():
         scored = ev.score_table(frame)
         for _, row in scored.iterrows():
@@ -110,7 +112,17 @@ def test_published_tables_outside_shared_are_read_whole():
     s = ev.evaluate_tables(frames)["summary"]
     # + the two CogVideoX1.5 charts; + MindIE-SD's table: 12 rows, 2 + 5 + 5 pairs more than 5 % apart in its 2-, 4- and
     # 8-card scenarios (by hand: 2 cards TP 502.8 vs CFG 332.6 and vs U2 327.6; CFG vs U2 1.5 % apart), 3 scenarios of >= 3
-    assert (s["rows_scored"], s["pairs"], s["top1_scenarios"]) == (87 + 29 + 12, 25 + 28 + 12, 9 + 5 + 3)
+    assert (s["rows_scored"], s["pairs"], s["top1_scenarios"]) == (87 + 29 + 12 + 58, 25 + 28 + 12 + 49, 9 + 5 + 3 + 9)
+    # the second round by hand: CogVideoX A100, 2 scenarios of 3 at 2 GPUs with CFG-2 > 5 % ahead of U2 and R2
+    # (U2 vs R2 1-3 % apart) = 4 pairs, the 4-GPU pairs tie; PixArt 8 x L40, 3 scenarios of 5 configurations all
+    # more than 5 % apart (closest cfg2 PF4 vs PF8: 0.55 / 0.62, 2.73 / 3.14, 28.6 / 32.1) = 30 pairs; Qwen-Image R4
+    # vs U2 R2 4 % apart = 0; CogVideoX L40: 15 pairs, its four 12-GPU rows not scored (not whole 8-card machines)
+    by_table = {n: ev.evaluate_tables({n: frames[n]})["summary"] for n in (
+        "xdit_cogvideox_a100.csv", "xdit_pixart_l40_hybrid.csv", "vllmomni_qwen_image_a100.csv", "xdit_cogvideox_l40.csv")}
+    assert [(v["rows_scored"], v["pairs"], v["top1_scenarios"]) for v in by_table.values()] == [
+        (12, 4, 2), (18, 30, 3), (4, 0, 0), (24, 15, 4)]
+    l40 = ev.score_table(frames["xdit_cogvideox_l40.csv"])
+    assert l40.loc[l40["n_devices"] == "12", "score_note"].str.startswith("not scored: ").all()
     # cache-dit's TP rows are priced with its DTensor TP (the framework named by source_repo)
     tp4 = frames["cachedit_tensor_parallel.csv"].iloc[2]
     assert (int(tp4["tp"]), tp4["latency_s"]) == (4, "10.69") and ev.row_framework(tp4).tp_impl == "dtensor"
