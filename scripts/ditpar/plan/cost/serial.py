@@ -33,6 +33,9 @@ DECODER_CLASS = {
     "hunyuanvideo": "autoencoders/autoencoder_kl_hunyuan_video.py HunyuanVideoDecoder3D "
                     "(AutoencoderKLHunyuanVideo._temporal_tiled_decode)",
     "wan": "autoencoders/autoencoder_kl_wan.py WanDecoder3d (AutoencoderKLWan._decode, one latent frame per call)",
+    "dcae": "autoencoders/autoencoder_dc.py Decoder (AutoencoderDC), EfficientViTBlock with "
+            "attention_processor.py SanaMultiscaleLinearAttention and transformers/sana_transformer.py GLUMBConv",
+    "mochi": "autoencoders/autoencoder_kl_mochi.py MochiDecoder3D (AutoencoderKLMochi._decode)",
 }
 
 
@@ -64,11 +67,12 @@ class _Walk:
         self.work = StageWork()
 
     def conv(self, part: str, kernel: int, c_in: int, c_out: int, positions: float,
-             in_positions: float | None = None) -> None:
-        """One convolution: 2 x kernel x C_in x C_out per output position; reads input, writes output."""
+             in_positions: float | None = None, groups: int = 1) -> None:
+        """One convolution: 2 x kernel x (C_in / groups) x C_out per output position (a linear layer is a 1x1
+        conv); reads input, writes output."""
         inp = positions if in_positions is None else in_positions
-        flops = 2.0 * kernel * c_in * c_out * positions
-        nbytes = self.b * (c_in * inp + c_out * positions + self.calls * kernel * c_in * c_out)
+        flops = 2.0 * kernel * (c_in // groups) * c_out * positions
+        nbytes = self.b * (c_in * inp + c_out * positions + self.calls * kernel * (c_in // groups) * c_out)
         self.work._add(part, flops, nbytes)
 
     def elementwise(self, part: str, channels: int, positions: float, passes: float) -> None:
@@ -218,6 +222,8 @@ def _hunyuanvideo(model, vae, walk: _Walk, width: int, height: int, frames: int)
     for f in _temporal_tiles(model.latent_frames(frames), vae.frame_tile, vae.frame_tile_stride):
         hh, ww, ff = h, w, f
         pos = float(ff * hh * ww)
+        if vae.post_quant_conv:
+            walk.conv("post_quant_conv", 1, zc, zc, pos)
         walk.conv("conv_in", 27, zc, rev[0], pos)
         walk.resnet("mid", rev[0], rev[0], pos, 27)
         if vae.mid_attention:
@@ -289,7 +295,100 @@ def _wan(model, vae, walk: _Walk, width: int, height: int, frames: int) -> None:
     walk.conv("conv_out", 27, rev[-1], 3 * vae.patch_size ** 2, pos)
 
 
-_WALKS = {"autoencoderkl": _autoencoderkl, "cogvideox": _cogvideox, "hunyuanvideo": _hunyuanvideo, "wan": _wan}
+DCAE_HEAD_DIM = 32       # AutoencoderDC attention_head_dim default (SanaMultiscaleLinearAttention heads of 32)
+DCAE_SCALES = (5,)       # decoder_qkv_multiscales of the EfficientViT stages: one extra 5x5 depthwise scale
+GLUMB_EXPAND = 4         # GLUMBConv expand_ratio default
+
+
+def _dcae_vit(walk: _Walk, part: str, c: int, pos: float) -> None:
+    """EfficientViTBlock: multi-scale ReLU linear attention (q, k, v projections, a depthwise 5x5 + grouped 1x1 per
+    extra scale, V K^T and (V K^T) Q per head of 32 with V padded by one row, out projection) and a GLUMBConv
+    (1x1 to 2 x 4C, depthwise 3x3, gated, 1x1 back to C)."""
+    heads = c // DCAE_HEAD_DIM
+    for _ in range(3):
+        walk.conv(part, 1, c, c, pos)
+    for k in DCAE_SCALES:
+        walk.conv(part, k * k, 3 * c, 3 * c, pos, groups=3 * c)
+        walk.conv(part, 1, 3 * c, 3 * c, pos, groups=3 * heads)
+    all_heads = heads * (1 + len(DCAE_SCALES))
+    d = DCAE_HEAD_DIM
+    walk.work._add(part, all_heads * 2 * (2.0 * (d + 1) * d * pos), walk.b * 4.0 * all_heads * d * pos)
+    walk.conv(part, 1, c * (1 + len(DCAE_SCALES)), c, pos)
+    walk.elementwise(part, c, pos, 1)
+    hidden = GLUMB_EXPAND * c
+    walk.conv(part, 1, c, 2 * hidden, pos)
+    walk.elementwise(part, 2 * hidden, pos, 1)
+    walk.conv(part, 9, 2 * hidden, 2 * hidden, pos, groups=2 * hidden)
+    walk.elementwise(part, 2 * hidden, pos, 1)
+    walk.conv(part, 1, hidden, c, pos)
+    walk.elementwise(part, c, pos, 1)
+    walk.add(part, c, pos)
+
+
+def _dcae(model, vae, walk: _Walk, width: int, height: int, frames: int) -> None:
+    """AutoencoderDC Decoder: channel-repeat shortcut + 3x3 conv_in, then from the deepest stage up: an up block
+    (nearest x2 + 3x3 conv C_in -> C_out, pixel-shuffled repeat shortcut) except on the deepest, then the
+    stage's blocks (ResBlock: 3x3 conv, act, 3x3 conv, RMS norm, add; the last `vit_stages` stages use
+    EfficientViT blocks); RMS norm, ReLU, conv_out 3x3 to RGB. An interpolate and a pixel-shuffle up block
+    cost the same FLOPs."""
+    h, w = _latent_hw(model, width, height)
+    boc = vae.block_out_channels
+    nb = len(boc)
+    n = max(1, frames)
+    pos = float(n * h * w)
+    walk.conv("conv_in", 9, vae.latent_channels, boc[-1], pos)
+    walk.add("conv_in", boc[-1], pos)
+    for i in reversed(range(nb)):
+        layers = vae.layers(i)
+        part = f"stage{i}"
+        if i < nb - 1 and layers > 0:
+            new = 4 * pos
+            walk.upsample(part, boc[i + 1], pos, new)
+            pos = new
+            walk.conv(part, 9, boc[i + 1], boc[i], pos)
+            walk.add(part, boc[i], pos)
+        for _ in range(layers):
+            if i >= nb - vae.vit_stages:
+                _dcae_vit(walk, part, boc[i], pos)
+            else:
+                walk.conv(part, 9, boc[i], boc[i], pos)
+                walk.elementwise(part, boc[i], pos, 1)
+                walk.conv(part, 9, boc[i], boc[i], pos)
+                walk.elementwise(part, boc[i], pos, 1)
+                walk.add(part, boc[i], pos)
+    walk.elementwise("conv_out", boc[0], pos, 2)
+    walk.conv("conv_out", 9, boc[0], 3, pos)
+
+
+def _mochi(model, vae, walk: _Walk, width: int, height: int, frames: int) -> None:
+    """MochiDecoder3D: 1x1x1 conv_in, a block of resnets (two causal 3x3x3 convs, replicate padding), up blocks
+    whose resnets run at the input width and a linear projection C_in -> C_out x t x s^2 followed by
+    depth-to-space, a block of resnets at the narrowest width, a linear proj_out. Frames grow by each block's
+    temporal expansion (the first frames are dropped afterwards: no FLOPs saved)."""
+    h, w = _latent_hw(model, width, height)
+    boc = vae.block_out_channels
+    lpb = vae.layers_per_block
+    texp = vae.temporal_expansions
+    nb = len(boc)
+    pos = float(model.latent_frames(frames) * h * w)
+    walk.conv("conv_in", 1, vae.latent_channels, boc[-1], pos)
+    for _ in range(lpb[-1]):
+        walk.resnet("block_in", boc[-1], boc[-1], pos, 27)
+    for i in range(nb - 1):
+        c_in, c_out, t = boc[-i - 1], boc[-i - 2], texp[-i - 1]
+        for _ in range(lpb[-i - 2]):
+            walk.resnet(f"up{i}", c_in, c_in, pos, 27)
+        walk.conv(f"up{i}_proj", 1, c_in, c_out * t * 4, pos)
+        pos *= 4 * t
+        walk.elementwise(f"up{i}_proj", c_out, pos, 1)
+    for _ in range(lpb[0]):
+        walk.resnet("block_out", boc[0], boc[0], pos, 27)
+    walk.elementwise("proj_out", boc[0], pos, 1)
+    walk.conv("proj_out", 1, boc[0], 3, pos)
+
+
+_WALKS = {"autoencoderkl": _autoencoderkl, "cogvideox": _cogvideox, "hunyuanvideo": _hunyuanvideo, "wan": _wan,
+          "dcae": _dcae, "mochi": _mochi}
 
 
 def vae_decode_work(model, width: int, height: int, frames: int = 1) -> StageWork:

@@ -62,6 +62,8 @@ class VaeSpec:
     frame_batch: int = 0                  # latent frames per decoder call (0 = all at once)
     frame_tile: int = 0                   # temporal tile in latent frames (0 = none) ...
     frame_tile_stride: int = 0            # ... and the latent frames between tile starts
+    vit_stages: int = 0                   # DC-AE: the deepest stages built of EfficientViT blocks
+    temporal_expansions: tuple[int, ...] = ()   # Mochi: frames multiplied per up block (config order)
     notes: str = ""
 
     def layers(self, block: int) -> int:
@@ -368,15 +370,22 @@ def _vae(data: Mapping[str, Any] | None, sources: Mapping[str, str], path: Path)
         return None
     _need_sources(sources, [f"vae_{k}" for k in data if k != "notes"], path)
     boc, lpb = tuple(data["block_out_channels"]), tuple(data["layers_per_block"])
-    if len(lpb) not in (1, len(boc)):
-        raise InputError(f"{path}: key 'vae.layers_per_block' has {len(lpb)} entries; expected 1 or one per "
-                         f"block ({len(boc)}, as vae.block_out_channels)")
+    extra = 1 if data["decoder"] == "mochi" else 0   # Mochi lists the resnets of its input block too
+    if len(lpb) not in (1, len(boc) + extra):
+        raise InputError(f"{path}: key 'vae.layers_per_block' has {len(lpb)} entries; expected 1 or "
+                         f"{len(boc) + extra} (one per block of vae.block_out_channels{' + the input block' if extra else ''})")
+    texp = tuple(data.get("temporal_expansions", ()))
+    if data["decoder"] == "mochi" and len(texp) != len(boc) - 1:
+        raise InputError(f"{path}: key 'vae.temporal_expansions' needs {len(boc) - 1} entries (one per up block) "
+                         f"for a mochi decoder, got {len(texp)}")
+    if data.get("vit_stages", 0) > len(boc):
+        raise InputError(f"{path}: key 'vae.vit_stages' ({data['vit_stages']}) exceeds the {len(boc)} blocks")
     return VaeSpec(decoder=data["decoder"], block_out_channels=boc, layers_per_block=lpb,
                    latent_channels=data["latent_channels"], mid_attention=data["mid_attention"], dtype=data["dtype"],
                    post_quant_conv=data.get("post_quant_conv", False), residual_up=data.get("residual_up", False),
                    patch_size=data.get("patch_size", 1), frame_batch=data.get("frame_batch", 0),
                    frame_tile=data.get("frame_tile", 0), frame_tile_stride=data.get("frame_tile_stride", 0),
-                   notes=data.get("notes", ""))
+                   vit_stages=data.get("vit_stages", 0), temporal_expansions=texp, notes=data.get("notes", ""))
 
 
 def _link(data: Mapping[str, Any], key: str) -> LinkClass:
