@@ -47,6 +47,32 @@ def normalize(name: str) -> str:
 
 
 @dataclass(frozen=True)
+class VaeSpec:
+    """The VAE decoder of a model as its config file gives it: what plan/cost/serial.py prices (schema: [vae])."""
+
+    decoder: str                          # decoder family: autoencoderkl, cogvideox, hunyuanvideo, wan, dcae, mochi
+    block_out_channels: tuple[int, ...]   # as the config lists them (encoder order: full resolution first)
+    layers_per_block: tuple[int, ...]     # one value for every block, or one per block (config order)
+    latent_channels: int
+    mid_attention: bool
+    dtype: str                            # precision the default pipeline decodes in
+    post_quant_conv: bool = False
+    residual_up: bool = False             # Wan 2.2: residual up blocks (no channel halving, DupUp3D shortcut)
+    patch_size: int = 1                   # output pixels unpatchified from each decoder position per axis
+    frame_batch: int = 0                  # latent frames per decoder call (0 = all at once)
+    frame_tile: int = 0                   # temporal tile in latent frames (0 = none) ...
+    frame_tile_stride: int = 0            # ... and the latent frames between tile starts
+    vit_stages: int = 0                   # DC-AE: the deepest stages built of EfficientViT blocks
+    temporal_expansions: tuple[int, ...] = ()   # Mochi: frames multiplied per up block (config order)
+    notes: str = ""
+
+    def layers(self, block: int) -> int:
+        """Configured layers of block `block` (config order)."""
+        lpb = self.layers_per_block
+        return lpb[0] if len(lpb) == 1 else lpb[block]
+
+
+@dataclass(frozen=True)
 class ModelPreset:
     """One diffusion transformer: layer counts by block type, widths, token counts, defaults."""
 
@@ -83,6 +109,7 @@ class ModelPreset:
     path: str = ""
     family: str = ""                  # model family for framework profiles ('' = from the name)
     text_encoder_params_b: float = 0.0  # text encoder(s) resident on each rank unless offloaded (0 = unknown)
+    vae: VaeSpec | None = None          # the VAE decoder's structure (None = not read: decode not priced)
 
     @property
     def n_layers(self) -> int:
@@ -330,10 +357,35 @@ def parse_model(data: Mapping[str, Any], path: Path) -> ModelPreset:
         long_skips=data.get("long_skips", 0), vae_frame_chunk=data.get("vae_frame_chunk", 0),
         notes=data.get("notes", ""), path=str(path), family=data.get("family", ""),
         text_encoder_params_b=float(data.get("text_encoder_params_b", 0.0)),
+        vae=_vae(data.get("vae"), sources, path),
     )
     if kind == "image" and preset.vae_stride[0] != 1:
         raise InputError(f"{path}: key 'vae_stride' must start with 1 for an image model")
     return preset
+
+
+def _vae(data: Mapping[str, Any] | None, sources: Mapping[str, str], path: Path) -> VaeSpec | None:
+    """The [vae] table (types already checked by the schema); every key needs a `vae_<key>` source."""
+    if data is None:
+        return None
+    _need_sources(sources, [f"vae_{k}" for k in data if k != "notes"], path)
+    boc, lpb = tuple(data["block_out_channels"]), tuple(data["layers_per_block"])
+    extra = 1 if data["decoder"] == "mochi" else 0   # Mochi lists the resnets of its input block too
+    if len(lpb) not in (1, len(boc) + extra):
+        raise InputError(f"{path}: key 'vae.layers_per_block' has {len(lpb)} entries; expected 1 or "
+                         f"{len(boc) + extra} (one per block of vae.block_out_channels{' + the input block' if extra else ''})")
+    texp = tuple(data.get("temporal_expansions", ()))
+    if data["decoder"] == "mochi" and len(texp) != len(boc) - 1:
+        raise InputError(f"{path}: key 'vae.temporal_expansions' needs {len(boc) - 1} entries (one per up block) "
+                         f"for a mochi decoder, got {len(texp)}")
+    if data.get("vit_stages", 0) > len(boc):
+        raise InputError(f"{path}: key 'vae.vit_stages' ({data['vit_stages']}) exceeds the {len(boc)} blocks")
+    return VaeSpec(decoder=data["decoder"], block_out_channels=boc, layers_per_block=lpb,
+                   latent_channels=data["latent_channels"], mid_attention=data["mid_attention"], dtype=data["dtype"],
+                   post_quant_conv=data.get("post_quant_conv", False), residual_up=data.get("residual_up", False),
+                   patch_size=data.get("patch_size", 1), frame_batch=data.get("frame_batch", 0),
+                   frame_tile=data.get("frame_tile", 0), frame_tile_stride=data.get("frame_tile_stride", 0),
+                   vit_stages=data.get("vit_stages", 0), temporal_expansions=texp, notes=data.get("notes", ""))
 
 
 def _link(data: Mapping[str, Any], key: str) -> LinkClass:

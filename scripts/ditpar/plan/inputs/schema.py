@@ -24,7 +24,7 @@ from ditpar.errors import InputError
 class Key:
     """One key: its type and, for numbers, the closed range [lo, hi] (``above``: lo itself excluded)."""
 
-    kind: str                     # int, number, text, bool, int3, texts, int_lists, choice, table
+    kind: str                     # int, number, text, bool, int3, ints, texts, int_lists, choice, table
     lo: float | None = None
     hi: float | None = None
     above: bool = False           # the range is (lo, hi]
@@ -40,6 +40,8 @@ class Key:
             what = "an integer" if self.kind == "int" else "a number"
             left = "(" if self.above else "["
             return f"{what} in {left}{_g(self.lo)}, {_g(self.hi)}]"
+        if self.kind == "ints":
+            return f"a non-empty list of integers in [{_g(self.lo)}, {_g(self.hi)}]"
         return {"text": "text", "bool": "true or false", "int3": "three positive integers [t, h, w]",
                 "texts": "a list of non-empty texts", "int_lists": "a list of lists of integers",
                 "table": "a table"}[self.kind]
@@ -74,6 +76,26 @@ OPT_TEXT = Key("text")
 SOURCES = Table(free=Key("text", required=True))  # free names, each a non-empty text
 BLOCK_TYPES = tuple(f"{b}{s}" for b in ("joint", "single", "cross", "self") for s in ("", "_spatial", "_temporal"))
 LINK_KEYS = ("intra_domain", "inter_domain", "inter_node")
+VAE_DECODERS = ("autoencoderkl", "cogvideox", "hunyuanvideo", "wan", "dcae", "mochi")
+
+#: [vae] of a model preset: the decoder's structure as its config file gives it (plan/cost/serial.py prices it)
+VAE = Table({
+    "decoder": Key("choice", choices=VAE_DECODERS, required=True),
+    "block_out_channels": Key("ints", 1, 1 << 16, required=True),
+    "layers_per_block": Key("ints", 0, 64, required=True),
+    "latent_channels": _int(1, 4096),
+    "mid_attention": Key("bool", required=True),
+    "post_quant_conv": Key("bool"),
+    "residual_up": Key("bool"),
+    "patch_size": _int(1, 16, False),
+    "frame_batch": _int(0, 1 << 16, False),
+    "frame_tile": _int(0, 1 << 16, False),
+    "frame_tile_stride": _int(0, 1 << 16, False),
+    "vit_stages": _int(0, 64, False),
+    "temporal_expansions": Key("ints", 1, 64),
+    "dtype": Key("choice", choices=("bf16", "fp16", "fp32"), required=True),
+    "notes": OPT_TEXT,
+})
 
 #: upper ends are far above any real model or machine (the largest shipped: 14B parameters, 16 dies,
 #: 4.8 TB/s HBM, 900 GB/s NVLink); they catch units slips (MB/s, B) and typed-in exponents
@@ -94,6 +116,7 @@ MODEL = Table({
     "default_width": _int(1, 1 << 17), "default_height": _int(1, 1 << 17), "default_frames": _int(1, 1 << 20),
     "default_steps": _int(1, limits.MAX_STEPS), "long_skips": _int(0, 4096, False),
     "blocks": Key("table", table=Table({b: _int(1, limits.MAX_LAYERS, False) for b in BLOCK_TYPES}), required=True),
+    "vae": Key("table", table=VAE),
     "sources": Key("table", table=SOURCES, required=True),
 })
 
@@ -186,6 +209,10 @@ def check_value(value: Any, spec: Key, path: Path | str, name: str) -> None:
     elif kind == "int3":
         if not (isinstance(value, list) and len(value) == 3
                 and all(isinstance(v, int) and not isinstance(v, bool) and 0 < v <= 1 << 20 for v in value)):
+            raise bad()
+    elif kind == "ints":
+        if not (isinstance(value, list) and value and all(
+                isinstance(x, int) and not isinstance(x, bool) and spec.lo <= x <= spec.hi for x in value)):
             raise bad()
     elif kind == "texts":
         if not (isinstance(value, list) and all(isinstance(v, str) and v.strip() for v in value)):
