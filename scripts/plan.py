@@ -241,8 +241,11 @@ def run_plan(args) -> int:
 
     box = calibrated.calibrate_box(args, model, hw, shape, tun)
     hw, tun = box.hw, box.tun
-    if args.ref_latency is not None:
-        tun = calibrate(model, hw, shape, args.ref_latency, tun)
+    from ditpar.plan.cost.end_to_end import serial_stages
+
+    stages = serial_stages(model, hw, shape)
+    if args.ref_latency is not None:   # an end-to-end measurement: the serial stages come off before calibrating
+        tun = calibrate(model, hw, shape, args.ref_latency - stages.total_s, tun)
     if args.top < 1:
         raise InputError("--top: expected >= 1")
     results = rank_plans(model, hw, shape, args.devices, tun, with_dp=not args.no_dp,
@@ -264,6 +267,7 @@ def run_plan(args) -> int:
     meas = measured.apply(args.measured, results, model, shape) if args.measured else None
     payload = report.payload(results, model, hw, shape, tun, text, fws, args.allow_approximate)
     calibrated.extend_payload(payload, results, extra, box)
+    payload["serial_stages"] = report.serial_record(stages, results)
     if meas:
         measured.extend_payload(payload, results, meas)
     from ditpar.plan.decide import run_recipe
@@ -276,7 +280,7 @@ def run_plan(args) -> int:
     if args.json:
         cli.print_json("plan", payload)
     else:
-        sys.stdout.write(calibrated.render(report.render(results, model, hw, shape, tun, text, args.top, args.all),
+        sys.stdout.write(calibrated.render(report.render(results, model, hw, shape, tun, text, args.top, args.all, stages),
                                            results, extra, box, args.top) + (measured.render(meas, args.top) if meas else "")
                      + run_text)
     sys.stderr.write("".join(notes))

@@ -96,6 +96,24 @@ def payload(results, model, hw, shape, tun, conclusion: str, frameworks=None,
     }
 
 
+def serial_record(stages, results) -> dict:
+    """JSON of the serial stages and the end-to-end seconds of every feasible plan (DiT + serial)."""
+    return {"text_encode_s": stages.text_encode_s, "vae_decode_s": stages.vae_decode_s,
+            "vae_devices": stages.vae_devices, "total_s": stages.total_s, "priced": stages.priced,
+            "notes": list(stages.notes),
+            "end_to_end_s": {r.plan.name: r.breakdown.latency_s + stages.total_s for r in results if r.feasible}}
+
+
+def serial_line(stages) -> str:
+    """One line: what the serial stages add to every plan's latency (never in the ranking: the same for all)."""
+    def f(x):
+        return "not priced" if x is None else f"{x:.2f} s"
+    vae = f(stages.vae_decode_s) + ("" if stages.vae_devices == 1 else f" (split over {stages.vae_devices} cards)")
+    return (f"serial stages, the same for every plan (ditpar.plan.cost.serial, from FLOPs): text encoder "
+            f"{f(stages.text_encode_s)}, VAE decode {vae}; end to end = latency_s + {stages.total_s:.2f} s"
+            + ("" if stages.priced else f" ({'; '.join(stages.notes)})"))
+
+
 def frame(results, model=None):
     import pandas as pd
 
@@ -129,12 +147,14 @@ def runtime_label(tun) -> str:
 GATE_WIDTH = 5  # "VETO" and "warn" plus a space
 
 
-def render(results, model, hw, shape, tun, conclusion: str, top: int, show_all: bool) -> str:
+def render(results, model, hw, shape, tun, conclusion: str, top: int, show_all: bool, stages=None) -> str:
     """The ranked table, the gates of the top two, and the conclusion."""
     feas = [r for r in results if r.feasible]
     lines = [f"{model.name} on {hw.name}, {feas[0].plan.devices if feas else '?'} devices: {shape.describe()}",
              f"{len(results)} plans, {len(feas)} feasible; latency = predicted end-to-end DiT seconds "
              f"(text encoder and VAE not included); host cost {tun.launch_us:g} us per op: {runtime_label(tun)}"]
+    if stages is not None:
+        lines.append(serial_line(stages))
     if feas and cards_note(hw, feas[0].plan.devices):
         lines.append(cards_note(hw, feas[0].plan.devices))
     lines.append("")

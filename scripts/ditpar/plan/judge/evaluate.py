@@ -171,6 +171,31 @@ def row_context(row):
     return model, hw, shape, plan, "; ".join(notes)
 
 
+#: a row whose latency is the DiT loop alone (the serial stages are not in it)
+DIT_ONLY = re.compile(r"dit[- ]forward only|dit[- ]only|transformer only|denoising only|per-iteration", re.I)
+#: a row whose framework splits the VAE decode over its cards
+VAE_PARALLEL = re.compile(r"vae decode parallel|parallel vae|vae parallel|distvae|patch[- ]parallel vae", re.I)
+
+
+def row_scope(row) -> str:
+    """'dit' when the row's latency covers the denoising loop only (other_config or notes say so), else
+    'end_to_end' (the schema's default: ../shared/calibration/README.md)."""
+    text = f"{row.get('other_config', '')} {row.get('notes', '')}"
+    return "dit" if DIT_ONLY.search(text) else "end_to_end"
+
+
+def row_serial(row, model, hw, shape, plan):
+    """The serial stages (text encoder, VAE decode) inside a row's measured latency: none for a DiT-only row;
+    the VAE decode split over the request's cards where the row says the framework runs it in parallel."""
+    from ditpar.plan.cost.end_to_end import SerialStages, serial_stages
+
+    if row_scope(row) == "dit":
+        return SerialStages(0.0, 0.0, notes=("DiT-only latency: serial stages not in it",))
+    text = f"{row.get('other_config', '')} {row.get('notes', '')}"
+    cards = plan.devices // plan.dp
+    return serial_stages(model, hw, shape, vae_devices=cards if VAE_PARALLEL.search(text) else 1)
+
+
 def row_framework(row):
     """The framework profile whose name or alias is the row's source_repo (e.g. vipshop/cache-dit), else None:
     its TP implementation decides the per-linear host cost of a TP row."""
@@ -200,7 +225,8 @@ def score_row_band(row, tun: Tunables | None = None) -> tuple[float | None, floa
         return None, None, None, note
     bd = predict(model, hw, shape, plan, tp_host_tunables(tun, row_framework(row), plan))
     band = uncertainty.band_of(bd, frozenset())
-    return bd.latency_s, band.low_s, band.high_s, note or "ok"
+    serial = row_serial(row, model, hw, shape, plan).total_s   # the same for every plan of the row's box
+    return bd.latency_s + serial, band.low_s + serial, band.high_s + serial, note or "ok"
 
 
 CALIBRATION_KEY = ["source_path", "model", "hardware", "interconnect", "resolution_or_seq", "steps"]
@@ -223,8 +249,9 @@ def calibrations(frame, tun: Tunables) -> dict[tuple, Tunables]:
         model, hw, shape, plan, _ = row_context(row)
         if model is None or measured is None:
             continue
-        try:
-            out[_calibration_key(row)] = calibrate(model, hw, shape, measured, tun)
+        try:   # the model calibrates the DiT loop: the serial stages come off the measured latency first
+            out[_calibration_key(row)] = calibrate(model, hw, shape,
+                                                   measured - row_serial(row, model, hw, shape, plan).total_s, tun)
         except DitParError:
             continue
     return out

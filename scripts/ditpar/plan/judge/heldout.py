@@ -25,6 +25,7 @@ from ditpar.plan.judge.evaluate import (
     baseline_rank_key,
     compiled,
     row_context,
+    row_serial,
     scenario_config,
 )
 
@@ -50,6 +51,7 @@ class Row:
     cal_key: tuple
     single: bool
     plain: bool
+    serial_s: float = 0.0   # priced serial stages (text encoder, VAE decode) inside the measured latency
 
 
 @dataclass
@@ -119,13 +121,13 @@ def _score_speedups(res: SourceResult, rows: list[Row], preds, members: list[int
         if r.single or ref is None or cards < 2:
             continue
         meas = rows[ref].measured / r.measured
-        pred = preds[ref][0] / preds[i][0]
+        pred = (preds[ref][0] + rows[ref].serial_s) / (preds[i][0] + r.serial_s)   # end to end, as measured
         res.speedup_log2.append(abs(math.log2(pred / meas)))
         res.linear_log2.append(abs(math.log2(cards / meas)))
         res.three_quarter_log2.append(abs(math.log2(0.75 * cards / meas)))
-        scale = rows[ref].measured / preds[ref][0]
+        scale = rows[ref].measured / (preds[ref][0] + rows[ref].serial_s)
         b = uncertainty.band_of(preds[i][2], frozenset(), half)
-        res.band_inside.append(b.low_s * scale <= r.measured <= b.high_s * scale)
+        res.band_inside.append((b.low_s + r.serial_s) * scale <= r.measured <= (b.high_s + r.serial_s) * scale)
 
 
 def collect_rows(frames: dict[str, object]) -> list[Row]:
@@ -145,7 +147,8 @@ def collect_rows(frames: dict[str, object]) -> list[Row]:
             key = (name, *(scenario_config(r[k]) if k == "other_config" else str(r[k]) for k in SCENARIO_KEY))
             out.append(Row(name, key, measured, model, hw, shape, plan,
                            _calibration_key(r), _int_or_none(r["n_devices"]) == 1,
-                           not _NOT_PLAIN.search(str(r["other_config"])) and not compiled(r["other_config"])))
+                           not _NOT_PLAIN.search(str(r["other_config"])) and not compiled(r["other_config"]),
+                           row_serial(r, model, hw, shape, plan).total_s))
             out[-1].row = r  # type: ignore[attr-defined]
     return out
 
@@ -163,7 +166,8 @@ def derive_mfu(rows: list[Row], exclude: str | None, tun, by: str = "source") ->
         if acc is None or r.hw.accelerator != acc:
             continue
         try:
-            scale = calibrate(r.model, r.hw, r.shape, r.measured, dataclasses.replace(tun, compute_scale=1.0))
+            scale = calibrate(r.model, r.hw, r.shape, r.measured - r.serial_s,
+                              dataclasses.replace(tun, compute_scale=1.0))
         except Exception:  # noqa: BLE001 - a row below the modelled non-compute time gives no fit
             continue
         fits.setdefault(acc, []).append(r.hw.mfu / scale.compute_scale)
@@ -198,7 +202,8 @@ class Scorer:
             for r in self.rows:
                 if r.single:
                     try:
-                        cal[(r.source, r.cal_key)] = calibrate(r.model, r.hw, r.shape, r.measured, base)
+                        cal[(r.source, r.cal_key)] = calibrate(r.model, r.hw, r.shape, r.measured - r.serial_s,
+                                                               base)
                     except Exception:  # noqa: BLE001 - as evaluate --calibrate: no fit, no calibration
                         pass
         out = []

@@ -1,0 +1,93 @@
+"""The serial stages (text encoder, VAE decode) on top of the DiT loop: which rows hold them, how they enter the
+speedup and the --ref-latency calibration. Expected values are worked out here from the presets' own numbers."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from conftest import run_script
+from ditpar.plan.cost import make_shape, predict, serial_time
+from ditpar.plan.cost.end_to_end import serial_stages
+from ditpar.plan.inputs import presets
+from ditpar.plan.judge import evaluate
+
+
+def _row(**over) -> pd.Series:
+    base = {"source_repo": "xdit-project/xDiT", "source_path": "docs/x.md", "model": "FLUX.1-dev",
+            "hardware": "H100", "interconnect": "NVLink", "n_devices": "4", "resolution_or_seq": "1024x1024",
+            "steps": "28", "ulysses": "4", "ring": "1", "pipefusion": "1", "cfg": "1", "tp": "1",
+            "other_config": "pytorch", "latency_s": "4.24", "notes": "kind=table"}
+    return pd.Series({**base, **over})
+
+
+@pytest.mark.parametrize("other, notes, scope", [
+    ("pytorch", "kind=table", "end_to_end"),
+    ("xDiT (diffusers-based); DiT forward only (VAE decode bar segment excluded)", "", "dit"),
+    ("optimal configuration; PER-ITERATION latency (one diffusion step), not end-to-end", "", "dit"),
+    ("pytorch", "kind=table; wall time includes text encoder and VAE decoder", "end_to_end"),
+])
+def test_row_scope_follows_what_the_row_says(other, notes, scope):
+    assert evaluate.row_scope(_row(other_config=other, notes=notes)) == scope
+
+
+def test_text_encoder_is_two_flops_per_parameter_and_token_at_the_preset_rate():
+    model, hw = presets.resolve_model("FLUX.1-dev"), presets.resolve_hardware("H100", None, 8)
+    shape = make_shape(model, 1024, 1024, 1, 28, cfg=None)
+    st = serial_stages(model, hw, shape)
+    # 4.88e9 parameters x 512 T5 tokens x 2 FLOPs, at 989 TFLOPS x mfu 0.32 (templates/hardware/h100-sxm-nvlink.toml)
+    assert st.text_encode_s == pytest.approx(2 * 4.88e9 * 512 / (989e12 * 0.32), rel=1e-12)
+    decode = serial_time.predict_decode(model, hw, 1024, 1024, 1).seconds
+    assert st.vae_decode_s == pytest.approx(decode, rel=1e-12) and st.total_s == pytest.approx(
+        st.text_encode_s + decode, rel=1e-12)
+
+
+def test_cfg_encodes_the_negative_prompt_too():
+    model, hw = presets.resolve_model("Wan2.1-T2V-14B"), presets.resolve_hardware("Atlas 800I A2", None, 8)
+    with_cfg = serial_stages(model, hw, make_shape(model, 832, 480, 81, 50, cfg=True))
+    without = serial_stages(model, hw, make_shape(model, 832, 480, 81, 50, cfg=False))
+    assert with_cfg.text_encode_s == pytest.approx(2 * without.text_encode_s, rel=1e-12)
+    assert with_cfg.vae_decode_s == pytest.approx(without.vae_decode_s, rel=1e-12)   # one sample is decoded
+
+
+def test_vae_parallel_rows_split_the_decode_over_their_cards():
+    row = _row(model="Wan2.1-T2V-14B", hardware="Atlas 800I A2", interconnect="HCCS", n_devices="4",
+               resolution_or_seq="832x480x81 frames", steps="50", ulysses="4",
+               other_config="MindIE-SD operator optimization; VAE decode parallel over the cards")
+    model, hw, shape, plan, _ = evaluate.row_context(row)
+    split = evaluate.row_serial(row, model, hw, shape, plan)
+    whole = serial_stages(model, hw, shape)
+    assert split.vae_devices == 4 and split.vae_decode_s == pytest.approx(whole.vae_decode_s / 4, rel=1e-12)
+    assert split.text_encode_s == pytest.approx(whole.text_encode_s, rel=1e-12)   # every rank encodes
+
+
+def test_an_end_to_end_row_is_scored_as_dit_plus_serial_and_a_dit_row_as_dit_alone():
+    row = _row()
+    model, hw, shape, plan, _ = evaluate.row_context(row)
+    dit = predict(model, hw, shape, plan).latency_s
+    stages = serial_stages(model, hw, shape)
+    assert evaluate.score_row(row)[0] == pytest.approx(dit + stages.total_s, rel=1e-12)
+    dit_row = _row(other_config="xDiT; DiT forward only (VAE decode bar segment excluded)")
+    assert evaluate.score_row(dit_row)[0] == pytest.approx(dit, rel=1e-12)
+
+
+def test_a_model_without_vae_data_adds_nothing_and_says_so():
+    model, hw = presets.resolve_model("Step-Video-T2V"), presets.resolve_hardware("H100", None, 8)
+    st = serial_stages(model, hw, make_shape(model, 992, 544, 204, 50, cfg=None))
+    assert st.vae_decode_s is None and not st.priced and st.total_s == 0.0
+    assert any("VAE decode not priced" in n for n in st.notes)
+
+
+def test_ref_latency_is_end_to_end_the_serial_stages_come_off_first():
+    """--ref-latency R on one card: the DiT prediction becomes R minus the serial stages, and the JSON says so."""
+    proc = run_script("plan.py", "--model", "FLUX.1-dev", "--hardware", "H100", "--devices", "1",
+                      "--ref-latency", "6.71", "--json", check=0)
+    doc = json.loads(proc.stdout)
+    serial = doc["serial_stages"]
+    (single,) = [p for p in doc["plans"] if p["feasible"]]   # one card: the one plan
+    assert single["predicted_latency_s"] + serial["total_s"] == pytest.approx(6.71, rel=1e-6)
+    assert serial["end_to_end_s"][single["name"]] == pytest.approx(6.71, rel=1e-6)
+    model, hw = presets.resolve_model("FLUX.1-dev"), presets.resolve_hardware("H100", None, 1)
+    assert serial["total_s"] == pytest.approx(serial_stages(model, hw, make_shape(model, 1024, 1024, 1, 28, cfg=None))
+                                              .total_s, rel=1e-9)
