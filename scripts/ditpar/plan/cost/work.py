@@ -33,7 +33,20 @@ OPS_PER_BLOCK = {"self": 30, "cross": 45, "joint": 55, "single": 30}
 OPS_USP_LAYOUT = 32
 OPS_ULYSSES = 36  # OPS_USP_LAYOUT + 4 all_to_all_single calls
 OPS_RING_HOP = 12
-OPS_KV_GATHER = 12
+# AllGather-KV as the frameworks that run it on these models run it: diffusers' TemplatedRingAttention
+# (huggingface/diffusers@58eb52c0803e src/diffusers/models/attention_dispatch.py; cache-dit's NATIVE_DIFFUSER
+# backend goes through it; its only rotate_method is 'allgather', _modeling_parallel.py L82-114). It gathers K and V
+# once (cat of the flattened K and V, contiguous, all_gather_tensor, chunk: ~7 ops, plus the final cast and
+# squeeze: 2) and then still runs one attention call per gathered chunk (~4 ops), casts out and LSE to fp32 (2),
+# unsqueezes LSE (1) and, from the second chunk on, slices K and V out of the buffer (~5) and merges out and LSE in
+# eager fp32 (sigmoid, sub, mul, sub; logsigmoid, sub, sub: ~8): 16 ops for the first chunk and 20 per further one.
+OPS_KV_GATHER_BASE = 16
+OPS_KV_GATHER_CHUNK = 20
+
+
+def kv_gather_ops(degree: int) -> int:
+    """Eager ops of one AllGather-KV attention over `degree` ranks (0 when the form is not used)."""
+    return OPS_KV_GATHER_BASE + OPS_KV_GATHER_CHUNK * (degree - 1) if degree > 1 else 0
 OPS_ALLREDUCE = 2  # per TP collective call (all-reduce or the AdaLN all-gather)
 OPS_STALE_KV = 8
 OPS_P2P = 6
@@ -388,15 +401,16 @@ def block_work(model, hw, shape: Shape, plan: Plan, groups: dict[str, list[list[
             relayout += 2 * 2 * n * b * batch * (2 * dq_l + 2 * kv_u)
         if r > 1 and seq_comm:      # per hop: out/LSE update in fp32 (read out, read block out, write out)
             relayout += (r - 1) * (n_attn / (r * g)) * (dq_l / u) * batch * (4 + 2 + 4)
-        if g > 1 and seq_comm:      # gathered K/V re-laid out once
+        if g > 1 and seq_comm:      # gathered K/V re-laid out once; per further chunk an fp32 out/LSE merge
             relayout += 2 * (n_attn / r) * 2 * kv_rank * b * batch
+            relayout += (g - 1) * (n_attn / (r * g)) * (dq_l / u) * batch * (4 + 2 + 4)
         kernels = OPS_PER_BLOCK[base]
         if usp:
             kernels += OPS_ULYSSES if u > 1 else OPS_USP_LAYOUT
         if r > 1 and seq_comm:
             kernels += OPS_RING_HOP * (r - 1)
         if g > 1 and seq_comm:
-            kernels += OPS_KV_GATHER
+            kernels += kv_gather_ops(g)
         if tp > 1:
             kernels += OPS_ALLREDUCE * (TP_ALLREDUCES[base] + TP_ADALN_GATHERS[base])
         if plan.pipefusion > 1:
@@ -405,7 +419,8 @@ def block_work(model, hw, shape: Shape, plan: Plan, groups: dict[str, list[list[
         rows_local = n * batch                                   # tokens on the card, batch included
         q_rows = (n_attn / (r * g) if r * g > 1 else n_attn) * batch * heads_rank if seq_comm else \
             rows_local * heads_rank
-        kv_pass = kv_tokens / r if (r > 1 and seq_comm) else kv_tokens   # ring: one hop's K/V block per pass
+        # ring: one hop's K/V block per attention call; AllGather-KV: one gathered chunk per call (TemplatedRingAttention)
+        kv_pass = kv_tokens / (r * g) if seq_comm else kv_tokens
         attn_shape = (q_rows, kv_pass, float(hd)) if getattr(model, "attention", "softmax") != "linear" else \
             (0.0, 0.0, 0.0)
         cross_shape = (rows_local * h_l, float(shape.text_cross + int(getattr(model, "image_cross_tokens", 0) or 0)),

@@ -16,10 +16,10 @@ from ditpar.plan.cost.shape import Shape
 from ditpar.plan.cost.timing import Breakdown, Tunables, comm_time_s, predict
 from ditpar.plan.cost.work import (
     BYTES_PER_ELEMENT,
-    OPS_KV_GATHER,
     OPS_RING_HOP,
     OPS_ULYSSES,
     block_work,
+    kv_gather_ops,
     parse_kind,
 )
 
@@ -183,7 +183,7 @@ def plumbing(model, hw, shape: Shape, plan: Plan, tun: Tunables) -> Gate:
     layers = sum(int(v) for v in model.blocks.values()) / plan.pipefusion
     if plan.ulysses > 1:
         ops += OPS_ULYSSES
-    ops += OPS_RING_HOP * (plan.ring - 1) + (OPS_KV_GATHER if plan.kv_allgather > 1 else 0)
+    ops += OPS_RING_HOP * (plan.ring - 1) + kv_gather_ops(plan.kv_allgather)
     host_ms = ops * tun.launch_us * layers * 1e-3
     hbm = float(getattr(hw, "hbm_bandwidth_GBps", 0) or 0)
     dkv = model.kv_heads * model.head_dim
