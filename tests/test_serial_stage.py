@@ -128,6 +128,33 @@ FLOP_COUNTER = [
 ]
 
 
+# the same counter with `vae.enable_tiling()` called first (diffusers' default tiles and strides)
+FLOP_COUNTER_TILED = [
+    ("CogVideoX-5b", 720, 480, 49, 441_039_126_528_000),
+    ("HunyuanVideo", 1280, 720, 129, 4_770_365_327_425_536),
+    ("Wan2.1-T2V-14B", 1280, 720, 81, 1_042_266_755_579_904),
+    ("Wan2.2-TI2V-5B", 1280, 704, 121, 3_325_084_906_717_184),
+    ("Mochi-1", 848, 480, 163, 1_782_308_217_618_432),
+]
+
+
+@pytest.mark.parametrize("name,width,height,frames,expected", FLOP_COUNTER_TILED)
+def test_tiled_decoder_flops_match_torch_flop_counter(name, width, height, frames, expected):
+    assert serial.vae_decode_flops(load_model(name), width, height, frames, tiled=True) == pytest.approx(
+        expected, rel=1e-12)
+
+
+def test_tiles_follow_diffusers_and_small_latents_are_not_tiled():
+    # HunyuanVideo 1280x720: latent 90 x 160, tiles of 32 every 24 -> rows 32, 32, 32, 18; columns 6 x 32 + 16
+    assert serial._spatial_tiles(90, 32, 24) == [32, 32, 32, 18]
+    assert serial._spatial_tiles(160, 32, 24) == [32] * 6 + [16]
+    wan = load_model("Wan2.1-T2V-1.3B")      # 256 x 256 px is one 32 x 32 latent tile: decoded whole
+    assert serial.vae_decode_flops(wan, 256, 256, 17, tiled=True) == serial.vae_decode_flops(wan, 256, 256, 17)
+    flux = load_model("FLUX.1-dev")          # no tiles described: asking for them is not priced
+    with pytest.raises(serial.NotPriced, match="tiled VAE decode not priced"):
+        serial.vae_decode_flops(flux, 2048, 2048, tiled=True)
+
+
 @pytest.mark.parametrize("name,width,height,frames,expected", FLOP_COUNTER)
 def test_decoder_flops_match_torch_flop_counter_on_diffusers(name, width, height, frames, expected):
     assert serial.vae_decode_flops(load_model(name), width, height, frames) == pytest.approx(expected, rel=1e-12)

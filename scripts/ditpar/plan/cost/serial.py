@@ -16,7 +16,8 @@ from the decoder's structure, as the model preset's `[vae]` table gives it (temp
 Each decoder family walks its stages as diffusers' class does (named in `DECODER_CLASS`), including how the
 default pipeline feeds it frames: CogVideoX in batches of 2 latent frames, Wan one latent frame at a time,
 HunyuanVideo in temporal tiles of 5 latent frames every 3. Spatial tiling (`enable_tiling`) is off by
-default in diffusers for every family here and is not counted.
+default in diffusers for every family here; `tiled=True` counts it where [vae] gives the tiles (the
+HunyuanVideo and Mochi pipeline examples, and xDiT's `--enable_tiling`, switch it on).
 A model whose VAE was not read has no `[vae]` table and `vae_decode_work` raises NotPriced (never 0).
 """
 
@@ -391,9 +392,16 @@ _WALKS = {"autoencoderkl": _autoencoderkl, "cogvideox": _cogvideox, "hunyuanvide
           "dcae": _dcae, "mochi": _mochi}
 
 
-def vae_decode_work(model, width: int, height: int, frames: int = 1) -> StageWork:
-    """FLOPs and bytes of decoding one sample of width x height x frames, as the default pipeline runs it.
-    Raises NotPriced when the model has no [vae] table or its decoder family is not walked here."""
+def _spatial_tiles(latent: int, tile: int, stride: int) -> list[int]:
+    """diffusers' tiled_decode: a tile of `tile` latent positions starts every `stride` (clipped at the edge)."""
+    return [min(tile, latent - i) for i in range(0, latent, stride)]
+
+
+def vae_decode_work(model, width: int, height: int, frames: int = 1, tiled: bool = False) -> StageWork:
+    """FLOPs and bytes of decoding one sample of width x height x frames, as the default pipeline runs it, or
+    with the VAE's enable_tiling() when `tiled` (each spatial tile decoded whole: overlaps are counted twice).
+    Raises NotPriced when the model has no [vae] table, its decoder family is not walked here, or tiling is
+    asked of a VAE whose [vae] does not describe its tiles."""
     vae = getattr(model, "vae", None)
     if vae is None:
         raise NotPriced(f"{model.name}: VAE decode not priced (the preset has no [vae] table)")
@@ -402,13 +410,27 @@ def vae_decode_work(model, width: int, height: int, frames: int = 1) -> StageWor
         raise NotPriced(f"{model.name}: VAE decode not priced (decoder family {vae.decoder!r} is not walked; "
                         f"walked: {', '.join(sorted(_WALKS))})")
     walk = _Walk(vae.dtype)
-    walk_fn(model, vae, walk, width, height, frames)
+    if not tiled:
+        walk_fn(model, vae, walk, width, height, frames)
+        return walk.work
+    if not vae.tile_latent:
+        raise NotPriced(f"{model.name}: tiled VAE decode not priced ([vae] gives no tile_latent / tile_latent_stride)")
+    _, sh, sw = model.vae_stride
+    lat_h, lat_w = _latent_hw(model, width, height)
+    (th, tw), (sth, stw) = vae.tile_latent, vae.tile_latent_stride
+    if lat_h <= th and lat_w <= tw:      # diffusers tiles only a latent larger than one tile
+        walk_fn(model, vae, walk, width, height, frames)
+        return walk.work
+    for hh in _spatial_tiles(lat_h, th, sth):
+        for ww in _spatial_tiles(lat_w, tw, stw):
+            walk_fn(model, vae, walk, ww * sw, hh * sh, frames)
+    walk.work.notes.append(f"tiled: latent tiles {th}x{tw} every {sth}x{stw}")
     return walk.work
 
 
-def vae_decode_flops(model, width: int, height: int, frames: int = 1) -> float:
+def vae_decode_flops(model, width: int, height: int, frames: int = 1, tiled: bool = False) -> float:
     """FLOPs of decoding one sample (see vae_decode_work); NotPriced when the VAE was not read."""
-    return vae_decode_work(model, width, height, frames).flops
+    return vae_decode_work(model, width, height, frames, tiled).flops
 
 
 def text_encode_flops(model, tokens: int) -> float:

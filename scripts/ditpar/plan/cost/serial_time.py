@@ -167,9 +167,10 @@ class DecodeTime:
     basis: str
 
 
-def predict_decode(model, hw, width: int, height: int, frames: int = 1) -> DecodeTime:
-    """Decode seconds of one sample on one device of `hw` (a HardwarePreset); NotPriced when the VAE was not read."""
-    work = serial.vae_decode_work(model, width, height, frames)
+def predict_decode(model, hw, width: int, height: int, frames: int = 1, tiled: bool = False) -> DecodeTime:
+    """Decode seconds of one sample on one device of `hw` (a HardwarePreset), untiled as the default pipeline
+    or with enable_tiling(); NotPriced when the VAE (or its tiling) was not read."""
+    work = serial.vae_decode_work(model, width, height, frames, tiled)
     eff = decode_efficiency(model.vae.decoder, hw.accelerator)
     sec = vae_decode_s(work.flops, work.bytes, hw.peak_tflops_bf16, eff.fraction, hw.hbm_bandwidth_GBps)
     return DecodeTime(sec, work.flops, work.bytes, eff.fraction, eff.basis)

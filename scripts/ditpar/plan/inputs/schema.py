@@ -92,6 +92,8 @@ VAE = Table({
     "frame_tile": _int(0, 1 << 16, False),
     "frame_tile_stride": _int(0, 1 << 16, False),
     "vit_stages": _int(0, 64, False),
+    "tile_latent": Key("ints", 1, 1 << 16),
+    "tile_latent_stride": Key("ints", 1, 1 << 16),
     "temporal_expansions": Key("ints", 1, 64),
     "dtype": Key("choice", choices=("bf16", "fp16", "fp32"), required=True),
     "notes": OPT_TEXT,
