@@ -4,6 +4,7 @@ decode time from a published measurement. Expected figures are worked out by han
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 from ditpar.plan.cost import serial
@@ -246,3 +247,30 @@ def test_predicted_decode_on_presets():
     te = st.text_encode_s(serial.text_encode_flops(m, 512), h100)
     assert te == pytest.approx(2 * m.text_encoder_params_b * 1e9 * 512 / (989e12 * h100.mfu))
     assert te < 0.05 * t.seconds
+
+
+# ---------------------------------------------------------------- the [vae] table is checked like every preset key
+WAN_TOML = (Path(__file__).resolve().parents[1] / "templates" / "models" / "wan2.1-t2v-14b.toml").read_text(
+    encoding="utf-8")
+
+
+@pytest.mark.parametrize("old, new, phrase", [
+    ("frame_batch = 1", "frame_batchs = 1", "unknown key 'vae.frame_batchs'; did you mean 'vae.frame_batch'?"),
+    ('decoder = "wan"', 'decoder = "wan3"', "key 'vae.decoder' must be one of"),
+    ("block_out_channels = [96, 192, 384, 384]", "block_out_channels = [96, 0, 384, 384]",
+     "key 'vae.block_out_channels' must be a non-empty list of integers in [1, 65536]"),
+    ('dtype = "fp32"', 'dtype = "float32"', "key 'vae.dtype' must be one of 'bf16', 'fp16', 'fp32'"),
+    ("layers_per_block = [2]", "layers_per_block = [2, 2]", "key 'vae.layers_per_block' has 2 entries; expected 1 or 4"),
+    ("tile_latent_stride = [24, 24]\n", "", "'vae.tile_latent' and 'vae.tile_latent_stride' go together"),
+    ("\nvae_frame_batch = ", "\nvae_frame_batch_src = ", "sources has no entry for vae_frame_batch"),
+])
+def test_a_vae_table_outside_the_schema_is_refused(tmp_path, old, new, phrase):
+    from ditpar.errors import InputError
+    from ditpar.plan.inputs import presets
+
+    assert old in WAN_TOML
+    path = tmp_path / "m.toml"
+    path.write_text(WAN_TOML.replace(old, new, 1), encoding="utf-8")
+    with pytest.raises(InputError) as err:
+        presets.resolve_model(str(path))
+    assert phrase in str(err.value)
