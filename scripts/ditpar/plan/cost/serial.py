@@ -37,6 +37,7 @@ DECODER_CLASS = {
     "dcae": "autoencoders/autoencoder_dc.py Decoder (AutoencoderDC), EfficientViTBlock with "
             "attention_processor.py SanaMultiscaleLinearAttention and transformers/sana_transformer.py GLUMBConv",
     "mochi": "autoencoders/autoencoder_kl_mochi.py MochiDecoder3D (AutoencoderKLMochi._decode)",
+    "stepvideo": "not in diffusers: stepfun-ai/Step-Video-T2V stepvideo/vae/vae.py VideoDecoder (AutoencoderKL.decode)",
 }
 
 
@@ -388,8 +389,58 @@ def _mochi(model, vae, walk: _Walk, width: int, height: int, frames: int) -> Non
     walk.conv("proj_out", 1, boc[0], 3, pos)
 
 
+STEPVIDEO_TIME_UP_LEVELS = 2   # VideoDecoder temporal_up_layers [2, 3]: the two deepest levels double time
+
+
+def _stepvideo(model, vae, walk: _Walk, width: int, height: int, frames: int) -> None:
+    """Step-Video-T2V VideoDecoder (version 2), one call per chunk of `frame_batch` latent frames: causal 3x3x3
+    conv_in to 4 x z x 8 channels, a causal conv to C x 8 then 3D pixel shuffle x2 (first frame dropped), mid
+    (resnet, causal single-head attention over every token of the chunk, resnet), up levels of layers+1
+    resnets; the two deepest levels up-sample with nearest x2 in time and space then two causal 3x3x3 convs,
+    the next with nearest x2 and a 2D 3x3 conv; norm, causal conv_out (the first frames are dropped: no FLOPs
+    saved)."""
+    h, w = _latent_hw(model, width, height)
+    rev = list(reversed(vae.block_out_channels))
+    nb = len(rev)
+    zc = vae.latent_channels
+    wide = 4 * zc * 8
+    unpatch = model.vae_stride[1] // 2 ** (nb - 1)
+    lat = model.latent_frames(frames)
+    batch = vae.frame_batch or lat
+    chunks = [min(batch, lat - i) for i in range(0, lat, batch)]
+    for t in chunks:
+        pos = float(t * h * w)
+        walk.conv("conv_in", 27, zc, wide, pos)
+        walk.conv("conv_unpatchify", 27, wide, rev[0] * unpatch ** 3, pos)
+        ff, hh, ww = unpatch * t - (unpatch - 1), h * unpatch, w * unpatch
+        pos = float(ff * hh * ww)
+        walk.upsample("conv_unpatchify", rev[0], pos, pos)
+        walk.resnet("mid", rev[0], rev[0], pos, 27)
+        if vae.mid_attention:
+            walk.attention("mid_attention", 1, pos, rev[0])
+        walk.resnet("mid", rev[0], rev[0], pos, 27)
+        c_prev = rev[0]
+        for i, c in enumerate(rev):
+            for j in range(vae.layers(nb - 1 - i) + 1):
+                walk.resnet(f"up{i}", c_prev if j == 0 else c, c, pos, 27)
+            c_prev = c
+            if i == nb - 1:
+                continue
+            timed = i < STEPVIDEO_TIME_UP_LEVELS
+            ff2 = 2 * ff if timed else ff
+            new = float(ff2 * hh * 2 * ww * 2)
+            walk.upsample(f"up{i}", c, pos, new)
+            ff, hh, ww, pos = ff2, hh * 2, ww * 2, new
+            if timed:
+                walk.resnet(f"up{i}_upsampler", c, c, pos, 27)
+            else:
+                walk.conv(f"up{i}_upsampler", 9, c, c, pos)
+        walk.elementwise("conv_out", rev[-1], pos, 2)
+        walk.conv("conv_out", 27, rev[-1], 3, pos)
+
+
 _WALKS = {"autoencoderkl": _autoencoderkl, "cogvideox": _cogvideox, "hunyuanvideo": _hunyuanvideo, "wan": _wan,
-          "dcae": _dcae, "mochi": _mochi}
+          "dcae": _dcae, "mochi": _mochi, "stepvideo": _stepvideo}
 
 
 def _spatial_tiles(latent: int, tile: int, stride: int) -> list[int]:

@@ -6,7 +6,7 @@ with its source): the FLOPs this project counts for the measured VAE and shape (
 the measured seconds over the measured card's peak. It is never fitted to the latency tables the chooser is
 judged on (../shared/calibration, benchmarks/published). Decoders fall in two kinds with different measured
 efficiency: 2D convolution stacks (SD AutoencoderKL, DC-AE) and causal 3D convolution stacks (Wan,
-CogVideoX, HunyuanVideo, Mochi). The figure used for a card is, first found: the median of that kind's
+CogVideoX, HunyuanVideo, Mochi, Step-Video). The figure used for a card is, first found: the median of that kind's
 measurements on the same accelerator; on the same compute die (`DIE`); else the median of all of that
 kind's measurements, and `DecodeTime.basis` says which. The measured run's precision is recorded, not
 corrected for: the fraction is of the bf16/fp16 peak whatever the run's dtype was.
@@ -21,7 +21,8 @@ from functools import cache
 from ditpar.plan.cost import serial
 from ditpar.plan.inputs.presets import load_model
 
-KIND = {"autoencoderkl": "2d", "dcae": "2d", "cogvideox": "3d", "hunyuanvideo": "3d", "wan": "3d", "mochi": "3d"}
+KIND = {"autoencoderkl": "2d", "dcae": "2d", "cogvideox": "3d", "hunyuanvideo": "3d", "wan": "3d", "mochi": "3d",
+        "stepvideo": "3d"}
 
 #: accelerators sharing one compute die (the same SM / core design): a measurement on one is the nearest
 #: evidence for another; the H20 is a cut-down GH100 with 148 of 989 TFLOPS and is kept apart

@@ -76,7 +76,7 @@ OPT_TEXT = Key("text")
 SOURCES = Table(free=Key("text", required=True))  # free names, each a non-empty text
 BLOCK_TYPES = tuple(f"{b}{s}" for b in ("joint", "single", "cross", "self") for s in ("", "_spatial", "_temporal"))
 LINK_KEYS = ("intra_domain", "inter_domain", "inter_node")
-VAE_DECODERS = ("autoencoderkl", "cogvideox", "hunyuanvideo", "wan", "dcae", "mochi")
+VAE_DECODERS = ("autoencoderkl", "cogvideox", "hunyuanvideo", "wan", "dcae", "mochi", "stepvideo")
 
 #: [vae] of a model preset: the decoder's structure as its config file gives it (plan/cost/serial.py prices it)
 VAE = Table({
