@@ -50,6 +50,7 @@ class DecodeMeasurement:
     seconds: float
     dtype: str                 # precision of the measured run, as its source states or its code defaults
     notes: str = ""
+    tiled: bool = False        # the measured run decoded with enable_tiling()
 
     @property
     def kind(self) -> str:
@@ -58,7 +59,7 @@ class DecodeMeasurement:
     @property
     def flops(self) -> float:
         """FLOPs this project counts for the measured decode."""
-        return serial.vae_decode_flops(_model(self.model), self.width, self.height, self.frames)
+        return serial.vae_decode_flops(_model(self.model), self.width, self.height, self.frames, self.tiled)
 
     @property
     def achieved_tflops(self) -> float:
@@ -110,6 +111,13 @@ MEASUREMENTS: tuple[DecodeMeasurement, ...] = (
                       "use_parallel_decode=false decoding time 48.8579 s)", "910B", 313.0,
                       "templates/hardware/atlas-800i-a2.toml (910B: 313 TFLOPS)", "Wan2.1-T2V-1.3B", 1280, 720,
                       160, 48.8579, "fp32", "sglang's default Wan vae_precision fp32; 160 frames -> 40 latent frames"),
+    DecodeMeasurement("HunyuanVideo VAE 480p x77 tiled, H200", "github.com/sgl-project/sglang/pull/36012 (description: "
+                      "4x H200, HunyuanVideo 848x480x77, on main the VAE 'falls back to sequential tiled decode, leaving "
+                      "the other sequence-parallel ranks idle'; 'Lossless decode falls from a 5.713 s mean to 1.654 s')",
+                      "H200", 989.0, "templates/hardware/h200-nvlink.toml (989 dense BF16)", "HunyuanVideo", 848, 480,
+                      77, 5.713, "fp16", "sglang HunyuanConfig vae_precision 'fp16'; tiles assumed diffusers' "
+                      "defaults (256 px every 192, 5 latent frames every 3), as sglang's VAE port keeps them",
+                      tiled=True),
 )
 
 
