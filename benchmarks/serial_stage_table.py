@@ -5,7 +5,7 @@ Decode FLOPs come from each preset's [vae] table (plan/cost/serial.py), seconds 
 efficiency (plan/cost/serial_time.py); a preset without [vae] prints 'not priced'. With --crosscheck, every
 priced decoder is also counted by torch.utils.flop_counter around diffusers' own class (needs torch and
 diffusers importable; the figures are compared, nothing is timed).
-Run: python benchmarks/serial_stage_table.py [--hardware H100-SXM ...] [--crosscheck] [--json]
+Run: python benchmarks/serial_stage_table.py [--hardware "H100-SXM NVLink x8" ...] [--tiled] [--crosscheck] [--json]
 """
 
 from __future__ import annotations
@@ -24,20 +24,20 @@ DEFAULT_HW = ("H100-SXM NVLink x8", "A100-SXM-80GB NVLink x8", "L40 PCIe x8 (2 s
               "Atlas 800I A2 (910B x8, HCCS)")
 
 
-def rows(hardware: list[str]) -> list[dict]:
+def rows(hardware: list[str], tiled: bool = False) -> list[dict]:
     hws = [presets.load_hardware(h) for h in hardware]
     out = []
     for name in presets.list_models():
         m = presets.load_model(name)
         row = {"model": m.name, "shape": f"{m.default_width}x{m.default_height}x{m.default_frames}"}
         try:
-            work = serial.vae_decode_work(m, m.default_width, m.default_height, m.default_frames)
+            work = serial.vae_decode_work(m, m.default_width, m.default_height, m.default_frames, tiled)
         except serial.NotPriced as exc:
             out.append({**row, "decoder": "", "decode_GFLOP": None, "note": str(exc)})
             continue
         row.update(decoder=m.vae.decoder, dtype=m.vae.dtype, decode_GFLOP=work.flops / 1e9, decode_GB=work.bytes / 1e9)
         for hw in hws:
-            t = serial_time.predict_decode(m, hw, m.default_width, m.default_height, m.default_frames)
+            t = serial_time.predict_decode(m, hw, m.default_width, m.default_height, m.default_frames, tiled)
             row[f"{hw.accelerator}_s"] = t.seconds
             row[f"{hw.accelerator}_eff"] = t.efficiency
             row[f"{hw.accelerator}_basis"] = t.basis
@@ -86,10 +86,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                  epilog="example: python benchmarks/serial_stage_table.py --json > serial.json")
     ap.add_argument("--hardware", nargs="*", default=list(DEFAULT_HW), help="hardware preset names")
+    ap.add_argument("--tiled", action="store_true", help="price the decode with the VAE's enable_tiling()")
     ap.add_argument("--crosscheck", action="store_true", help="also count with torch FlopCounterMode on diffusers")
     ap.add_argument("--json", action="store_true", help="JSON on stdout")
     args = ap.parse_args()
-    table = rows(args.hardware)
+    table = rows(args.hardware, args.tiled)
     checks = crosscheck() if args.crosscheck else []
     if args.json:
         print(json.dumps({"rows": table, "crosscheck": [{"model": n, "serial_flops": a, "flop_counter": b}

@@ -16,7 +16,8 @@ from the decoder's structure, as the model preset's `[vae]` table gives it (temp
 Each decoder family walks its stages as diffusers' class does (named in `DECODER_CLASS`), including how the
 default pipeline feeds it frames: CogVideoX in batches of 2 latent frames, Wan one latent frame at a time,
 HunyuanVideo in temporal tiles of 5 latent frames every 3. Spatial tiling (`enable_tiling`) is off by
-default in diffusers for every family here and is not counted.
+default in diffusers for every family here; `tiled=True` counts it where [vae] gives the tiles (the
+HunyuanVideo and Mochi pipeline examples, and xDiT's `--enable_tiling`, switch it on).
 A model whose VAE was not read has no `[vae]` table and `vae_decode_work` raises NotPriced (never 0).
 """
 
@@ -36,6 +37,7 @@ DECODER_CLASS = {
     "dcae": "autoencoders/autoencoder_dc.py Decoder (AutoencoderDC), EfficientViTBlock with "
             "attention_processor.py SanaMultiscaleLinearAttention and transformers/sana_transformer.py GLUMBConv",
     "mochi": "autoencoders/autoencoder_kl_mochi.py MochiDecoder3D (AutoencoderKLMochi._decode)",
+    "stepvideo": "not in diffusers: stepfun-ai/Step-Video-T2V stepvideo/vae/vae.py VideoDecoder (AutoencoderKL.decode)",
 }
 
 
@@ -387,13 +389,70 @@ def _mochi(model, vae, walk: _Walk, width: int, height: int, frames: int) -> Non
     walk.conv("proj_out", 1, boc[0], 3, pos)
 
 
+STEPVIDEO_TIME_UP_LEVELS = 2   # VideoDecoder temporal_up_layers [2, 3]: the two deepest levels double time
+
+
+def _stepvideo(model, vae, walk: _Walk, width: int, height: int, frames: int) -> None:
+    """Step-Video-T2V VideoDecoder (version 2), one call per chunk of `frame_batch` latent frames: causal 3x3x3
+    conv_in to 4 x z x 8 channels, a causal conv to C x 8 then 3D pixel shuffle x2 (first frame dropped), mid
+    (resnet, causal single-head attention over every token of the chunk, resnet), up levels of layers+1
+    resnets; the two deepest levels up-sample with nearest x2 in time and space then two causal 3x3x3 convs,
+    the next with nearest x2 and a 2D 3x3 conv; norm, causal conv_out (the first frames are dropped: no FLOPs
+    saved)."""
+    h, w = _latent_hw(model, width, height)
+    rev = list(reversed(vae.block_out_channels))
+    nb = len(rev)
+    zc = vae.latent_channels
+    wide = 4 * zc * 8
+    unpatch = model.vae_stride[1] // 2 ** (nb - 1)
+    lat = model.latent_frames(frames)
+    batch = vae.frame_batch or lat
+    chunks = [min(batch, lat - i) for i in range(0, lat, batch)]
+    for t in chunks:
+        pos = float(t * h * w)
+        walk.conv("conv_in", 27, zc, wide, pos)
+        walk.conv("conv_unpatchify", 27, wide, rev[0] * unpatch ** 3, pos)
+        ff, hh, ww = unpatch * t - (unpatch - 1), h * unpatch, w * unpatch
+        pos = float(ff * hh * ww)
+        walk.upsample("conv_unpatchify", rev[0], pos, pos)
+        walk.resnet("mid", rev[0], rev[0], pos, 27)
+        if vae.mid_attention:
+            walk.attention("mid_attention", 1, pos, rev[0])
+        walk.resnet("mid", rev[0], rev[0], pos, 27)
+        c_prev = rev[0]
+        for i, c in enumerate(rev):
+            for j in range(vae.layers(nb - 1 - i) + 1):
+                walk.resnet(f"up{i}", c_prev if j == 0 else c, c, pos, 27)
+            c_prev = c
+            if i == nb - 1:
+                continue
+            timed = i < STEPVIDEO_TIME_UP_LEVELS
+            ff2 = 2 * ff if timed else ff
+            new = float(ff2 * hh * 2 * ww * 2)
+            walk.upsample(f"up{i}", c, pos, new)
+            ff, hh, ww, pos = ff2, hh * 2, ww * 2, new
+            if timed:
+                walk.resnet(f"up{i}_upsampler", c, c, pos, 27)
+            else:
+                walk.conv(f"up{i}_upsampler", 9, c, c, pos)
+        walk.elementwise("conv_out", rev[-1], pos, 2)
+        walk.conv("conv_out", 27, rev[-1], 3, pos)
+
+
 _WALKS = {"autoencoderkl": _autoencoderkl, "cogvideox": _cogvideox, "hunyuanvideo": _hunyuanvideo, "wan": _wan,
-          "dcae": _dcae, "mochi": _mochi}
+          "dcae": _dcae, "mochi": _mochi, "stepvideo": _stepvideo}
 
 
-def vae_decode_work(model, width: int, height: int, frames: int = 1) -> StageWork:
-    """FLOPs and bytes of decoding one sample of width x height x frames, as the default pipeline runs it.
-    Raises NotPriced when the model has no [vae] table or its decoder family is not walked here."""
+def _spatial_tiles(latent: int, tile: int, stride: int) -> list[int]:
+    """diffusers' tiled_decode: a tile of `tile` latent positions starts every `stride` (clipped at the edge)."""
+    return [min(tile, latent - i) for i in range(0, latent, stride)]
+
+
+def vae_decode_work(model, width: int, height: int, frames: int = 1, tiled: bool = False) -> StageWork:
+    """FLOPs and bytes of decoding one sample of width x height x frames, as the default pipeline runs it, or
+    with the VAE's enable_tiling() when `tiled` (each spatial tile decoded whole: overlaps are counted twice).
+    Raises NotPriced when the model has no [vae] table, its decoder family is not walked here, or tiling is
+    asked of a VAE whose [vae] does not describe its tiles."""
     vae = getattr(model, "vae", None)
     if vae is None:
         raise NotPriced(f"{model.name}: VAE decode not priced (the preset has no [vae] table)")
@@ -402,13 +461,27 @@ def vae_decode_work(model, width: int, height: int, frames: int = 1) -> StageWor
         raise NotPriced(f"{model.name}: VAE decode not priced (decoder family {vae.decoder!r} is not walked; "
                         f"walked: {', '.join(sorted(_WALKS))})")
     walk = _Walk(vae.dtype)
-    walk_fn(model, vae, walk, width, height, frames)
+    if not tiled:
+        walk_fn(model, vae, walk, width, height, frames)
+        return walk.work
+    if not vae.tile_latent:
+        raise NotPriced(f"{model.name}: tiled VAE decode not priced ([vae] gives no tile_latent / tile_latent_stride)")
+    _, sh, sw = model.vae_stride
+    lat_h, lat_w = _latent_hw(model, width, height)
+    (th, tw), (sth, stw) = vae.tile_latent, vae.tile_latent_stride
+    if lat_h <= th and lat_w <= tw:      # diffusers tiles only a latent larger than one tile
+        walk_fn(model, vae, walk, width, height, frames)
+        return walk.work
+    for hh in _spatial_tiles(lat_h, th, sth):
+        for ww in _spatial_tiles(lat_w, tw, stw):
+            walk_fn(model, vae, walk, ww * sw, hh * sh, frames)
+    walk.work.notes.append(f"tiled: latent tiles {th}x{tw} every {sth}x{stw}")
     return walk.work
 
 
-def vae_decode_flops(model, width: int, height: int, frames: int = 1) -> float:
+def vae_decode_flops(model, width: int, height: int, frames: int = 1, tiled: bool = False) -> float:
     """FLOPs of decoding one sample (see vae_decode_work); NotPriced when the VAE was not read."""
-    return vae_decode_work(model, width, height, frames).flops
+    return vae_decode_work(model, width, height, frames, tiled).flops
 
 
 def text_encode_flops(model, tokens: int) -> float:

@@ -6,7 +6,7 @@ with its source): the FLOPs this project counts for the measured VAE and shape (
 the measured seconds over the measured card's peak. It is never fitted to the latency tables the chooser is
 judged on (../shared/calibration, benchmarks/published). Decoders fall in two kinds with different measured
 efficiency: 2D convolution stacks (SD AutoencoderKL, DC-AE) and causal 3D convolution stacks (Wan,
-CogVideoX, HunyuanVideo, Mochi). The figure used for a card is, first found: the median of that kind's
+CogVideoX, HunyuanVideo, Mochi, Step-Video). The figure used for a card is, first found: the median of that kind's
 measurements on the same accelerator; on the same compute die (`DIE`); else the median of all of that
 kind's measurements, and `DecodeTime.basis` says which. The measured run's precision is recorded, not
 corrected for: the fraction is of the bf16/fp16 peak whatever the run's dtype was.
@@ -21,7 +21,8 @@ from functools import cache
 from ditpar.plan.cost import serial
 from ditpar.plan.inputs.presets import load_model
 
-KIND = {"autoencoderkl": "2d", "dcae": "2d", "cogvideox": "3d", "hunyuanvideo": "3d", "wan": "3d", "mochi": "3d"}
+KIND = {"autoencoderkl": "2d", "dcae": "2d", "cogvideox": "3d", "hunyuanvideo": "3d", "wan": "3d", "mochi": "3d",
+        "stepvideo": "3d"}
 
 #: accelerators sharing one compute die (the same SM / core design): a measurement on one is the nearest
 #: evidence for another; the H20 is a cut-down GH100 with 148 of 989 TFLOPS and is kept apart
@@ -49,6 +50,7 @@ class DecodeMeasurement:
     seconds: float
     dtype: str                 # precision of the measured run, as its source states or its code defaults
     notes: str = ""
+    tiled: bool = False        # the measured run decoded with enable_tiling()
 
     @property
     def kind(self) -> str:
@@ -57,7 +59,7 @@ class DecodeMeasurement:
     @property
     def flops(self) -> float:
         """FLOPs this project counts for the measured decode."""
-        return serial.vae_decode_flops(_model(self.model), self.width, self.height, self.frames)
+        return serial.vae_decode_flops(_model(self.model), self.width, self.height, self.frames, self.tiled)
 
     @property
     def achieved_tflops(self) -> float:
@@ -109,6 +111,13 @@ MEASUREMENTS: tuple[DecodeMeasurement, ...] = (
                       "use_parallel_decode=false decoding time 48.8579 s)", "910B", 313.0,
                       "templates/hardware/atlas-800i-a2.toml (910B: 313 TFLOPS)", "Wan2.1-T2V-1.3B", 1280, 720,
                       160, 48.8579, "fp32", "sglang's default Wan vae_precision fp32; 160 frames -> 40 latent frames"),
+    DecodeMeasurement("HunyuanVideo VAE 480p x77 tiled, H200", "github.com/sgl-project/sglang/pull/36012 (description: "
+                      "4x H200, HunyuanVideo 848x480x77, on main the VAE 'falls back to sequential tiled decode, leaving "
+                      "the other sequence-parallel ranks idle'; 'Lossless decode falls from a 5.713 s mean to 1.654 s')",
+                      "H200", 989.0, "templates/hardware/h200-nvlink.toml (989 dense BF16)", "HunyuanVideo", 848, 480,
+                      77, 5.713, "fp16", "sglang HunyuanConfig vae_precision 'fp16'; tiles assumed diffusers' "
+                      "defaults (256 px every 192, 5 latent frames every 3), as sglang's VAE port keeps them",
+                      tiled=True),
 )
 
 
@@ -167,9 +176,10 @@ class DecodeTime:
     basis: str
 
 
-def predict_decode(model, hw, width: int, height: int, frames: int = 1) -> DecodeTime:
-    """Decode seconds of one sample on one device of `hw` (a HardwarePreset); NotPriced when the VAE was not read."""
-    work = serial.vae_decode_work(model, width, height, frames)
+def predict_decode(model, hw, width: int, height: int, frames: int = 1, tiled: bool = False) -> DecodeTime:
+    """Decode seconds of one sample on one device of `hw` (a HardwarePreset), untiled as the default pipeline
+    or with enable_tiling(); NotPriced when the VAE (or its tiling) was not read."""
+    work = serial.vae_decode_work(model, width, height, frames, tiled)
     eff = decode_efficiency(model.vae.decoder, hw.accelerator)
     sec = vae_decode_s(work.flops, work.bytes, hw.peak_tflops_bf16, eff.fraction, hw.hbm_bandwidth_GBps)
     return DecodeTime(sec, work.flops, work.bytes, eff.fraction, eff.basis)

@@ -64,6 +64,8 @@ class VaeSpec:
     frame_tile_stride: int = 0            # ... and the latent frames between tile starts
     vit_stages: int = 0                   # DC-AE: the deepest stages built of EfficientViT blocks
     temporal_expansions: tuple[int, ...] = ()   # Mochi: frames multiplied per up block (config order)
+    tile_latent: tuple[int, ...] = ()           # enable_tiling(): spatial tile [h, w] in latent positions ...
+    tile_latent_stride: tuple[int, ...] = ()    # ... started every [h, w] latent positions (() = not described)
     notes: str = ""
 
     def layers(self, block: int) -> int:
@@ -378,6 +380,9 @@ def _vae(data: Mapping[str, Any] | None, sources: Mapping[str, str], path: Path)
     if data["decoder"] == "mochi" and len(texp) != len(boc) - 1:
         raise InputError(f"{path}: key 'vae.temporal_expansions' needs {len(boc) - 1} entries (one per up block) "
                          f"for a mochi decoder, got {len(texp)}")
+    tiles = tuple(data.get("tile_latent", ())), tuple(data.get("tile_latent_stride", ()))
+    if any(len(t) not in (0, 2) for t in tiles) or (len(tiles[0]) == 0) != (len(tiles[1]) == 0):
+        raise InputError(f"{path}: keys 'vae.tile_latent' and 'vae.tile_latent_stride' go together, each as [h, w]")
     if data.get("vit_stages", 0) > len(boc):
         raise InputError(f"{path}: key 'vae.vit_stages' ({data['vit_stages']}) exceeds the {len(boc)} blocks")
     return VaeSpec(decoder=data["decoder"], block_out_channels=boc, layers_per_block=lpb,
@@ -385,7 +390,8 @@ def _vae(data: Mapping[str, Any] | None, sources: Mapping[str, str], path: Path)
                    post_quant_conv=data.get("post_quant_conv", False), residual_up=data.get("residual_up", False),
                    patch_size=data.get("patch_size", 1), frame_batch=data.get("frame_batch", 0),
                    frame_tile=data.get("frame_tile", 0), frame_tile_stride=data.get("frame_tile_stride", 0),
-                   vit_stages=data.get("vit_stages", 0), temporal_expansions=texp, notes=data.get("notes", ""))
+                   vit_stages=data.get("vit_stages", 0), temporal_expansions=texp, tile_latent=tiles[0],
+                   tile_latent_stride=tiles[1], notes=data.get("notes", ""))
 
 
 def _link(data: Mapping[str, Any], key: str) -> LinkClass:

@@ -76,7 +76,7 @@ OPT_TEXT = Key("text")
 SOURCES = Table(free=Key("text", required=True))  # free names, each a non-empty text
 BLOCK_TYPES = tuple(f"{b}{s}" for b in ("joint", "single", "cross", "self") for s in ("", "_spatial", "_temporal"))
 LINK_KEYS = ("intra_domain", "inter_domain", "inter_node")
-VAE_DECODERS = ("autoencoderkl", "cogvideox", "hunyuanvideo", "wan", "dcae", "mochi")
+VAE_DECODERS = ("autoencoderkl", "cogvideox", "hunyuanvideo", "wan", "dcae", "mochi", "stepvideo")
 
 #: [vae] of a model preset: the decoder's structure as its config file gives it (plan/cost/serial.py prices it)
 VAE = Table({
@@ -92,6 +92,8 @@ VAE = Table({
     "frame_tile": _int(0, 1 << 16, False),
     "frame_tile_stride": _int(0, 1 << 16, False),
     "vit_stages": _int(0, 64, False),
+    "tile_latent": Key("ints", 1, 1 << 16),
+    "tile_latent_stride": Key("ints", 1, 1 << 16),
     "temporal_expansions": Key("ints", 1, 64),
     "dtype": Key("choice", choices=("bf16", "fp16", "fp32"), required=True),
     "notes": OPT_TEXT,
