@@ -73,8 +73,8 @@ def test_an_end_to_end_row_is_scored_as_dit_plus_serial_and_a_dit_row_as_dit_alo
 
 
 def test_a_model_without_vae_data_adds_nothing_and_says_so():
-    model, hw = presets.resolve_model("Step-Video-T2V"), presets.resolve_hardware("H100", None, 8)
-    st = serial_stages(model, hw, make_shape(model, 992, 544, 204, 50, cfg=None))
+    model, hw = presets.resolve_model("Example-MHA-56H-50L"), presets.resolve_hardware("H100", None, 8)
+    st = serial_stages(model, hw, make_shape(model, 1280, 704, 121, 50, cfg=None))
     assert st.vae_decode_s is None and not st.priced and st.total_s == 0.0
     assert any("VAE decode not priced" in n for n in st.notes)
 
