@@ -151,8 +151,8 @@ def render(results, model, hw, shape, tun, conclusion: str, top: int, show_all: 
     """The ranked table, the gates of the top two, and the conclusion."""
     feas = [r for r in results if r.feasible]
     lines = [f"{model.name} on {hw.name}, {feas[0].plan.devices if feas else '?'} devices: {shape.describe()}",
-             f"{len(results)} plans, {len(feas)} feasible; latency = predicted end-to-end DiT seconds "
-             f"(text encoder and VAE not included); host cost {tun.launch_us:g} us per op: {runtime_label(tun)}"]
+             f"{len(results)} plans, {len(feas)} feasible; latency = predicted seconds of the whole DiT loop "
+             f"(text encoder and VAE decode: the serial-stages line); host cost {tun.launch_us:g} us per op: {runtime_label(tun)}"]
     if stages is not None:
         lines.append(serial_line(stages))
     if feas and cards_note(hw, feas[0].plan.devices):
