@@ -361,9 +361,12 @@ def test_kernels_relayout_and_shapes_per_form():
     assert single.attn_shape == (16 * 8.0, 16, 8.0)                  # 16 tokens x 8 heads, 16 keys
     assert single.gemms == block_gemms(m, "self", 16.0, 1)
     [ag], _ = _work(m, Plan(kv_allgather=4))
-    # no USP layer; K/V gathered and re-laid out once: 2 x 16 tokens x (K, V) x 64 x 2 B
-    assert ag.kernels == 30 + 12 and ag.relayout_bytes == 2 * 16 * 2 * 64 * B
-    assert ag.attn_shape == (4 * 8.0, 16, 8.0)                       # 4 local queries x 8 heads, all 16 keys
+    # no USP layer; K/V gathered and re-laid out once: 2 x 16 tokens x (K, V) x 64 x 2 B; then, as diffusers'
+    # TemplatedRingAttention runs it, one attention per gathered chunk and 3 fp32 merges of the rank's out
+    # (4 rows x 64 wide x (4 + 2 + 4) B); ops: 16 for the gather and first chunk + 20 per further chunk
+    assert ag.kernels == 30 + 16 + 3 * 20
+    assert ag.relayout_bytes == 2 * 16 * 2 * 64 * B + 3 * 4 * 64 * (4 + 2 + 4)
+    assert ag.attn_shape == (4 * 8.0, 4, 8.0)                        # 4 local queries x 8 heads, one chunk of 4 keys
     [u], _ = _work(m, Plan(ulysses=4))
     assert u.kernels == 30 + 36
     assert u.relayout_bytes == 2 * 2 * 4 * B * (2 * 64 + 2 * 64)     # 2 copies, read + write, of Q, K, V, O
@@ -445,8 +448,9 @@ def test_ring_with_kv_allgather_block_size():
     [bw], _ = _work(m, Plan(ring=2, kv_allgather=2))
     ring = next(c for c in bw.comms if c.name == "ring K,V pass")
     assert ring.bytes_per_call == (16 / 4) * 2 * 64 * B                   # a quarter of the sequence per hop
-    # layout copies of Q, K, V, O (4 local tokens), one fp32 out/LSE merge per hop, gathered K/V re-laid out
-    assert bw.relayout_bytes == 2 * 2 * 4 * B * 256 + 1 * 4 * 64 * 10 + 2 * 8 * 2 * 64 * B
+    # layout copies of Q, K, V, O (4 local tokens), one fp32 out/LSE merge per hop, gathered K/V re-laid out,
+    # one more fp32 merge for the second gathered chunk (4 rows x 64 wide x 10 B)
+    assert bw.relayout_bytes == 2 * 2 * 4 * B * 256 + 1 * 4 * 64 * 10 + 2 * 8 * 2 * 64 * B + 1 * 4 * 64 * 10
 
 
 def test_ulysses_with_tp_by_hand():
