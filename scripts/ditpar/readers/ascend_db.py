@@ -285,6 +285,63 @@ def read_rank(folder: Path) -> ascend.AscendRank:
                              BYTES_MESSAGE if events["bytes"].notna().any() else "")
 
 
+#: the analysis.db tables a task-free read (``read_tables``) answers from -> the evidence name each gives
+SUMMARY_TABLES = {"StepTraceTime": "step_trace", "CommAnalyzerTime": "communication", "CommAnalyzerMatrix": "links"}
+
+
+def read_tables(folder: Path) -> ascend.AscendRank:
+    """One db rank from the profiler's own summary tables only (no TASK row read): analysis.db
+    StepTraceTime, CommAnalyzerTime (+ Bandwidth) and CommAnalyzerMatrix, with exact op starts and
+    communicator names from the small COMMUNICATION_OP table. ``evidence`` names what it gave; a rank
+    whose analysis.db has none of SUMMARY_TABLES is an input error that lists the tables it has."""
+    out_dir = ascend.find_output_dir(folder)
+    rank_dir = out_dir.parent if out_dir.name == ascend.OUTPUT_DIR else out_dir
+    path = find_db(out_dir)
+    if path is None:
+        raise InputError(f"{out_dir}: no {PROFILER_DB_GLOB}")
+    analysis = out_dir / ANALYSIS_DB
+    if not analysis.is_file():
+        raise InputError(f"{out_dir}: no {ANALYSIS_DB}: the profiler's summary tables "
+                         f"({', '.join(SUMMARY_TABLES)}) are not there; have {sorted(p.name for p in out_dir.iterdir())}"
+                         "; read the task rows instead (without --profiler-tables)")
+    db = _Db(path)
+    try:
+        meta = _check_schema(db)
+        rank, rank_from = ascend.rank_of(rank_dir)
+        if rank is None:
+            rank, rank_from = _db_rank(db, path)
+        comm = (_comm_ops(db, _strings(db)) if db.require("STRING_IDS", _NEED["STRING_IDS"], optional=True)
+                else None)
+        meta_groups = _meta_groups(db, meta)
+    finally:
+        db.close()
+    sources = [path, analysis]
+    meta_path = rank_dir / "profiler_metadata.json"
+    if not meta_groups and meta_path.is_file():
+        meta_groups = ascend._parallel_groups(meta_path)
+        sources.append(meta_path)
+    have = _Db(analysis)
+    try:
+        tables = sorted(have.tables)
+    finally:
+        have.close()
+    if not any(t in tables for t in SUMMARY_TABLES):
+        raise InputError(f"{analysis}: none of the summary tables {list(SUMMARY_TABLES)}; have {tables}; "
+                         "read the task rows instead (without --profiler-tables)")
+    step_trace, comm_ops, links, hashes = read_analysis(analysis, comm)
+    for group_name in sorted(set(comm["group_name"])) if comm is not None and len(comm) else []:
+        if group_name:
+            full = str(ascend.double_hash(group_name))
+            hashes.setdefault(full[-3:], full)
+    events = make_events({"rank": [], "start_ns": [], "dur_ns": []})
+    groups = ascend._groups(events, hashes, meta_groups, None)
+    read = ascend.AscendRank(rank, rank_from, events, pd.DataFrame(columns=list(STEP_COLUMNS)), step_trace,
+                             comm_ops, groups, {}, sources, links, "transit" if comm_ops is not None else "")
+    read.evidence = [name for table, name in SUMMARY_TABLES.items()
+                     if {"step_trace": step_trace, "communication": comm_ops, "links": links}[name] is not None]
+    return read
+
+
 def _db_rank(db: _Db, path: Path) -> tuple[int | None, str]:
     if db.require("RANK_DEVICE_MAP", _OPTIONAL["RANK_DEVICE_MAP"], optional=True):
         ranks = {r for (r,) in db.rows("RANK_DEVICE_MAP", "SELECT rankId FROM RANK_DEVICE_MAP") if type(r) is int}
