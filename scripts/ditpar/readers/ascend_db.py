@@ -162,16 +162,19 @@ class _Db:
             raise InputError(f"{self.path}: table {table}: cannot read ({_reason(exc)})") from None
 
     def ints(self, table: str, sql: str, width: int) -> np.ndarray:
-        """An integer query as an (n, width) int64 array, fetched in blocks (no Python tuple per row kept)."""
+        """An integer query as an (n, width) int64 array, fetched in blocks (no Python tuple per row kept).
+        Every cell must be a stored integer within int64: a REAL or TEXT cell (a stamp that lost digits, or
+        no number) makes the block's inferred type non-integer and is named, never cast."""
         try:
             cur = self.con.execute(sql)
             blocks = []
             while rows := cur.fetchmany(1 << 16):
-                try:
-                    blocks.append(np.array(rows, dtype=np.int64).reshape(len(rows), width))
-                except (TypeError, ValueError, OverflowError):
-                    bad = next(r for r in rows if not all(type(v) is int for v in r))
-                    raise InputError(f"{self.path}: table {table}: expected integers, got {bad!r}") from None
+                block = np.array(rows)
+                if block.dtype.kind != "i" or block.shape != (len(rows), width):
+                    bad = next((r for r in rows if not all(type(v) is int and -2**63 <= v < 2**63 for v in r)),
+                               rows[0])
+                    raise InputError(f"{self.path}: table {table}: expected integers, got {bad!r}")
+                blocks.append(block.astype(np.int64, copy=False))
         except sqlite3.Error as exc:
             raise InputError(f"{self.path}: table {table}: cannot read ({_reason(exc)})") from None
         return np.concatenate(blocks) if blocks else np.zeros((0, width), dtype=np.int64)
@@ -368,7 +371,6 @@ def _device(db: _Db, compute: pd.DataFrame) -> int | None:
 def _compute_tasks(db: _Db, strings: dict[int, str]) -> pd.DataFrame:
     """TASK rows of compute kernels (COMPUTE_TASK_INFO), in start order, with their connection ids."""
     join = "FROM TASK T JOIN COMPUTE_TASK_INFO C ON C.globalTaskId = T.globalTaskId"
-    _require_integers(db, "TASK", join, ("T.startNs", "T.endNs"))
     cols = db.ints("TASK", "SELECT T.startNs, T.endNs, COALESCE(T.deviceId, -1), COALESCE(T.streamId, -1), "
                            "COALESCE(T.connectionId, -2), COALESCE(C.name, -1), COALESCE(C.opType, -1), "
                            f"COALESCE(C.taskType, -1) {join} ORDER BY T.startNs", 8)
@@ -457,26 +459,33 @@ def _step_windows(db: _Db, compute: pd.DataFrame, comm: pd.DataFrame) -> pd.Data
         ids = [_step_id(s, where) for s, _, _ in host]
         h_start = _exact_ints([_as_int(v) for _, v, _ in host], f"{where} column startNs")
         h_end = _exact_ints([_as_int(v) for _, _, v in host], f"{where} column endNs")
-        _require_integers(db, "CANN_API", "FROM CANN_API", ("startNs", "endNs"))
         api = db.ints("CANN_API", "SELECT startNs, endNs, COALESCE(connectionId, -1) FROM CANN_API "
                                   f"WHERE type = {NODE_API_TYPE}", 3)
         a_start, a_end, a_conn = api[:, 0], api[:, 1], api[:, 2]
-        # every TASK row launched in a step counts for its window, not only the compute kernels
-        _require_integers(db, "TASK", "FROM TASK", ("startNs", "endNs"))
-        tasks = db.ints("TASK", "SELECT COALESCE(connectionId, -2), startNs, endNs FROM TASK", 3)
-        t_conn, t_start, t_end = tasks[:, 0], tasks[:, 1], tasks[:, 2]
+        # every TASK row launched in a step counts for its window, not only the compute kernels: the
+        # compute rows (read already) and, for the other TASK rows, one row per connection id with their
+        # first start and last end (aggregated in SQLite: the same min and max, a third of the rows)
+        other = db.ints("TASK", "SELECT COALESCE(T.connectionId, -2), MIN(T.startNs), MAX(T.endNs), "
+                                "MAX(typeof(T.startNs) != 'integer' OR typeof(T.endNs) != 'integer') FROM TASK T "
+                                "LEFT JOIN COMPUTE_TASK_INFO C ON C.globalTaskId = T.globalTaskId "
+                                "WHERE C.globalTaskId IS NULL GROUP BY T.connectionId", 4)
+        if len(other) and other[:, 3].any():
+            _require_integers(db, "TASK", "FROM TASK", ("startNs", "endNs"))  # names the first bad row
         c_conn = compute["connection"].to_numpy(np.int64)
+        t_conn = np.concatenate([c_conn, other[:, 0]])
+        t_start = np.concatenate([compute["start_ns"].to_numpy(np.int64), other[:, 1]])
+        t_end = np.concatenate([compute["end_ns"].to_numpy(np.int64), other[:, 2]])
+        step_of = np.full(len(c_conn), -1, dtype=np.int64)
         for i in range(len(host)):
             inside = (a_start >= h_start[i]) & (a_end <= h_end[i])
-            conns = a_conn[inside]
-            mine = np.isin(t_conn, conns)
+            mine = np.isin(t_conn, a_conn[inside])
             if mine.any():
                 lo, hi = int(t_start[mine].min()), max(int(t_end[mine].max()), int(h_end[i]))
             else:
                 lo, hi = int(h_start[i]), int(h_end[i])
             out.append({"rank": 0, "step": ids[i], "start_ns": lo, "end_ns": hi})
-            c_mine = np.isin(c_conn, conns) & (compute["step_of"].to_numpy() < 0)
-            compute.loc[c_mine, "step_of"] = i
+            step_of[mine[:len(c_conn)] & (step_of < 0)] = i  # a task launched in two spans: the first
+        compute["step_of"] = step_of
     if not out:
         starts = [int(compute["start_ns"].min())] if len(compute) else []
         ends = [int(compute["end_ns"].max())] if len(compute) else []
@@ -519,29 +528,37 @@ def _events(compute: pd.DataFrame, comm: pd.DataFrame, windows: pd.DataFrame,
     decided = classify.classify_ascend(names, types, cores)
     start = np.concatenate([compute["start_ns"].to_numpy(np.int64), comm["start_ns"].to_numpy(np.int64)])
     end = np.concatenate([compute["end_ns"].to_numpy(np.int64), comm["end_ns"].to_numpy(np.int64)])
-    step_ids = windows["step"].to_numpy(dtype=object) if len(windows) else np.zeros(0, dtype=object)
-    step = pd.array([pd.NA] * (n_c + n_m), dtype="Int64")
+    # nullable integer columns built as values + mask (no Python object per row)
+    step_val, step_na = np.zeros(n_c + n_m, dtype=np.int64), np.ones(n_c + n_m, dtype=bool)
+    ids = windows["step"].array if len(windows) else pd.array([], dtype="Int64")
+    sid_ok = ~np.asarray(ids.isna(), dtype=bool)
+    sid = np.asarray(ids.to_numpy(dtype=np.int64, na_value=0), dtype=np.int64)
     of = compute["step_of"].to_numpy(np.int64) if n_c else np.zeros(0, dtype=np.int64)
-    for i, sid in enumerate(step_ids):
-        if sid is not None and not pd.isna(sid):
-            step[np.flatnonzero(of == i)] = int(sid)
-    if n_m and len(windows) and not pd.isna(step_ids).all():
+    placed = np.flatnonzero(of >= 0)
+    placed = placed[sid_ok[of[placed]]]
+    step_val[placed], step_na[placed] = sid[of[placed]], False
+    if n_m and len(windows) and sid_ok.any():
         w_start = windows["start_ns"].to_numpy(np.int64)
         w_end = windows["end_ns"].to_numpy(np.int64)
         m_start = comm["start_ns"].to_numpy(np.int64)
-        for i, sid in enumerate(step_ids):
-            if sid is None or pd.isna(sid):
-                continue
+        for i in np.flatnonzero(sid_ok):
             hit = np.flatnonzero((m_start >= w_start[i]) & (m_start < w_end[i])) + n_c
-            free = hit[pd.isna(step[hit])] if hit.size else hit
-            step[free] = int(sid)
+            free = hit[step_na[hit]]
+            step_val[free], step_na[free] = sid[i], False
     stream = np.concatenate([compute["stream"].to_numpy(dtype=object), np.full(n_m, "", dtype=object)])
     is_comm = decided.comm
     stream[is_comm] = np.array([f"comm:{g}" for g in decided.group[is_comm]], dtype=object)
-    dev = np.concatenate([compute["device"].to_numpy(dtype=object, na_value=None), np.full(n_m, device, dtype=object)])
+    c_dev = compute["device"].array if n_c else pd.array([], dtype="Int64")
+    dev_val = np.concatenate([np.asarray(c_dev.to_numpy(dtype=np.int64, na_value=0), dtype=np.int64),
+                              np.full(n_m, 0 if device is None else device, dtype=np.int64)])
+    dev_na = np.concatenate([np.asarray(c_dev.isna(), dtype=bool), np.full(n_m, device is None)])
+    m_bytes = pd.array(comm["bytes"].array, dtype="Int64") if n_m else pd.array([], dtype="Int64")
+    bytes_val = np.concatenate([np.zeros(n_c, dtype=np.int64),
+                                np.asarray(m_bytes.to_numpy(dtype=np.int64, na_value=0), dtype=np.int64)])
+    bytes_na = np.concatenate([np.ones(n_c, dtype=bool), np.asarray(m_bytes.isna(), dtype=bool)])
     table = pd.DataFrame({
         "rank": np.zeros(n_c + n_m, dtype=np.int64),
-        "device": pd.array(list(dev), dtype="Int64"),
+        "device": pd.arrays.IntegerArray(dev_val, dev_na),
         "stream": pd.Series(stream, dtype=object),
         "kind": pd.Series(decided.kind, dtype=object),
         "core": pd.Series(cores.to_numpy(dtype=object), dtype=object),
@@ -550,9 +567,8 @@ def _events(compute: pd.DataFrame, comm: pd.DataFrame, windows: pd.DataFrame,
         "group": pd.Series(decided.group, dtype=object),
         "start_ns": start,
         "dur_ns": end - start,
-        "step": step,
-        "bytes": pd.concat([pd.Series(pd.NA, index=range(n_c), dtype="Int64"),
-                            pd.Series(comm["bytes"].array, dtype="Int64")], ignore_index=True),
+        "step": pd.arrays.IntegerArray(step_val, step_na),
+        "bytes": pd.arrays.IntegerArray(bytes_val, bytes_na),
     })
     order = np.argsort(start, kind="stable")
     return make_events(table.take(order).reset_index(drop=True)), dict(decided.unclassified)
