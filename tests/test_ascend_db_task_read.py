@@ -28,3 +28,20 @@ def test_a_real_stamp_in_task_is_one_line_naming_the_table(tmp_path, rows):
     con.close()
     err = run_script("step_breakdown.py", str(rank), check=2).stderr.strip()
     assert len(err.splitlines()) == 1 and "table TASK" in err and "integer" in err and ".25" in err, err
+
+
+def test_string_ids_too_large_to_pack_give_the_same_events(tmp_path):
+    """Name ids beyond 2**21 are read unpacked: the same kernels, names and types as the small ids give."""
+    from ditpar.readers import load_profiles
+
+    small = write_db_rank(RANK0, tmp_path / "small" / RANK0.name)
+    large = write_db_rank(RANK0, tmp_path / "large" / RANK0.name)
+    db = next((large / "ASCEND_PROFILER_OUTPUT").glob("ascend_pytorch_profiler_*.db"))
+    con = sqlite3.connect(db)
+    shift = 1 << 40
+    con.execute("UPDATE STRING_IDS SET id = id + ? WHERE id IN (SELECT name FROM COMPUTE_TASK_INFO)", (shift,))
+    con.execute("UPDATE COMPUTE_TASK_INFO SET name = name + ?", (shift,))
+    con.commit()
+    con.close()
+    a, b = load_profiles(small, workers=1).events, load_profiles(large, workers=1).events
+    assert len(a) > 10 and a.equals(b)

@@ -371,9 +371,19 @@ def _device(db: _Db, compute: pd.DataFrame) -> int | None:
 def _compute_tasks(db: _Db, strings: dict[int, str]) -> pd.DataFrame:
     """TASK rows of compute kernels (COMPUTE_TASK_INFO), in start order, with their connection ids."""
     join = "FROM TASK T JOIN COMPUTE_TASK_INFO C ON C.globalTaskId = T.globalTaskId"
-    cols = db.ints("TASK", "SELECT T.startNs, T.endNs, COALESCE(T.deviceId, -1), COALESCE(T.streamId, -1), "
-                           "COALESCE(T.connectionId, -2), COALESCE(C.name, -1), COALESCE(C.opType, -1), "
-                           f"COALESCE(C.taskType, -1) {join} ORDER BY T.startNs", 8)
+    head = ("SELECT T.startNs, T.endNs, COALESCE(T.deviceId, -1), COALESCE(T.streamId, -1), "
+            "COALESCE(T.connectionId, -2), ")
+    if _packable(db):  # the three string ids in one integer: fewer Python objects per row
+        ids = (f"((COALESCE(C.name, -1) + 1) * {_ID_SPAN} + COALESCE(C.opType, -1) + 1) * {_ID_SPAN} "
+               "+ COALESCE(C.taskType, -1) + 1")
+        packed = db.ints("TASK", f"{head}{ids} {join} ORDER BY T.startNs", 6)
+        cols = np.empty((len(packed), 8), dtype=np.int64)
+        cols[:, :5] = packed[:, :5]
+        key = packed[:, 5]
+        cols[:, 5], cols[:, 6], cols[:, 7] = key // _ID_SPAN**2 - 1, key // _ID_SPAN % _ID_SPAN - 1, key % _ID_SPAN - 1
+    else:
+        cols = db.ints("TASK", f"{head}COALESCE(C.name, -1), COALESCE(C.opType, -1), COALESCE(C.taskType, -1) "
+                               f"{join} ORDER BY T.startNs", 8)
     where = f"{db.path}: table TASK"
     start, end = cols[:, 0].copy(), cols[:, 1].copy()
     if (end < start).any():
@@ -390,6 +400,22 @@ def _compute_tasks(db: _Db, strings: dict[int, str]) -> pd.DataFrame:
     for key, col in (("name", 5), ("type", 6), ("core", 7)):
         frame[key] = _texts(cols[:, col], strings)
     return frame
+
+
+#: one string id per 21 bits when three are packed in one int64 (_compute_tasks)
+_ID_SPAN = 1 << 21
+
+
+def _packable(db: _Db) -> bool:
+    """True when COMPUTE_TASK_INFO's name, opType and taskType are all integer ids (or NULL) below 2**21 - 1."""
+    row = db.rows("COMPUTE_TASK_INFO", "SELECT MIN(name), MAX(name), MIN(opType), MAX(opType), MIN(taskType), "
+                                       "MAX(taskType), MAX(typeof(name) NOT IN ('integer', 'null') OR typeof(opType) "
+                                       "NOT IN ('integer', 'null') OR typeof(taskType) NOT IN ('integer', 'null')) "
+                                       "FROM COMPUTE_TASK_INFO")[0]
+    if row[6]:
+        return False
+    lows, highs = [v for v in row[0:6:2] if v is not None], [v for v in row[1:6:2] if v is not None]
+    return all(v >= 0 for v in lows) and all(v < _ID_SPAN - 1 for v in highs)
 
 
 def _texts(ids: np.ndarray, strings: dict[int, str]) -> pd.Series:
