@@ -15,8 +15,11 @@ each job as a whole process, best of 3, and reports wall time and peak resident 
   HTA               TraceAnalysis(...) + get_comm_comp_overlap(), when holistictraceanalysis is installed
   msprof-analyze    (pip install .[msprof]) on full synthetic ranks (benchmarks/synth_ascend.py: the real
                     level1 rank tiled, text and db form, 1 and --ranks ranks of --msprof-rows): text
-                    `-m all` vs step_breakdown.py and `-m communication_time` vs collectives.py; db `-m all`
-                    and cluster_time_summary vs step_breakdown.py, communication_time_sum vs collectives.py
+                    `-m all` vs step_breakdown.py and `-m communication_time` vs collectives.py; db
+                    cluster_time_summary (reads task rows) vs step_breakdown.py; db `-m all` and
+                    communication_time_sum (read analysis.db's summary tables) vs our scripts with
+                    --profiler-tables (marked *), which read the same tables and no task row; collectives.py
+                    from the db task rows is shown beside them (see MSPROF_JOBS for what each side computes)
 
 Peak memory is the whole process tree's (psutil: the sum of the resident sets of the process and its
 workers, sampled every 20 ms; without psutil the largest single process). The machine may be shared:
@@ -326,9 +329,9 @@ def main() -> None:
         else:
             rows += msprof_rows(work, args.msprof_rows or args.rows, args.ranks, args.repeat)
     print(f"best of {args.repeat} whole processes, {args.rows} rows/events per rank, {_cores()} usable cores")
-    print(f"{'job':<40} {'wall_s':>7} {'cpu_s':>7} {'peak_MB':>8}  {'ratio (wall / cpu)':<28} target")
+    print(f"{'job':<44} {'wall_s':>7} {'cpu_s':>7} {'peak_MB':>8}  {'ratio (wall / cpu)':<46} target")
     for job, res, ratio, _, note in rows:
-        print(f"{job:<40} {res['s']:>7.2f} {res['cpu_s']:>7.2f} {res['peak_MB']:>8.0f}  {ratio:<28} {note}")
+        print(f"{job:<44} {res['s']:>7.2f} {res['cpu_s']:>7.2f} {res['peak_MB']:>8.0f}  {ratio:<46} {note}")
     print(f"load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())}; ratios are measured in "
           "this run. On a shared machine wall times vary with the load; CPU times (user + system, workers "
           "included) vary less")
@@ -392,40 +395,59 @@ def _link(src: Path, dst: Path) -> None:
         shutil.copy(src, dst)
 
 
-#: (form, msprof-analyze arguments, our script it is set against)
+#: (form, msprof-analyze arguments, the job(s) of ours it is set against: (script, extra arguments)).
+#: Each pair reads the same evidence: msprof-analyze's db `-m all` reads analysis.db StepTraceTime and
+#: CommAnalyzerTime/Bandwidth/Matrix (cluster step trace, communication time sum, matrix sum), so ours is
+#: step_breakdown.py + collectives.py with --profiler-tables (step rows, per-communicator times, links; the
+#: two processes' times summed); `communication_time_sum` reads CommAnalyzerTime/Bandwidth -> collectives.py
+#: --profiler-tables; `cluster_time_summary` reads TASK x COMPUTE_TASK_INFO x CANN_API, COMMUNICATION_OP and
+#: memcpy tasks per step -> step_breakdown.py from the task rows (computing, communication, overlap, free
+#: per step, checked against StepTraceTime). Text `-m all` / `communication_time` -> our task-level scripts.
 MSPROF_JOBS = [
-    ("text", ["-m", "all", "--export_type", "text"], "step_breakdown.py"),
-    ("text", ["-m", "communication_time", "--export_type", "text"], "collectives.py"),
-    ("db", ["-m", "all"], "step_breakdown.py"),
-    ("db", ["-m", "cluster_time_summary"], "step_breakdown.py"),
-    ("db", ["-m", "communication_time_sum"], "collectives.py"),
+    ("text", ["-m", "all", "--export_type", "text"], [("step_breakdown.py", ())]),
+    ("text", ["-m", "communication_time", "--export_type", "text"], [("collectives.py", ())]),
+    ("db", ["-m", "all"], [("step_breakdown.py", ("--profiler-tables",)), ("collectives.py", ("--profiler-tables",))]),
+    ("db", ["-m", "cluster_time_summary"], [("step_breakdown.py", ())]),
+    ("db", ["-m", "communication_time_sum"], [("collectives.py", ("--profiler-tables",))]),
 ]
+#: our task-level jobs on the db form shown beside them (no msprof-analyze job reads as much)
+MSPROF_INFO_JOBS = [("db", ("collectives.py", ()))]
 
 
 def msprof_rows(work: Path, rows: int, ranks: int, repeat: int) -> list[tuple[str, dict, str, float | None, str]]:
     """msprof-analyze's jobs and ours on the same folders, at 1 and ``ranks`` ranks; ratio = theirs / ours."""
     inputs = make_msprof_inputs(work, rows, ranks)
     code = snippet(work, "msprof", MSPROF)
-    out = []
+    out: list[tuple[str, dict, str, float | None, str]] = []
+    ours: dict[tuple[str, int, str, tuple], dict] = {}
+
+    def run_ours(form: str, n: int, script: str, extra: tuple) -> dict:
+        """One job of ours, run once per (form, ranks, script, arguments) and listed."""
+        key = (form, n, script, extra)
+        if key not in ours:
+            ours[key] = best_of(repeat, "script", str(ROOT / "scripts" / script),
+                                [str(inputs[form, n]), "--json", *extra], work)
+            out.append((f"{form} {n}r: {' '.join([script, *extra])}", ours[key], "", None, f"{rows} rows/rank"))
+        return ours[key]
+
     for n in sorted({1, max(ranks, 1)}):
-        ours: dict[tuple[str, str], dict] = {}
-        for form, margs, script in MSPROF_JOBS:
-            folder = inputs[form, n]
-            if (form, script) not in ours:
-                ours[form, script] = best_of(repeat, "script", str(ROOT / "scripts" / script),
-                                             [str(folder), "--json"], work)
-                out.append((f"{form} {n}r: {script}", ours[form, script], "", None, f"{rows} rows/rank"))
+        for form, (script, extra) in MSPROF_INFO_JOBS:
+            run_ours(form, n, script, extra)
+        for form, margs, jobs in MSPROF_JOBS:
+            mine = [run_ours(form, n, script, extra) for script, extra in jobs]
+            both = {"s": sum(m["s"] for m in mine), "cpu_s": sum(m["cpu_s"] for m in mine),
+                    "peak_MB": max(m["peak_MB"] for m in mine)}
             target = work / "msprof_out"
             runs = []
             for _ in range(repeat):
                 shutil.rmtree(target, ignore_errors=True)  # each run writes its cluster_analysis_output anew
-                runs.append(best_of(1, "code", code, ["cluster", "-d", str(folder), *margs, "-o", str(target),
-                                                      "--force"], work))
+                runs.append(best_of(1, "code", code, ["cluster", "-d", str(inputs[form, n]), *margs, "-o",
+                                                      str(target), "--force"], work))
             theirs = {"s": min(r["s"] for r in runs), "peak_MB": max(r["peak_MB"] for r in runs),
                       "cpu_s": min(r["cpu_s"] for r in runs)}
-            mode = margs[1]
-            out.append((f"{form} {n}r: msprof {mode}", theirs, _ratio(theirs, ours[form, script], f"{script[:-3]}"),
-                        1.0, "ours faster: ratio > 1"))
+            label = " + ".join(script[:-3] + ("*" if extra else "") for script, extra in jobs)
+            out.append((f"{form} {n}r: msprof {margs[1]}", theirs, _ratio(theirs, both, label), 1.0,
+                        "ours faster: ratio > 1"))
     return out
 
 

@@ -5,7 +5,8 @@ communication.json and communication_matrix.json with one step per 100 tiles and
 per tile (``hcom_<op>__<ggg>_<index>_<iter>``, index unique), so msprof-analyze's text ``cluster``
 mode has its own inputs. Db (``tile_db_rank``): ascend_pytorch_profiler_<R>.db with TASK,
 COMPUTE_TASK_INFO, COMMUNICATION_TASK_INFO, COMMUNICATION_OP, CANN_API and STEP_TIME tiled the same
-way (ids shifted per tile) and analysis.db with its communication tables tiled. The step figures
+way (ids shifted per tile) and analysis.db with its communication tables tiled (CommAnalyzerMatrix once per
+step, like the text form's communication_matrix.json: the profiler writes one matrix per step). The step figures
 (step_trace_time.csv, StepTraceTime) repeat the real step's values: they are timing inputs, not
 answers, so step_breakdown.py may report a disagreement (exit 1).
 """
@@ -155,6 +156,8 @@ def _tile_analysis(src: Path, dst: Path, tiles: int, period_us: Decimal, ops_per
         con.execute(f"DELETE FROM {table}")
         new = []
         for t in range(tiles):
+            if table == "CommAnalyzerMatrix" and t % TILES_PER_STEP:
+                continue  # one matrix per step, as the text form's communication_matrix.json has it
             for row in orig:
                 rec = dict(zip(cols, row, strict=True))
                 rec["step"] = f"step{step_of(t)}"

@@ -4,6 +4,8 @@
 Also: calls-per-layer reconciliation (--layers), cross-family overlap on merged intervals, a
 per-stream table with a check that no compute kernel runs on a communication stream, and a
 multi-rank summary (slowest rank, per-family skew). Exit 1 when a check fails.
+--profiler-tables answers per op family and communicator from the profiler's own communication tables
+(communication.json / analysis.db CommAnalyzerTime) and reads no task row: no union, exposed or streams.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ def build_parser():
     parser.add_argument("--steps", type=int,
                         help="steps in the capture (default: the profile's step windows)")
     cli.add_workers_arg(parser)
+    cli.add_tables_arg(parser)
     cli.add_output_args(parser, csv=True, plot=False)
     return parser
 
@@ -123,11 +126,15 @@ def print_text(report: CollectiveReport, unclassified) -> None:
     out(cli.format_table(report.checks, ["name", "status", "detail"]) + "\n")
 
 
-def evidence_note(evidence: dict[int, list[str]]) -> str:
+def evidence_note(evidence: dict[int, list[str]], tables: bool = False) -> str:
     """Which ranks had which files; ranks without device tasks lack union and exposed time."""
     line = "evidence per rank: " + "; ".join(f"rank {r}: {', '.join(v)}" for r, v in evidence.items())
     partial = [r for r, v in evidence.items() if "tasks" not in v]
-    if partial:
+    if partial and tables:
+        line += ("\n--profiler-tables: every row comes from the profiler's communication tables (communication.json / "
+                 "analysis.db CommAnalyzerTime: count, sum = Elapse Time, transit/wait/idle); no task row was read, so "
+                 "union_us and exposed_us are left out; run without it for them")
+    elif partial:
         line += (f"\nranks {partial}: no kernel_details.csv; their rows come from communication.json "
                  "(count, sum = Elapse Time, transit/wait/idle); union_us and exposed_us need kernel_details.csv")
     return line
@@ -146,10 +153,12 @@ def main() -> None:
                 raise cli.InputError(f"{flag} {value}: expected >= 1")
         families = args.family or None   # already a list (cli.name_list)
         if args.rank:  # a few chosen ranks: one table of their events
-            ps = load_profiles(args.paths, workers=args.workers)
+            ps = load_profiles(args.paths, workers=args.workers, tasks=not args.profiler_tables)
         else:  # every rank analysed where it is read: 8 large ranks never meet in one table
             maker = RankCollectives(families, args.layers, args.steps)
-            ps = load_profiles(args.paths, workers=args.workers, per_rank=maker)
+            ps = load_profiles(args.paths, workers=args.workers, per_rank=maker, tasks=not args.profiler_tables)
+        if args.profiler_tables:
+            cli.require_evidence(ps, "communication", "collectives.py --profiler-tables")
         cli.warn_skipped(PROG, ps.skipped, needs_all=len(ps.ranks) + len(ps.skipped) > 1)
         if args.rank:
             report = analyse(ps, ranks=args.rank, families=families, layers=args.layers, steps=args.steps)
@@ -160,10 +169,11 @@ def main() -> None:
         evidence = ps.evidence()
         if args.json:
             cli.print_json(TOOL, {**payload(report, ps.unclassified, ps.skipped),
+                                  "source": "profiler tables" if args.profiler_tables else "tasks",
                                   "evidence": {str(r): v for r, v in evidence.items()}})
         else:
             print_text(report, ps.unclassified)
-            print(evidence_note(evidence))
+            print(evidence_note(evidence, args.profiler_tables))
         return 0 if all(c["status"] != "FAIL" for c in report.checks) else 1
 
     cli.run(PROG, body)

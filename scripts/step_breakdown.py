@@ -5,7 +5,8 @@ Computed from the device tasks alone (union of compute kernels, union of communi
 difference, the idle rest of the span), then compared with the profiler's own step_trace_time.csv
 when the profile has one (or analysis.db StepTraceTime for a db export): exit 1 if any column differs by
 more than its tolerance, derived per row from the input's time resolution and the number of segments
-summed (stated in the output). A rank without kernel_details.csv shows the profiler's own figures.
+summed (stated in the output). A rank without kernel_details.csv shows the profiler's own figures;
+--profiler-tables shows them for every rank and reads no task row (the fast path on large db exports).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ def body() -> int:
     parser.add_argument("paths", nargs="+", metavar="PATH",
                         help="*_ascend_pt folder(s), a parent of rank folders, or Kineto .json/.json.gz traces")
     cli.add_workers_arg(parser)
+    cli.add_tables_arg(parser)
     cli.add_output_args(parser, csv=True, plot=False)
     args = parser.parse_args()
 
@@ -53,8 +55,11 @@ def body() -> int:
     from ditpar.readers import load_profiles
 
     # each rank's rows are computed where it is read: 8 large ranks never meet in one table
-    profiles = load_profiles(args.paths, workers=args.workers, per_rank=breakdown.rank_rows)
+    profiles = load_profiles(args.paths, workers=args.workers, per_rank=breakdown.rank_rows,
+                             tasks=not args.profiler_tables)
     cli.warn_skipped(PROG, profiles.skipped)
+    if args.profiler_tables:
+        cli.require_evidence(profiles, "step_trace", "step_breakdown.py --profiler-tables")
     result = step_breakdown(profiles)
     rows = [{k: v for k, v in r.items() if not k.startswith("window_")} for r in result.rows]
     for r in rows:
@@ -95,6 +100,7 @@ def body() -> int:
     if args.json:
         cli.print_json("step_breakdown", {
             "format": profiles.fmt,
+            "source": "profiler tables" if args.profiler_tables else "tasks",
             "ranks": profiles.ranks,
             "status": status,
             "compared": result.compared,
@@ -110,14 +116,17 @@ def body() -> int:
     else:
         print(cli.format_table(rows, list(TABLE_COLUMNS), digits=3, headers=TABLE_COLUMNS))
         print()
-        print(_summary(profiles.fmt, status, result))
+        print(_summary(profiles.fmt, status, result, args.profiler_tables))
         print(f"evidence per rank: {_evidence_line(profiles.evidence())}")
         if profiles.unclassified:
             print(f"unclassified names: {dict(profiles.unclassified)}")
     return 1 if status == "mismatch" else 0
 
 
-def _summary(fmt: str, status: str, result) -> str:
+def _summary(fmt: str, status: str, result, tables: bool = False) -> str:
+    if status == "profiler-only" and tables:
+        return ("--profiler-tables: the rows are the profiler's own step figures (step_trace_time.csv / analysis.db "
+                "StepTraceTime), no task row read, nothing recomputed or compared; run without it to check them.")
     if status == "profiler-only":
         return ("no rank has device tasks (kernel_details.csv): the rows are the profiler's own step figures "
                 "(step_trace_time.csv / msprof-analyze cluster_step_trace_time.csv), nothing recomputed or compared.")

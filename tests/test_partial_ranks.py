@@ -57,7 +57,7 @@ def test_step_breakdown_shows_every_rank(real_partial, workers):
     doc = json.loads(run_script("step_breakdown.py", str(real_partial), "--json", "--workers", workers,
                                 check=0).stdout)
     assert [(r["rank"], r["evidence"]) for r in doc["rows"]] == [
-        (0, "tasks"), (1, "step_trace_time only (no kernel_details.csv)")]
+        (0, "tasks"), (1, "profiler step table only (no task rows)")]
     assert doc["status"] == "match" and doc["compared"] == 1 and doc["profiler_only_ranks"] == [1]
     with open(real_partial / "rank1_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv") as fh:
         ref = next(csv.DictReader(fh))
@@ -78,7 +78,7 @@ def test_collectives_shows_every_rank_exit_0(real_partial):
     assert part["count"] == count == 4
     assert part["sum_us"] == pytest.approx(elapse_us, abs=0.001 * count)  # each op rounded to 1 ns
     assert part["union_us"] is None and part["exposed_us"] is None  # need the rank's kernels
-    assert part["evidence"].startswith("communication.json only")
+    assert part["evidence"].startswith("profiler communication table only")
     # the tasks of rank 1 (the complete capture) give the same summed time within the ms-float rounding
     full = json.loads(run_script("collectives.py", str(need_shared("fixtures", "ascend", "msinsight-text-level1")),
                                  "--json", check=0).stdout)

@@ -93,8 +93,8 @@ def test_workers_flag_reaches_the_reader(monkeypatch):
 
     seen = []
     real = readers._read_each
-    monkeypatch.setattr(readers, "_read_each", lambda fmt, locs, workers, per_rank=None:
-                        seen.append(workers) or real(fmt, locs, workers, per_rank))
+    monkeypatch.setattr(readers, "_read_each", lambda fmt, locs, workers, per_rank=None, tasks=True:
+                        seen.append(workers) or real(fmt, locs, workers, per_rank, tasks))
     for script in ("step_breakdown.py", "collectives.py", "bubbles.py"):
         outs = []
         for n in ("1", "2"):

@@ -183,6 +183,24 @@ def add_workers_arg(parser: argparse.ArgumentParser) -> None:
                              "holds one rank while reading it")
 
 
+def add_tables_arg(parser: argparse.ArgumentParser) -> None:
+    """--profiler-tables: answer from the profiler's own summary tables, read no device task."""
+    parser.add_argument("--profiler-tables", action="store_true",
+                        help="Ascend only: answer from the profiler's own summary tables (step_trace_time.csv, "
+                             "communication.json, communication_matrix.json; analysis.db for a db export) and "
+                             "read no task row: fast on large ranks, but nothing is recomputed or checked and "
+                             "kernel-level figures (union, exposed, overlap, streams) are left out")
+
+
+def require_evidence(ps, what: str, job: str) -> None:
+    """InputError unless every rank read has ``what`` ("step_trace", "communication", "links"): a job
+    answered from the profiler's summary tables never shows a rank silently missing."""
+    lacking = {r: v for r, v in ps.evidence().items() if what not in v}
+    if lacking:
+        have = "; ".join(f"rank {r}: {', '.join(v) or 'nothing'}" for r, v in lacking.items())
+        raise InputError(f"{job} needs the profiler's {what} table on every rank; lacking on {have}")
+
+
 def add_output_args(parser: argparse.ArgumentParser, csv: bool = True, plot: bool = False) -> None:
     """Add the common output flags: --json always, --csv and --plot where the tool has them."""
     parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")

@@ -532,7 +532,7 @@ def partial_rank_rows(ps: ProfileSet, ranks: list[int] | None, families: list[st
             "bandwidth_GBps": nbytes / sized_ns if nbytes is not None and sized_ns else float("nan"),
             "transit_us": transit, "wait_us": wait, "idle_us": sub["idle_us"].sum(min_count=1),
             "wait_share": wait / total if total > 0 else float("nan"), "split_ops": int(len(sub)),
-            "evidence": "communication.json only (no kernel_details.csv)",
+            "evidence": "profiler communication table only (no task rows)",
         })
     return pd.DataFrame(rows, columns=cols)
 

@@ -112,7 +112,8 @@ def _is_trace_name(name: str) -> bool:
 
 
 def load_profiles(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str],
-                  workers: int | None = None, per_rank: Callable[[ProfileSet], object] | None = None) -> ProfileSet:
+                  workers: int | None = None, per_rank: Callable[[ProfileSet], object] | None = None,
+                  tasks: bool = True) -> ProfileSet:
     """Read every rank under ``paths`` into one ProfileSet (events of all ranks, side tables).
 
     Ranks are read by several processes at once (this one and worker processes, at most one per
@@ -124,6 +125,10 @@ def load_profiles(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[st
     ProfileSet where that rank was read; its results come back in ``rank_results`` and the events
     stay behind (``events`` is empty, ``ranks`` still lists the ranks with events): a per-rank
     analysis of many large ranks then never ships or stacks their event tables.
+
+    ``tasks=False`` reads no device task at all: every Ascend rank is answered from the profiler's own
+    summary tables (step_trace_time.csv, communication.json, communication_matrix.json; analysis.db for
+    a db export), as a rank without kernel_details.csv is, and ``partial_ranks`` names what each gave.
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
@@ -133,6 +138,9 @@ def load_profiles(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[st
     cluster = [p for p in paths if msprof_cluster.is_cluster_output(p)]
     if cluster:
         return _load_cluster(cluster, paths, per_rank)
+    asked = per_rank
+    if not tasks:
+        per_rank = None  # no events: nothing to compute where a rank is read
     located: list[tuple[str, Path]] = []
     for p in paths:
         found = discover(p)
@@ -152,9 +160,12 @@ def load_profiles(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[st
         examples = {fmt: str(next(loc for f, loc in unique if f == fmt)) for fmt in formats}
         raise InputError(f"mixed profile formats {examples}; give Ascend folders or Kineto traces, not both")
     fmt = formats[0]
+    if not tasks and fmt != "ascend":
+        raise InputError(f"{unique[0][1]}: a {fmt} trace has no profiler summary tables; read it without "
+                         "--profiler-tables")
     reads, kept, skipped = [], [], []
     for loc, outcome in zip([loc for _, loc in unique],
-                            _read_each(fmt, [loc for _, loc in unique], workers, per_rank), strict=True):
+                            _read_each(fmt, [loc for _, loc in unique], workers, per_rank, tasks), strict=True):
         if isinstance(outcome, IncompleteRankError):
             if len(unique) == 1:
                 raise outcome
@@ -172,7 +183,9 @@ def load_profiles(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[st
         ps.event_ranks = sorted(int(r) for r, rd in zip(_assign_ranks(reads, kept), reads, strict=True)
                                 if rd.had_events)
         ps.rank_results_of = function_name(per_rank)
-    if not (ps.event_ranks if per_rank is not None else len(ps.events)):
+    if not tasks and asked is not None:  # as for msprof-analyze's cluster output: no rank has events
+        ps.rank_results, ps.event_ranks, ps.rank_results_of = {}, [], function_name(asked)
+    if tasks and not (ps.event_ranks if per_rank is not None else len(ps.events)):
         where = ", ".join(str(p) for p in kept[:3]) + (" ..." if len(kept) > 3 else "")
         hint = (" (a CPU-only torch.profiler trace? record with ProfilerActivity.CUDA as well)" if fmt == "kineto"
                 else " (kernel_details.csv has no task rows)")
@@ -197,14 +210,15 @@ def _load_cluster(cluster: list[Path], paths: list[Path], per_rank: Callable | N
 PARALLEL_MIN_BYTES = 64 << 20
 
 
-def _read_one(fmt: str, loc: Path, per_rank: Callable[[ProfileSet], object] | None = None) -> object:
+def _read_one(fmt: str, loc: Path, per_rank: Callable[[ProfileSet], object] | None = None,
+              tasks: bool = True) -> object:
     """One rank's read; an incomplete rank comes back as its error (the caller decides).
 
     With ``per_rank``, the rank's ProfileSet is handed to it here and only its result is kept
     (``rank_result``), with the event table emptied.
     """
     try:
-        result = _read_ascend(loc) if fmt == "ascend" else kineto.read_trace(loc)
+        result = _read_ascend(loc, tasks) if fmt == "ascend" else kineto.read_trace(loc)
     except IncompleteRankError as exc:
         return exc
     dur = result.events["dur_ns"].to_numpy()
@@ -244,9 +258,19 @@ def _return_freed_memory() -> None:
 _TRIM = None
 
 
-def _read_ascend(loc: Path) -> object:
+def _read_ascend(loc: Path, tasks: bool = True) -> object:
     """One torch_npu rank: the text export when it has kernel_details.csv, else its db export, else the
-    step trace and communication files of a rank without device tasks (ascend_partial)."""
+    step trace and communication files of a rank without device tasks (ascend_partial). ``tasks=False``:
+    the summary files only (text), or analysis.db's summary tables (a db export without the text files)."""
+    if not tasks:
+        if ascend_partial.has_summary(loc):
+            return ascend_partial.read_rank(loc)
+        if ascend_db.find_db(ascend.find_output_dir(loc)) is not None:
+            return ascend_db.read_tables(loc)
+        out_dir = ascend.find_output_dir(loc)
+        have = sorted(p.name for p in out_dir.iterdir()) if out_dir.is_dir() else []
+        raise InputError(f"{out_dir}: no profiler summary tables (step_trace_time.csv, communication.json, "
+                         f"communication_matrix.json or a db export's analysis.db); have {have[:12]}")
     if ascend_db.has_db(loc):
         return ascend_db.read_rank(loc)
     if ascend_partial.has_evidence(loc):
@@ -255,7 +279,7 @@ def _read_ascend(loc: Path) -> object:
 
 
 def _read_each(fmt: str, locs: list[Path], workers: int | None,
-               per_rank: Callable[[ProfileSet], object] | None = None) -> list[object]:
+               per_rank: Callable[[ProfileSet], object] | None = None, tasks: bool = True) -> list[object]:
     """Read every location, serially or in parallel; results in the order of ``locs``.
 
     In parallel, this process is one of the ``workers`` readers: it reads ranks from the end of the
@@ -264,10 +288,10 @@ def _read_each(fmt: str, locs: list[Path], workers: int | None,
     first failing rank in list order is raised, as a serial read would.
     """
     if workers is None:
-        workers = _usable_cores() if _profile_bytes(fmt, locs) >= PARALLEL_MIN_BYTES else 1
+        workers = _usable_cores() if tasks and _profile_bytes(fmt, locs) >= PARALLEL_MIN_BYTES else 1
     workers = max(1, min(int(workers), len(locs)))
     if workers == 1:
-        return [_read_one(fmt, loc, per_rank) for loc in locs]
+        return [_read_one(fmt, loc, per_rank, tasks) for loc in locs]
     import multiprocessing
     import threading
     from collections import deque
@@ -299,13 +323,13 @@ def _read_each(fmt: str, locs: list[Path], workers: int | None,
             def feed() -> None:
                 while (i := take(front=True)) is not None:
                     # packed results stay packed: _combine expands them straight into the merged table
-                    run(i, lambda i=i: pool.submit(_read_packed, fmt, locs[i], per_rank).result())
+                    run(i, lambda i=i: pool.submit(_read_packed, fmt, locs[i], per_rank, tasks).result())
 
             feeders = [threading.Thread(target=feed, daemon=True) for _ in range(workers - 1)]
             for thread in feeders:
                 thread.start()
             while (i := take(front=False)) is not None:
-                run(i, lambda i=i: _read_one(fmt, locs[i], per_rank))
+                run(i, lambda i=i: _read_one(fmt, locs[i], per_rank, tasks))
             for thread in feeders:
                 thread.join()
     finally:
@@ -315,9 +339,10 @@ def _read_each(fmt: str, locs: list[Path], workers: int | None,
     return results
 
 
-def _read_packed(fmt: str, loc: Path, per_rank: Callable[[ProfileSet], object] | None = None) -> object:
+def _read_packed(fmt: str, loc: Path, per_rank: Callable[[ProfileSet], object] | None = None,
+                 tasks: bool = True) -> object:
     """_read_one in a worker: text columns travel as codes and distinct values (small, fast to unpickle)."""
-    result = _read_one(fmt, loc, per_rank)
+    result = _read_one(fmt, loc, per_rank, tasks)
     if isinstance(result, IncompleteRankError):
         return result
     ev = result.events

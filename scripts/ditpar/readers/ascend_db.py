@@ -162,16 +162,19 @@ class _Db:
             raise InputError(f"{self.path}: table {table}: cannot read ({_reason(exc)})") from None
 
     def ints(self, table: str, sql: str, width: int) -> np.ndarray:
-        """An integer query as an (n, width) int64 array, fetched in blocks (no Python tuple per row kept)."""
+        """An integer query as an (n, width) int64 array, fetched in blocks (no Python tuple per row kept).
+        Every cell must be a stored integer within int64: a REAL or TEXT cell (a stamp that lost digits, or
+        no number) makes the block's inferred type non-integer and is named, never cast."""
         try:
             cur = self.con.execute(sql)
             blocks = []
             while rows := cur.fetchmany(1 << 16):
-                try:
-                    blocks.append(np.array(rows, dtype=np.int64).reshape(len(rows), width))
-                except (TypeError, ValueError, OverflowError):
-                    bad = next(r for r in rows if not all(type(v) is int for v in r))
-                    raise InputError(f"{self.path}: table {table}: expected integers, got {bad!r}") from None
+                block = np.array(rows)
+                if block.dtype.kind != "i" or block.shape != (len(rows), width):
+                    bad = next((r for r in rows if not all(type(v) is int and -2**63 <= v < 2**63 for v in r)),
+                               rows[0])
+                    raise InputError(f"{self.path}: table {table}: expected integers, got {bad!r}")
+                blocks.append(block.astype(np.int64, copy=False))
         except sqlite3.Error as exc:
             raise InputError(f"{self.path}: table {table}: cannot read ({_reason(exc)})") from None
         return np.concatenate(blocks) if blocks else np.zeros((0, width), dtype=np.int64)
@@ -285,6 +288,63 @@ def read_rank(folder: Path) -> ascend.AscendRank:
                              BYTES_MESSAGE if events["bytes"].notna().any() else "")
 
 
+#: the analysis.db tables a task-free read (``read_tables``) answers from -> the evidence name each gives
+SUMMARY_TABLES = {"StepTraceTime": "step_trace", "CommAnalyzerTime": "communication", "CommAnalyzerMatrix": "links"}
+
+
+def read_tables(folder: Path) -> ascend.AscendRank:
+    """One db rank from the profiler's own summary tables only (no TASK row read): analysis.db
+    StepTraceTime, CommAnalyzerTime (+ Bandwidth) and CommAnalyzerMatrix, with exact op starts and
+    communicator names from the small COMMUNICATION_OP table. ``evidence`` names what it gave; a rank
+    whose analysis.db has none of SUMMARY_TABLES is an input error that lists the tables it has."""
+    out_dir = ascend.find_output_dir(folder)
+    rank_dir = out_dir.parent if out_dir.name == ascend.OUTPUT_DIR else out_dir
+    path = find_db(out_dir)
+    if path is None:
+        raise InputError(f"{out_dir}: no {PROFILER_DB_GLOB}")
+    analysis = out_dir / ANALYSIS_DB
+    if not analysis.is_file():
+        raise InputError(f"{out_dir}: no {ANALYSIS_DB}: the profiler's summary tables "
+                         f"({', '.join(SUMMARY_TABLES)}) are not there; have {sorted(p.name for p in out_dir.iterdir())}"
+                         "; read the task rows instead (without --profiler-tables)")
+    db = _Db(path)
+    try:
+        meta = _check_schema(db)
+        rank, rank_from = ascend.rank_of(rank_dir)
+        if rank is None:
+            rank, rank_from = _db_rank(db, path)
+        comm = (_comm_ops(db, _strings(db)) if db.require("STRING_IDS", _NEED["STRING_IDS"], optional=True)
+                else None)
+        meta_groups = _meta_groups(db, meta)
+    finally:
+        db.close()
+    sources = [path, analysis]
+    meta_path = rank_dir / "profiler_metadata.json"
+    if not meta_groups and meta_path.is_file():
+        meta_groups = ascend._parallel_groups(meta_path)
+        sources.append(meta_path)
+    have = _Db(analysis)
+    try:
+        tables = sorted(have.tables)
+    finally:
+        have.close()
+    if not any(t in tables for t in SUMMARY_TABLES):
+        raise InputError(f"{analysis}: none of the summary tables {list(SUMMARY_TABLES)}; have {tables}; "
+                         "read the task rows instead (without --profiler-tables)")
+    step_trace, comm_ops, links, hashes = read_analysis(analysis, comm)
+    for group_name in sorted(set(comm["group_name"])) if comm is not None and len(comm) else []:
+        if group_name:
+            full = str(ascend.double_hash(group_name))
+            hashes.setdefault(full[-3:], full)
+    events = make_events({"rank": [], "start_ns": [], "dur_ns": []})
+    groups = ascend._groups(events, hashes, meta_groups, None)
+    read = ascend.AscendRank(rank, rank_from, events, pd.DataFrame(columns=list(STEP_COLUMNS)), step_trace,
+                             comm_ops, groups, {}, sources, links, "transit" if comm_ops is not None else "")
+    read.evidence = [name for table, name in SUMMARY_TABLES.items()
+                     if {"step_trace": step_trace, "communication": comm_ops, "links": links}[name] is not None]
+    return read
+
+
 def _db_rank(db: _Db, path: Path) -> tuple[int | None, str]:
     if db.require("RANK_DEVICE_MAP", _OPTIONAL["RANK_DEVICE_MAP"], optional=True):
         ranks = {r for (r,) in db.rows("RANK_DEVICE_MAP", "SELECT rankId FROM RANK_DEVICE_MAP") if type(r) is int}
@@ -311,10 +371,19 @@ def _device(db: _Db, compute: pd.DataFrame) -> int | None:
 def _compute_tasks(db: _Db, strings: dict[int, str]) -> pd.DataFrame:
     """TASK rows of compute kernels (COMPUTE_TASK_INFO), in start order, with their connection ids."""
     join = "FROM TASK T JOIN COMPUTE_TASK_INFO C ON C.globalTaskId = T.globalTaskId"
-    _require_integers(db, "TASK", join, ("T.startNs", "T.endNs"))
-    cols = db.ints("TASK", "SELECT T.startNs, T.endNs, COALESCE(T.deviceId, -1), COALESCE(T.streamId, -1), "
-                           "COALESCE(T.connectionId, -2), COALESCE(C.name, -1), COALESCE(C.opType, -1), "
-                           f"COALESCE(C.taskType, -1) {join} ORDER BY T.startNs", 8)
+    head = ("SELECT T.startNs, T.endNs, COALESCE(T.deviceId, -1), COALESCE(T.streamId, -1), "
+            "COALESCE(T.connectionId, -2), ")
+    if _packable(db):  # the three string ids in one integer: fewer Python objects per row
+        ids = (f"((COALESCE(C.name, -1) + 1) * {_ID_SPAN} + COALESCE(C.opType, -1) + 1) * {_ID_SPAN} "
+               "+ COALESCE(C.taskType, -1) + 1")
+        packed = db.ints("TASK", f"{head}{ids} {join} ORDER BY T.startNs", 6)
+        cols = np.empty((len(packed), 8), dtype=np.int64)
+        cols[:, :5] = packed[:, :5]
+        key = packed[:, 5]
+        cols[:, 5], cols[:, 6], cols[:, 7] = key // _ID_SPAN**2 - 1, key // _ID_SPAN % _ID_SPAN - 1, key % _ID_SPAN - 1
+    else:
+        cols = db.ints("TASK", f"{head}COALESCE(C.name, -1), COALESCE(C.opType, -1), COALESCE(C.taskType, -1) "
+                               f"{join} ORDER BY T.startNs", 8)
     where = f"{db.path}: table TASK"
     start, end = cols[:, 0].copy(), cols[:, 1].copy()
     if (end < start).any():
@@ -333,13 +402,20 @@ def _compute_tasks(db: _Db, strings: dict[int, str]) -> pd.DataFrame:
     return frame
 
 
-def _require_integers(db: _Db, table: str, source: str, columns: tuple[str, ...]) -> None:
-    """Stamps must be stored as integers: a REAL or TEXT cell has lost digits already (or is not a time)."""
-    test = " OR ".join(f"typeof({c}) != 'integer'" for c in columns)
-    bad = db.rows(table, f"SELECT {', '.join(columns)} {source} WHERE {test} LIMIT 1")
-    if bad:
-        raise InputError(f"{db.path}: table {table}: expected integer ns stamps in {', '.join(columns)}, "
-                         f"got {bad[0]!r}")
+#: one string id per 21 bits when three are packed in one int64 (_compute_tasks)
+_ID_SPAN = 1 << 21
+
+
+def _packable(db: _Db) -> bool:
+    """True when COMPUTE_TASK_INFO's name, opType and taskType are all integer ids (or NULL) below 2**21 - 1."""
+    row = db.rows("COMPUTE_TASK_INFO", "SELECT MIN(name), MAX(name), MIN(opType), MAX(opType), MIN(taskType), "
+                                       "MAX(taskType), MAX(typeof(name) NOT IN ('integer', 'null') OR typeof(opType) "
+                                       "NOT IN ('integer', 'null') OR typeof(taskType) NOT IN ('integer', 'null')) "
+                                       "FROM COMPUTE_TASK_INFO")[0]
+    if row[6]:
+        return False
+    lows, highs = [v for v in row[0:6:2] if v is not None], [v for v in row[1:6:2] if v is not None]
+    return all(v >= 0 for v in lows) and all(v < _ID_SPAN - 1 for v in highs)
 
 
 def _texts(ids: np.ndarray, strings: dict[int, str]) -> pd.Series:
@@ -400,26 +476,33 @@ def _step_windows(db: _Db, compute: pd.DataFrame, comm: pd.DataFrame) -> pd.Data
         ids = [_step_id(s, where) for s, _, _ in host]
         h_start = _exact_ints([_as_int(v) for _, v, _ in host], f"{where} column startNs")
         h_end = _exact_ints([_as_int(v) for _, _, v in host], f"{where} column endNs")
-        _require_integers(db, "CANN_API", "FROM CANN_API", ("startNs", "endNs"))
         api = db.ints("CANN_API", "SELECT startNs, endNs, COALESCE(connectionId, -1) FROM CANN_API "
                                   f"WHERE type = {NODE_API_TYPE}", 3)
         a_start, a_end, a_conn = api[:, 0], api[:, 1], api[:, 2]
-        # every TASK row launched in a step counts for its window, not only the compute kernels
-        _require_integers(db, "TASK", "FROM TASK", ("startNs", "endNs"))
-        tasks = db.ints("TASK", "SELECT COALESCE(connectionId, -2), startNs, endNs FROM TASK", 3)
-        t_conn, t_start, t_end = tasks[:, 0], tasks[:, 1], tasks[:, 2]
+        # every TASK row launched in a step counts for its window, not only the compute kernels: the
+        # compute rows (read already) and, for the other TASK rows, one row per connection id with their
+        # first start and last end (aggregated in SQLite: the same min and max, a third of the rows)
+        # a TEXT cell sorts after every number (it would be a MAX, and is refused by ints); a REAL cell in
+        # an INTEGER column is a non-integral value (SQLite stores integral ones as integers): one that is
+        # neither a MIN nor a MAX does not change any window
+        other = db.ints("TASK", "SELECT COALESCE(T.connectionId, -2), MIN(T.startNs), MAX(T.endNs) FROM TASK T "
+                                "LEFT JOIN COMPUTE_TASK_INFO C ON C.globalTaskId = T.globalTaskId "
+                                "WHERE C.globalTaskId IS NULL GROUP BY T.connectionId", 3)
         c_conn = compute["connection"].to_numpy(np.int64)
+        t_conn = np.concatenate([c_conn, other[:, 0]])
+        t_start = np.concatenate([compute["start_ns"].to_numpy(np.int64), other[:, 1]])
+        t_end = np.concatenate([compute["end_ns"].to_numpy(np.int64), other[:, 2]])
+        step_of = np.full(len(c_conn), -1, dtype=np.int64)
         for i in range(len(host)):
             inside = (a_start >= h_start[i]) & (a_end <= h_end[i])
-            conns = a_conn[inside]
-            mine = np.isin(t_conn, conns)
+            mine = np.isin(t_conn, a_conn[inside])
             if mine.any():
                 lo, hi = int(t_start[mine].min()), max(int(t_end[mine].max()), int(h_end[i]))
             else:
                 lo, hi = int(h_start[i]), int(h_end[i])
             out.append({"rank": 0, "step": ids[i], "start_ns": lo, "end_ns": hi})
-            c_mine = np.isin(c_conn, conns) & (compute["step_of"].to_numpy() < 0)
-            compute.loc[c_mine, "step_of"] = i
+            step_of[mine[:len(c_conn)] & (step_of < 0)] = i  # a task launched in two spans: the first
+        compute["step_of"] = step_of
     if not out:
         starts = [int(compute["start_ns"].min())] if len(compute) else []
         ends = [int(compute["end_ns"].max())] if len(compute) else []
@@ -462,29 +545,37 @@ def _events(compute: pd.DataFrame, comm: pd.DataFrame, windows: pd.DataFrame,
     decided = classify.classify_ascend(names, types, cores)
     start = np.concatenate([compute["start_ns"].to_numpy(np.int64), comm["start_ns"].to_numpy(np.int64)])
     end = np.concatenate([compute["end_ns"].to_numpy(np.int64), comm["end_ns"].to_numpy(np.int64)])
-    step_ids = windows["step"].to_numpy(dtype=object) if len(windows) else np.zeros(0, dtype=object)
-    step = pd.array([pd.NA] * (n_c + n_m), dtype="Int64")
+    # nullable integer columns built as values + mask (no Python object per row)
+    step_val, step_na = np.zeros(n_c + n_m, dtype=np.int64), np.ones(n_c + n_m, dtype=bool)
+    ids = windows["step"].array if len(windows) else pd.array([], dtype="Int64")
+    sid_ok = ~np.asarray(ids.isna(), dtype=bool)
+    sid = np.asarray(ids.to_numpy(dtype=np.int64, na_value=0), dtype=np.int64)
     of = compute["step_of"].to_numpy(np.int64) if n_c else np.zeros(0, dtype=np.int64)
-    for i, sid in enumerate(step_ids):
-        if sid is not None and not pd.isna(sid):
-            step[np.flatnonzero(of == i)] = int(sid)
-    if n_m and len(windows) and not pd.isna(step_ids).all():
+    placed = np.flatnonzero(of >= 0)
+    placed = placed[sid_ok[of[placed]]]
+    step_val[placed], step_na[placed] = sid[of[placed]], False
+    if n_m and len(windows) and sid_ok.any():
         w_start = windows["start_ns"].to_numpy(np.int64)
         w_end = windows["end_ns"].to_numpy(np.int64)
         m_start = comm["start_ns"].to_numpy(np.int64)
-        for i, sid in enumerate(step_ids):
-            if sid is None or pd.isna(sid):
-                continue
+        for i in np.flatnonzero(sid_ok):
             hit = np.flatnonzero((m_start >= w_start[i]) & (m_start < w_end[i])) + n_c
-            free = hit[pd.isna(step[hit])] if hit.size else hit
-            step[free] = int(sid)
+            free = hit[step_na[hit]]
+            step_val[free], step_na[free] = sid[i], False
     stream = np.concatenate([compute["stream"].to_numpy(dtype=object), np.full(n_m, "", dtype=object)])
     is_comm = decided.comm
     stream[is_comm] = np.array([f"comm:{g}" for g in decided.group[is_comm]], dtype=object)
-    dev = np.concatenate([compute["device"].to_numpy(dtype=object, na_value=None), np.full(n_m, device, dtype=object)])
+    c_dev = compute["device"].array if n_c else pd.array([], dtype="Int64")
+    dev_val = np.concatenate([np.asarray(c_dev.to_numpy(dtype=np.int64, na_value=0), dtype=np.int64),
+                              np.full(n_m, 0 if device is None else device, dtype=np.int64)])
+    dev_na = np.concatenate([np.asarray(c_dev.isna(), dtype=bool), np.full(n_m, device is None)])
+    m_bytes = pd.array(comm["bytes"].array, dtype="Int64") if n_m else pd.array([], dtype="Int64")
+    bytes_val = np.concatenate([np.zeros(n_c, dtype=np.int64),
+                                np.asarray(m_bytes.to_numpy(dtype=np.int64, na_value=0), dtype=np.int64)])
+    bytes_na = np.concatenate([np.ones(n_c, dtype=bool), np.asarray(m_bytes.isna(), dtype=bool)])
     table = pd.DataFrame({
         "rank": np.zeros(n_c + n_m, dtype=np.int64),
-        "device": pd.array(list(dev), dtype="Int64"),
+        "device": pd.arrays.IntegerArray(dev_val, dev_na),
         "stream": pd.Series(stream, dtype=object),
         "kind": pd.Series(decided.kind, dtype=object),
         "core": pd.Series(cores.to_numpy(dtype=object), dtype=object),
@@ -493,9 +584,8 @@ def _events(compute: pd.DataFrame, comm: pd.DataFrame, windows: pd.DataFrame,
         "group": pd.Series(decided.group, dtype=object),
         "start_ns": start,
         "dur_ns": end - start,
-        "step": step,
-        "bytes": pd.concat([pd.Series(pd.NA, index=range(n_c), dtype="Int64"),
-                            pd.Series(comm["bytes"].array, dtype="Int64")], ignore_index=True),
+        "step": pd.arrays.IntegerArray(step_val, step_na),
+        "bytes": pd.arrays.IntegerArray(bytes_val, bytes_na),
     })
     order = np.argsort(start, kind="stable")
     return make_events(table.take(order).reset_index(drop=True)), dict(decided.unclassified)

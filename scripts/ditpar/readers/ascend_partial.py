@@ -32,6 +32,12 @@ def has_evidence(folder: Path) -> bool:
     return any((out_dir / name).is_file() for name in EVIDENCE_FILES)
 
 
+def has_summary(folder: Path) -> bool:
+    """True when the rank folder holds at least one EVIDENCE_FILES file (kernel_details.csv or not)."""
+    out_dir = ascend.find_output_dir(folder)
+    return any((out_dir / name).is_file() for name in EVIDENCE_FILES)
+
+
 def read_rank(folder: Path) -> ascend.AscendRank:
     """The side tables of a rank without device tasks; its event table is empty."""
     import pandas as pd
