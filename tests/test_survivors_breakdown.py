@@ -353,3 +353,18 @@ def test_an_analysis_db_reference_has_no_stage_float_error():
                              "1e-06 us)"]
     text = step_breakdown(ps)
     assert by_step(text)[(0, 1)]["tolerance_us"] == {"stage_us": 2.250001} and not text.mismatches
+
+
+def test_profiler_only_rows_carry_the_profilers_figures():
+    from ditpar.analysis.breakdown import COLUMNS, step_breakdown
+    from ditpar.core.profile import ProfileSet
+
+    # rank 1 has no tasks: its row is step_trace_time's own, 7 us computing and 12.5 us free as written,
+    # its empty columns None (not NaN, not 0), nothing compared
+    ps = profile(EVENTS, WINDOWS, [trace_row(1, 4, computing_us=7, free_us=12.5)])
+    ps = ProfileSet(events=ps.events, steps=ps.steps, step_trace=ps.step_trace, partial_ranks={1: ["x"]})
+    bd = step_breakdown(ps)
+    (row,) = [r for r in bd.rows if r["rank"] == 1]
+    want = {c: None for c in COLUMNS} | {"computing_us": 7.0, "free_us": 12.5}
+    assert {c: row[c] for c in COLUMNS} == want and row["step"] == 4 and row["reference"] is None
+    assert bd.profiler_only == [1]
