@@ -368,3 +368,64 @@ def test_profiler_only_rows_carry_the_profilers_figures():
     want = {c: None for c in COLUMNS} | {"computing_us": 7.0, "free_us": 12.5}
     assert {c: row[c] for c in COLUMNS} == want and row["step"] == 4 and row["reference"] is None
     assert bd.profiler_only == [1]
+
+
+def test_a_difference_exactly_at_the_tolerance_agrees():
+    from ditpar.analysis.breakdown import step_breakdown
+
+    # step 1 has no receive: bubble 0, its tolerance 2 x 0 segments x 1000 ns + 1e-6 (print) = 1e-6 us.
+    # A reference of exactly 1e-6 differs by the tolerance itself (agrees); 2e-6 is over it
+    at = step_breakdown(profile(EVENTS, WINDOWS, [trace_row(0, 1, bubble_us=1e-6)]))
+    assert by_step(at)[(0, 1)]["tolerance_us"] == {"bubble_us": 1e-6}
+    assert by_step(at)[(0, 1)]["max_abs_diff_us"] == 1e-6 and at.mismatches == [] and at.compared == 1
+    over = step_breakdown(profile(EVENTS, WINDOWS, [trace_row(0, 1, bubble_us=2e-6)]))
+    assert over.mismatches == ["rank 0 step 1: bubble_us 0.000 vs profiler 0.000 (|diff| 0.000 > tolerance 1e-06 us)"]
+
+
+def test_rows_without_reference_have_no_tolerance():
+    from ditpar.analysis.breakdown import step_breakdown
+
+    none = step_breakdown(profile(EVENTS, WINDOWS))                                # no step_trace at all
+    one = step_breakdown(profile(EVENTS, WINDOWS, [trace_row(0, 3, computing_us=40)]))   # step 1 unmatched
+    assert [r["tolerance_us"] for r in none.rows] == [None, None]
+    assert [r["tolerance_us"] for r in one.rows] == [None, {"computing_us": 2.000001}]
+
+
+def test_a_receive_outside_every_window_is_no_bubble():
+    from ditpar.analysis.breakdown import step_breakdown
+
+    # the receive [400, 420) starts after the last window [150, 300) ends: no step owns it (step 3 keeps its
+    # own 20 us receive only)
+    ev = EVENTS + [(0, 400, 420, "comm", "hcom_receive_2")]
+    rows = by_step(step_breakdown(profile(ev, WINDOWS)))
+    assert (rows[(0, 3)]["bubble_us"], rows[(0, 3)]["segments"]["receives"]) == (20, 1)
+
+
+def test_a_window_holding_only_a_zero_length_receive_is_a_row():
+    from ditpar.analysis.breakdown import step_breakdown
+
+    # step 2 [100, 150) holds one task, a receive of 0 us at 120: it owns a task, so it has a row (stage 0,
+    # bubble 0, one receive), unlike an empty window
+    ev = EVENTS + [(0, 120, 120, "comm", "hcom_receive_3")]
+    rows = by_step(step_breakdown(profile(ev, WINDOWS)))
+    assert sorted(rows) == [(0, 1), (0, 2), (0, 3)]
+    assert (rows[(0, 2)]["stage_us"], rows[(0, 2)]["bubble_us"], rows[(0, 2)]["segments"]["receives"]) == (0, 0, 1)
+
+
+@pytest.mark.parametrize("start, dur, want", [
+    ([1_000_000, 2_003_000], [5000, 1000], 1000), ([1_000_100, 2_000_300], [200, 500], 100),
+    ([1_000_010, 2_000_030], [20, 50], 10), ([1_000_001, 2_000_000], [20, 50], 1), ([1000], [7], 1)])
+def test_resolution_of_the_stamps(start, dur, want):
+    from ditpar.analysis.breakdown import resolution_ns
+
+    assert resolution_ns(np.array(start, np.int64), np.array(dur, np.int64)) == want
+
+
+def test_the_largest_difference_is_rounded_to_a_picosecond():
+    from ditpar.analysis.breakdown import step_breakdown
+
+    # computed 40 us against 40.0000004: |diff| 4e-7 us is below the printed 1e-6 us resolution: 0.0;
+    # 40.0000016 -> 1.6e-6 -> 2e-6
+    for ref, want in ((40.0000004, 0.0), (40.0000016, 2e-6)):
+        bd = step_breakdown(profile(EVENTS, WINDOWS, [trace_row(0, 3, computing_us=ref)]))
+        assert by_step(bd)[(0, 3)]["max_abs_diff_us"] == want and bd.ok
