@@ -429,3 +429,13 @@ def test_the_largest_difference_is_rounded_to_a_picosecond():
     for ref, want in ((40.0000004, 0.0), (40.0000016, 2e-6)):
         bd = step_breakdown(profile(EVENTS, WINDOWS, [trace_row(0, 3, computing_us=ref)]))
         assert by_step(bd)[(0, 3)]["max_abs_diff_us"] == want and bd.ok
+
+
+def test_rank_rows_put_the_unnumbered_window_first_and_step_0_before_step_1():
+    from ditpar.analysis.breakdown import rank_rows
+
+    # windows in time order: unnumbered [0, 50), step 1 [50, 100), step 0 [100, 150), one compute task each
+    # (10, 20, 30 us): rows unnumbered first, then steps 0, 1
+    ev = [(0, 10, 20, "compute", "mm"), (0, 60, 80, "compute", "mm"), (0, 110, 140, "compute", "mm")]
+    rows = rank_rows(profile(ev, [(0, None, 0, 50), (0, 1, 50, 100), (0, 0, 100, 150)]))
+    assert [(r["step"], r["computing_us"]) for r in rows] == [(None, 10), (0, 30), (1, 20)]
