@@ -439,3 +439,23 @@ def test_rank_rows_put_the_unnumbered_window_first_and_step_0_before_step_1():
     ev = [(0, 10, 20, "compute", "mm"), (0, 60, 80, "compute", "mm"), (0, 110, 140, "compute", "mm")]
     rows = rank_rows(profile(ev, [(0, None, 0, 50), (0, 1, 50, 100), (0, 0, 100, 150)]))
     assert [(r["step"], r["computing_us"]) for r in rows] == [(None, 10), (0, 30), (1, 20)]
+
+
+def test_overlapping_windows_after_the_first_take_the_first_in_start_order():
+    from ditpar.analysis.breakdown import step_breakdown
+
+    # windows [0,100) [100,200) [150,250): the first two touch, the last two overlap. compute [160,170)
+    # lies in both 2 and 3: the first in start order, step 2, owns it; step 3 owns [210,230)
+    ev = [(0, 10, 20, "compute", "mm"), (0, 160, 170, "compute", "mm"), (0, 210, 230, "compute", "mm")]
+    rows = by_step(step_breakdown(profile(ev, [(0, 1, 0, 100), (0, 2, 100, 200), (0, 3, 150, 250)])))
+    assert {k: r["computing_us"] for k, r in rows.items()} == {(0, 1): 10, (0, 2): 10, (0, 3): 20}
+
+
+def test_a_rank_with_no_compute_or_comm_has_no_free_time():
+    from ditpar.analysis.breakdown import step_breakdown
+
+    # only a receive of kind "other" [120, 150) in step 1 [100, 200): nothing busy, so no free gaps;
+    # bubble 30, stage 150 - 120 - 30 = 0
+    rows = by_step(step_breakdown(profile([(0, 120, 150, "other", "hcom_receive_1")], [(0, 1, 100, 200)])))
+    got = {c: rows[(0, 1)][c] for c in ("computing_us", "free_us", "bubble_us", "stage_us")}
+    assert got == {"computing_us": 0, "free_us": 0, "bubble_us": 30, "stage_us": 0}
