@@ -177,3 +177,30 @@ def test_compute_needed_below_one_us_per_chunk():
     # C = 7, F = 7, n = 7: c = a = 1, b = 0. Target 0.5: budget = 0.5*7 - 1 = 2.5;
     # f >= (6 - 2.5)/7 = 0.5 and f >= 1 - 2.5/6 = 0.5833 -> F needed = 7 * 0.5833 = 4.0833 (below 1 us a chunk)
     assert bound.compute_needed(bound.make_layer(7, 7, 7), 0.5) == pytest.approx(7 * (1 - 2.5 / 6))
+
+
+# --- survivors of the full run (issue 29, third round) ---
+
+def test_step_gain_in_us_by_hand():
+    # C = 700, F = 7000, n = 7: compute-bound, E_min = c = 100, so 600 us saved per layer; 10 layers of a
+    # 20,000 us step: 6,000 us = 30 % of the step, speedup 20000 / 14000
+    lay = bound.make_layer(700, 7000, 7)
+    g = bound.step_gain(lay, "us", layers=10, step_us=20000)
+    assert g == {"unit": "us", "saving_per_layer_us": pytest.approx(600), "layers": 10, "step_us": 20000.0,
+                 "step_saving_us": pytest.approx(6000), "step_saving_pct": pytest.approx(30),
+                 "speedup": pytest.approx(20000 / 14000)}
+    assert bound.step_gain(lay, "us", layers=10, step_us=7000)["step_saving_pct"] == pytest.approx(600 / 7)
+    with pytest.raises(InputError, match=r"--step-us 6999: shorter than the collective alone \(700 us x 10 layers\)"):
+        bound.step_gain(lay, "us", layers=10, step_us=6999)
+    for layers, step in ((10, None), (None, 20000)):
+        assert bound.step_gain(lay, "us", layers=layers, step_us=step) == {
+            "unit": "us", "saving_per_layer_us": pytest.approx(600), "step_saving_pct": None, "speedup": None}
+
+
+def test_step_gain_in_percent_at_and_over_100():
+    # 100 % of the step is the most a share can be; 100.5 of either is refused
+    g = bound.step_gain(bound.make_layer(100, 100, 2), "pct")
+    assert g["exposed_before_pct"] == 100
+    for comm, compute in ((100.5, 50), (50, 100.5)):
+        with pytest.raises(InputError, match="a share of the step is at most 100 %"):
+            bound.step_gain(bound.make_layer(comm, compute, 2), "pct")
