@@ -204,3 +204,16 @@ def test_step_gain_in_percent_at_and_over_100():
     for comm, compute in ((100.5, 50), (50, 100.5)):
         with pytest.raises(InputError, match="a share of the step is at most 100 %"):
             bound.step_gain(bound.make_layer(comm, compute, 2), "pct")
+
+
+def test_chunk_count_refuses_zero_chunks_or_heads_and_a_layer_is_a_frozen_value():
+    from dataclasses import FrozenInstanceError
+
+    for requested, heads in ((0, 8), (4, 0), (2.5, 8)):
+        with pytest.raises(InputError, match="expected a whole number of chunks >= 1"):
+            bound.chunk_count(requested, heads)
+    assert bound.chunk_count(4, 6) == 3          # divisors of 6 up to 4: 1, 2, 3
+    lay = bound.Layer(700.0, 350.0, 7)           # no drain unless one is given
+    assert lay.drain_us == 0.0 and lay.forward_us == 100.0
+    with pytest.raises(FrozenInstanceError):
+        lay.chunks = 2
