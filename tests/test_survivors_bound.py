@@ -217,3 +217,38 @@ def test_chunk_count_refuses_zero_chunks_or_heads_and_a_layer_is_a_frozen_value(
     assert lay.drain_us == 0.0 and lay.forward_us == 100.0
     with pytest.raises(FrozenInstanceError):
         lay.chunks = 2
+
+
+def test_input_edges_of_the_full_run():
+    with pytest.raises(InputError, match=r"--comm-us: expected a time in us, got 'abc'"):
+        bound.make_layer("abc", 350, 7)
+    with pytest.raises(InputError, match="give one of them, not both"):
+        bound.make_layer(700, 350, 7, drain_us=10, reverse_share=0.5)
+    with pytest.raises(InputError, match=r"--reverse-share: expected a share in \[0, 1\], got -0.5"):
+        bound.make_layer(700, 350, 7, reverse_share=-0.5)
+    lay = bound.make_layer(700, 350, 7)
+    assert bound.analyse(lay, measured=1.0)["measured"] == 1.0          # a rate of exactly 1 is a rate
+    # a target of 0 is reached by any C at this n (gamma = n - 1, least f/c = 0)
+    assert bound.comm_needed(lay, 0.0) == math.inf
+    # C = 2 us measured at 7 chunks with 0.2 us per chunk: C0 = 2 - 1.4 = 0.6 us > 0, a valid (small) base
+    assert bound.best_chunks(bound.make_layer(2, 1, 7), 0.2, [1, 7])["base_comm_us"] == pytest.approx(0.6)
+
+
+def test_two_chunks_are_masked_in_every_order_but_alternating():
+    # C = F = 400, n = 2, no drain: c = f = 200; compute-bound (c/f = 1 <= 2), E_min = c = 200;
+    # pipelined: max(200, 400 - 400 + max(0, 200 - 200) + max(0, 200 - 0)) = 200; alternating exposes C
+    lay = bound.make_layer(400, 400, 2)
+    got = {o: bound.exposure_for_order(lay, o) for o in ("forward-first", "pipelined", "alternating")}
+    assert got == {"forward-first": pytest.approx(200), "pipelined": pytest.approx(200), "alternating": 400}
+
+
+def test_what_one_and_two_chunks_need_by_hand():
+    # n = 2, C = F = 400, no drain: c = f = a = 200, b = 0, target 0.25.
+    # compute: budget = 0.75 * 400 - 200 = 100; f >= (200 - 100) / 2 = 50 and f >= 200 - 100 / 1 = 100 -> F = 200
+    # comm: gamma = 2 * 0.75 - 1 = 0.5; x = max((1 - 0.5) / 2, 1 - 0.5 / 1) = 0.5 -> C = 2 * 200 / 0.5 = 800
+    two = bound.make_layer(400, 400, 2)
+    assert bound.compute_needed(two, 0.25) == pytest.approx(200)
+    assert bound.comm_needed(two, 0.25) == pytest.approx(800)
+    # n = 1 masks nothing: a target of 0 needs no compute and allows any C (no division by n - 1 = 0)
+    one = bound.make_layer(700, 350, 1)
+    assert bound.compute_needed(one, 0.0) == 0.0 and bound.comm_needed(one, 0.0) == math.inf
