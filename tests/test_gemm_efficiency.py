@@ -224,3 +224,99 @@ def test_zero_flop_gemms_are_not_priced():
     from ditpar.plan.cost.efficiency import Gemm
     curve = eff.curve_for(presets.load_hardware("H100", None, 8))
     assert eff.linear_efficiency(curve, (Gemm(0.0, 3072.0, 3072.0),)) == 1.0
+
+
+def _tiny_curve(tflops, peak: float = 10.0) -> eff.GemmCurve:
+    """A two-size (1, 2) grid built directly (not through the cached loader); tflops[m][n][k] by index."""
+    return eff.GemmCurve("tiny", ("TINY",), peak, (1, 2), tflops, "by hand", False)
+
+
+#: t[m][n][k] = 1 + m + n + k over the indices: 1 at the small corner, 4 at the large one
+RAMP = tuple(tuple(tuple(1.0 + m + n + k for k in (0, 1)) for n in (0, 1)) for m in (0, 1))
+
+
+def test_one_row_or_one_key_is_priced_not_waved_through():
+    """Attention of 1 row or 1 key is real work below the large attention: on the ramp grid the large
+    attention (held at the 2-corner) runs t[1][1][0] = t[1][0][1] = 3; Q K^T and P V of 1 row x 2 keys
+    (head 1) run t[0][1][0] = t[0][0][1] = 2 -> 2/3; 2 rows x 1 key t[1][0][0] = 2 -> 2/3; 1 x 1 -> 1/3."""
+    curve = _tiny_curve(RAMP)
+    assert eff.attention_efficiency(curve, 1, 2, 1) == pytest.approx(2 / 3)
+    assert eff.attention_efficiency(curve, 2, 1, 1) == pytest.approx(2 / 3)
+    assert eff.attention_efficiency(curve, 1, 1, 1) == pytest.approx(1 / 3)
+
+
+def test_attention_faster_than_the_large_one_is_held_at_one():
+    """A grid whose small corner (10) beats the large shapes (5): the ratio 10/5 = 2 is capped at 1."""
+    t = tuple(tuple(tuple(10.0 if (m, n, k) == (0, 0, 0) else 5.0 for k in (0, 1)) for n in (0, 1))
+              for m in (0, 1))
+    assert eff.attention_efficiency(_tiny_curve(t), 1, 1, 1) == 1.0
+
+
+def test_one_tiny_gemm_runs_at_its_relative_throughput():
+    """A single GEMM's FLOP-weighted efficiency is its own relative throughput: (1, 1, 1) on the ramp
+    grid runs 1 TFLOP/s of a best 4 -> 0.25 (its 2 FLOPs must not be diluted by a non-zero start)."""
+    assert eff.linear_efficiency(_tiny_curve(RAMP), (eff.Gemm(1.0, 1.0, 1.0),)) == pytest.approx(0.25)
+
+
+def test_a_queried_curve_equals_hashes_and_prints_as_a_fresh_one():
+    a, b = _tiny_curve(RAMP), _tiny_curve(RAMP)
+    assert a.achieved_tflops(2 ** 0.5, 1.0, 1.0) == pytest.approx(1.5)   # halfway in log2: t000 = 1, t100 = 2
+    assert a == b and hash(a) == hash(b) and {a, b} == {a}
+    assert repr(a) == repr(b)
+
+
+def test_a_derived_curve_is_immutable_and_its_fraction_of_peak_is_the_base_one():
+    """fraction_of_peak of the equal-time curve = achieved / own peak = the base's fraction at s x (m, n, k)."""
+    from dataclasses import FrozenInstanceError
+    a100 = eff.curve_for(presets.resolve_hardware("A100", "NVLink"))
+    hopper = eff.curve_for(presets.resolve_hardware("H100"))
+    s = (989.0 / 312.0) ** (1.0 / 3.0)
+    assert a100.fraction_of_peak(512, 640, 3072) == pytest.approx(hopper.fraction_of_peak(512 * s, 640 * s, 3072 * s))
+    assert 0 < a100.fraction_of_peak(512, 640, 3072) < 1
+    with pytest.raises(FrozenInstanceError):
+        a100.scale = 1.0
+    assert hash(a100) == hash(eff.curve_for(presets.resolve_hardware("A100", "NVLink")))
+
+
+def test_a_derived_device_under_one_tflops_still_gets_its_curve():
+    from types import SimpleNamespace
+    curve = eff.curve_for(SimpleNamespace(accelerator="L20", peak_tflops_bf16=0.5))
+    assert isinstance(curve, eff.ScaledCurve) and curve.scale == pytest.approx((989.0 / 0.5) ** (1.0 / 3.0))
+
+
+def test_a_device_without_a_curve_is_described_unverified():
+    from types import SimpleNamespace
+    d = eff.describe(SimpleNamespace(accelerator="MI300X", peak_tflops_bf16=1307.0))
+    assert d["family"] is None and d["verified"] is False
+
+
+_GRID = ('dims = [256, 512]\ngrid = [{ m = 256, n = 256, tflops = [1.0, 2.0] },'
+         ' { m = 256, n = 512, tflops = [1.0, 2.0] }, { m = 512, n = 256, tflops = [1.0, 2.0] },'
+         ' { m = 512, n = 512, tflops = [1.0, 2.0] }]\n')
+
+
+def test_a_zero_peak_is_refused_and_verified_defaults_to_false(tmp_path):
+    zero = tmp_path / "zero_peak.toml"
+    zero.write_text('[families.x]\naccelerators = ["H100"]\npeak_tflops_bf16 = 0.0\nsource = "s"\n' + _GRID)
+    with pytest.raises(InputError, match=r"families\.x: throughput figures and peak_tflops_bf16 must be positive"):
+        eff.load_curves(str(zero))
+    plain = tmp_path / "plain.toml"
+    plain.write_text('[families.x]\naccelerators = ["H100"]\npeak_tflops_bf16 = 9.0\nsource = "s"\n' + _GRID)
+    assert [c.verified for c in eff.load_curves(str(plain))] == [False]
+    checked = tmp_path / "checked.toml"
+    checked.write_text('[families.x]\naccelerators = ["H100"]\npeak_tflops_bf16 = 9.0\nsource = "s"\n'
+                       'verified = true\n' + _GRID)
+    assert [c.verified for c in eff.load_curves(str(checked))] == [True]
+
+
+def test_malformed_figures_and_derived_entries_are_one_clear_error(tmp_path):
+    bad = tmp_path / "bad_dims.toml"
+    bad.write_text('[families.x]\naccelerators = ["H100"]\npeak_tflops_bf16 = 9.0\nsource = "s"\n'
+                   'dims = ["big", 512]\ngrid = []\n')
+    with pytest.raises(InputError, match=r"families\.x: invalid literal"):
+        eff.load_curves(str(bad))
+    derived = tmp_path / "derived.toml"
+    derived.write_text('[derived.y]\nfrom = "hopper-sm90"\naccelerators = ["L20"]\n')
+    with pytest.raises(InputError, match=r"derived\.y: missing or malformed key 'rule'"):
+        eff.load_derived(str(derived))
+    assert eff.load_derived(str(tmp_path / "absent.toml")) == {}

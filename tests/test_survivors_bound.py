@@ -177,3 +177,78 @@ def test_compute_needed_below_one_us_per_chunk():
     # C = 7, F = 7, n = 7: c = a = 1, b = 0. Target 0.5: budget = 0.5*7 - 1 = 2.5;
     # f >= (6 - 2.5)/7 = 0.5 and f >= 1 - 2.5/6 = 0.5833 -> F needed = 7 * 0.5833 = 4.0833 (below 1 us a chunk)
     assert bound.compute_needed(bound.make_layer(7, 7, 7), 0.5) == pytest.approx(7 * (1 - 2.5 / 6))
+
+
+# --- survivors of the full run (issue 29, third round) ---
+
+def test_step_gain_in_us_by_hand():
+    # C = 700, F = 7000, n = 7: compute-bound, E_min = c = 100, so 600 us saved per layer; 10 layers of a
+    # 20,000 us step: 6,000 us = 30 % of the step, speedup 20000 / 14000
+    lay = bound.make_layer(700, 7000, 7)
+    g = bound.step_gain(lay, "us", layers=10, step_us=20000)
+    assert g == {"unit": "us", "saving_per_layer_us": pytest.approx(600), "layers": 10, "step_us": 20000.0,
+                 "step_saving_us": pytest.approx(6000), "step_saving_pct": pytest.approx(30),
+                 "speedup": pytest.approx(20000 / 14000)}
+    assert bound.step_gain(lay, "us", layers=10, step_us=7000)["step_saving_pct"] == pytest.approx(600 / 7)
+    with pytest.raises(InputError, match=r"--step-us 6999: shorter than the collective alone \(700 us x 10 layers\)"):
+        bound.step_gain(lay, "us", layers=10, step_us=6999)
+    for layers, step in ((10, None), (None, 20000)):
+        assert bound.step_gain(lay, "us", layers=layers, step_us=step) == {
+            "unit": "us", "saving_per_layer_us": pytest.approx(600), "step_saving_pct": None, "speedup": None}
+
+
+def test_step_gain_in_percent_at_and_over_100():
+    # 100 % of the step is the most a share can be; 100.5 of either is refused
+    g = bound.step_gain(bound.make_layer(100, 100, 2), "pct")
+    assert g["exposed_before_pct"] == 100
+    for comm, compute in ((100.5, 50), (50, 100.5)):
+        with pytest.raises(InputError, match="a share of the step is at most 100 %"):
+            bound.step_gain(bound.make_layer(comm, compute, 2), "pct")
+
+
+def test_chunk_count_refuses_zero_chunks_or_heads_and_a_layer_is_a_frozen_value():
+    from dataclasses import FrozenInstanceError
+
+    for requested, heads in ((0, 8), (4, 0), (2.5, 8)):
+        with pytest.raises(InputError, match="expected a whole number of chunks >= 1"):
+            bound.chunk_count(requested, heads)
+    assert bound.chunk_count(4, 6) == 3          # divisors of 6 up to 4: 1, 2, 3
+    lay = bound.Layer(700.0, 350.0, 7)           # no drain unless one is given
+    assert lay.drain_us == 0.0 and lay.forward_us == 100.0
+    with pytest.raises(FrozenInstanceError):
+        lay.chunks = 2
+
+
+def test_input_edges_of_the_full_run():
+    with pytest.raises(InputError, match=r"--comm-us: expected a time in us, got 'abc'"):
+        bound.make_layer("abc", 350, 7)
+    with pytest.raises(InputError, match="give one of them, not both"):
+        bound.make_layer(700, 350, 7, drain_us=10, reverse_share=0.5)
+    with pytest.raises(InputError, match=r"--reverse-share: expected a share in \[0, 1\], got -0.5"):
+        bound.make_layer(700, 350, 7, reverse_share=-0.5)
+    lay = bound.make_layer(700, 350, 7)
+    assert bound.analyse(lay, measured=1.0)["measured"] == 1.0          # a rate of exactly 1 is a rate
+    # a target of 0 is reached by any C at this n (gamma = n - 1, least f/c = 0)
+    assert bound.comm_needed(lay, 0.0) == math.inf
+    # C = 2 us measured at 7 chunks with 0.2 us per chunk: C0 = 2 - 1.4 = 0.6 us > 0, a valid (small) base
+    assert bound.best_chunks(bound.make_layer(2, 1, 7), 0.2, [1, 7])["base_comm_us"] == pytest.approx(0.6)
+
+
+def test_two_chunks_are_masked_in_every_order_but_alternating():
+    # C = F = 400, n = 2, no drain: c = f = 200; compute-bound (c/f = 1 <= 2), E_min = c = 200;
+    # pipelined: max(200, 400 - 400 + max(0, 200 - 200) + max(0, 200 - 0)) = 200; alternating exposes C
+    lay = bound.make_layer(400, 400, 2)
+    got = {o: bound.exposure_for_order(lay, o) for o in ("forward-first", "pipelined", "alternating")}
+    assert got == {"forward-first": pytest.approx(200), "pipelined": pytest.approx(200), "alternating": 400}
+
+
+def test_what_one_and_two_chunks_need_by_hand():
+    # n = 2, C = F = 400, no drain: c = f = a = 200, b = 0, target 0.25.
+    # compute: budget = 0.75 * 400 - 200 = 100; f >= (200 - 100) / 2 = 50 and f >= 200 - 100 / 1 = 100 -> F = 200
+    # comm: gamma = 2 * 0.75 - 1 = 0.5; x = max((1 - 0.5) / 2, 1 - 0.5 / 1) = 0.5 -> C = 2 * 200 / 0.5 = 800
+    two = bound.make_layer(400, 400, 2)
+    assert bound.compute_needed(two, 0.25) == pytest.approx(200)
+    assert bound.comm_needed(two, 0.25) == pytest.approx(800)
+    # n = 1 masks nothing: a target of 0 needs no compute and allows any C (no division by n - 1 = 0)
+    one = bound.make_layer(700, 350, 1)
+    assert bound.compute_needed(one, 0.0) == 0.0 and bound.comm_needed(one, 0.0) == math.inf

@@ -232,3 +232,53 @@ def test_the_size_limit_boundary(tmp_path, monkeypatch):
         _read(_write(tmp_path, text), 8, monkeypatch)
     monkeypatch.setattr(jsonstream, "_MAX_VALUE", 16)
     assert _read(_write(tmp_path, text), 8, monkeypatch)[0] == [{"a": "x" * 10}]
+
+
+def test_a_trace_longer_than_the_buffer_still_comes_in_blocks(tmp_path, monkeypatch):
+    """Every event (about 12 characters) fits in a 64-character buffer: the buffer is refilled before each cut,
+    so all events but the last arrive in blocks (the docstring's promise); one at a time would be the slow path."""
+    events = [{"a": i} for i in range(60)]
+    path = _write(tmp_path, json.dumps(events, separators=(",", ":")))
+    items, _ = _blocks(path, 64, monkeypatch)
+    assert _flat(items) == [(i, "") for i in range(60)]
+    assert [flag for flag, _ in items].count(False) == 1 and items[-1] == (False, {"a": 59})
+
+
+@pytest.mark.parametrize("text", ['[{"a": 1}, {"a": 2}]', '{"traceEvents": [{"a": 1}]}', '[{"a": 1}, }'])
+@pytest.mark.parametrize("blocks", [False, True])
+def test_the_file_is_closed_after_reading_or_failing(tmp_path, monkeypatch, text, blocks):
+    import io
+    from types import SimpleNamespace
+    opened = []   # the reader's text wrappers, held here so that no garbage collection closes them instead
+
+    def recording_wrapper(*args, **kwargs):
+        fh = io.TextIOWrapper(*args, **kwargs)
+        opened.append(fh)
+        return fh
+    monkeypatch.setattr(jsonstream, "io", SimpleNamespace(TextIOWrapper=recording_wrapper))
+    path = _write(tmp_path, text)
+    def read():
+        return list(jsonstream.iter_trace_blocks(path, _Ev) if blocks else jsonstream.iter_trace(path))
+    if text.endswith(", }"):
+        with pytest.raises(InputError):
+            read()
+    else:
+        assert len(read()) >= 1
+    assert len(opened) == 1 and opened[0].closed
+
+
+def test_every_buffer_boundary_between_an_event_and_its_separator(tmp_path, monkeypatch):
+    """Spaces around the separators, read at every buffer size: a buffer that ends after an event and its
+    trailing space, before the ',' or ']', must hand the rest to the careful path (never index past the text)."""
+    text = '[{"a": 1} , {"a": 2} ,7 , {"a": 3} ]'
+    path = _write(tmp_path, text)
+    for chunk in range(1, len(text) + 2):
+        assert _read(path, chunk, monkeypatch)[0] == [{"a": 1}, {"a": 2}, {"a": 3}], chunk
+
+
+def test_a_cut_inside_a_string_is_passed_over_for_an_earlier_one(tmp_path, monkeypatch):
+    """The last '},' of the buffer lies inside the last event's string: that cut does not decode, the one
+    before it does, so the first two events are one block and only the last comes alone."""
+    path = _write(tmp_path, '[{"a": 0}, {"a": 1}, {"a": 2, "s": "},"}]')
+    items, _ = _blocks(path, 1 << 22, monkeypatch)
+    assert [(flag, len(b) if flag else b) for flag, b in items] == [(True, 2), (False, {"a": 2, "s": "},"})]

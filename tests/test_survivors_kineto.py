@@ -469,3 +469,66 @@ def test_annotations_are_not_read_when_no_kernel_needs_them(tmp_path):
     events = [_host("nccl:all_to_all", "later", 20), _launch(1, 12), _k("gemm", 40, 5, corr=1)]
     for r in _each(_write(tmp_path, events)):
         assert r.events["name"].tolist() == ["gemm"]
+
+
+# --- survivors of the full run (issue 29, third round) ---
+
+def test_rank_0_from_the_file_name(tmp_path):
+    for r in _each(_write(tmp_path, [_k("g", 7, 1)], name="trace_rank0.json")):
+        assert (r.rank, r.rank_from) == (0, "file name trace_rank0.json")
+
+
+def test_profiler_step_0_holds_its_kernels(tmp_path):
+    """ProfilerStep#0 [100, 150) and #1 [150, 200) us: launches at 110 and 160 put kernel a in step 0, b in 1."""
+    events = _stepped([(0, 100, 50), (1, 150, 50)], [(11, 110), (12, 160)],
+                      [_k("a", 300, 5, corr=11), _k("b", 310, 5, corr=12)])
+    for r in _each(_write(tmp_path, events)):
+        assert _vals(r.events["step"]) == [0, 1]
+        assert r.steps.values.tolist() == [[0, 0, 300_000, 305_000], [0, 1, 310_000, 315_000]]
+
+
+def test_the_first_repeated_step_in_time_is_named_and_three_starts_shown(tmp_path):
+    two = _write(tmp_path, _stepped([(7, 0, 50), (5, 100, 50), (7, 200, 50), (5, 300, 50)], [(11, 120)],
+                                    [_k("a", 300, 5, corr=11)]), "two.json")
+    for msg in _errors(two):   # 7 and 5 both repeat; 7 comes first in time
+        assert msg.startswith(f"{two}: ProfilerStep#7 appears 2 times (starting at 0 us, 200 us);")
+    four = _write(tmp_path, _stepped([(3, 0, 50), (3, 100, 50), (3, 200, 50), (3, 300, 50)], [(11, 120)],
+                                     [_k("a", 300, 5, corr=11)]), "four.json")
+    for msg in _errors(four):
+        assert msg.startswith(f"{four}: ProfilerStep#3 appears 4 times (starting at 0 us, 100 us, 200 us);")
+
+
+def _general(path):
+    """read_trace (the typed reading falls back on a value of another type) and the general reader."""
+    return [kineto.read_trace(path), kineto._read(path, kineto._collect)]
+
+
+def test_an_annotation_whose_args_are_not_an_object_still_names_the_collective(tmp_path):
+    # nccl:all_reduce [100, 120) us with "args": 5 (no members): the SendRecv kernel launched at 110 inside it
+    # takes all_reduce from its name
+    note = {"ph": "X", "cat": "user_annotation", "name": "nccl:all_reduce", "pid": 9, "tid": 9, "ts": 100,
+            "dur": 20, "args": 5}
+    for r in _general(_write(tmp_path, [note, _launch(1, 110), _k(SR, 130, 5, corr=1)])):
+        assert r.events["family"].tolist() == ["allreduce"] and r.events["group"].tolist() == [""]
+
+
+def test_a_point_annotation_does_not_hold_a_launch_one_us_later(tmp_path):
+    # nccl:all_gather at 200 without dur is the point [200, 200]: a launch at 201 is outside it
+    events = [_host("nccl:all_gather", 200), _launch(1, 201), _k(SR, 210, 5, corr=1),
+              _host("nccl:all_reduce", 300), _launch(2, 300), _k(SR, 310, 5, corr=2)]
+    for r in _each(_write(tmp_path, events)):
+        assert r.events["family"].tolist() == ["other_comm", "allreduce"]
+
+
+def test_a_launch_on_a_thread_without_annotations(tmp_path):
+    # the annotation is on thread 9, the launch on thread 4 (no External id): nothing encloses it
+    events = [_host("nccl:all_gather", 100, 50), _launch(1, 110, tid=4), _k(SR, 130, 5, corr=1)]
+    for r in _each(_write(tmp_path, events)):
+        assert r.events["family"].tolist() == ["other_comm"]
+
+
+def test_an_event_whose_category_is_not_text_is_skipped(tmp_path):
+    odd = [{"ph": "X", "cat": ["kernel"], "name": "x", "pid": 0, "tid": 1, "ts": 5, "dur": 1},
+           {"ph": "X", "cat": 5, "name": "y", "pid": 0, "tid": 1, "ts": 6, "dur": 1}]
+    for r in _general(_write(tmp_path, odd + [_k("gemm", 7, 1)])):
+        assert r.events["name"].tolist() == ["gemm"]

@@ -149,3 +149,85 @@ def test_whitespace_kinds_and_the_width_limit():
     with pytest.raises(InputError) as err:
         us_to_ns(["7", " " * 46 + "1.5"], where="w")
     assert str(err.value) == "w: row 1: expected a decimal time in microseconds, got '1.5'"
+
+
+# --- survivors of the full run (issue 29, third round) ---
+
+def test_a_cell_over_48_characters_is_bad_in_both_parsers():
+    """The width limit holds for the Arrow reader too: 50 spaces and 12.5 (54 characters) is refused by
+    both with the same message (the Arrow reader's quick paths used to read the trimmed text: 12500)."""
+    import pyarrow as pa
+    from ditpar.timeparse import us_to_ns, us_to_ns_arrow
+
+    cell = " " * 50 + "12.5"
+    for parse in (lambda: us_to_ns(["1", cell], where="w"), lambda: us_to_ns_arrow(pa.array(["1", cell]), where="w")):
+        with pytest.raises(InputError) as err:
+            parse()
+        assert str(err.value) == "w: row 1: expected a decimal time in microseconds, got '12.5'"
+
+
+def test_a_signed_cell_of_exactly_48_characters_is_read_and_the_longer_one_named():
+    import pyarrow as pa
+    from ditpar.timeparse import us_to_ns, us_to_ns_arrow
+
+    at = "+12.5".rjust(48)            # 48 characters: the widest cell read (a sign: the Arrow careful path)
+    over = "-7".rjust(49)
+    assert us_to_ns([at, "1"]).tolist() == us_to_ns_arrow(pa.array([at, "1"])).tolist() == [12500, 1000]
+    for parse in (lambda: us_to_ns([at, over], where="w"), lambda: us_to_ns_arrow(pa.array([at, over]), where="w")):
+        with pytest.raises(InputError) as err:
+            parse()
+        assert str(err.value) == "w: row 1: expected a decimal time in microseconds, got '-7'"
+
+
+def test_a_missing_cell_of_a_series_is_shown_empty():
+    from ditpar.timeparse import us_to_ns
+
+    with pytest.raises(InputError) as err:
+        us_to_ns(pd.Series(["1.0", np.nan, "2"]), where="w")
+    assert str(err.value) == "w: row 1: expected a decimal time in microseconds, got (empty)"
+
+
+def test_a_byte_cell_outside_ascii_is_a_bad_cell():
+    from ditpar.timeparse import us_to_ns
+
+    assert us_to_ns([b"1.5", b" 2"]).tolist() == [1500, 2000]
+    with pytest.raises(InputError, match=r"w: row 1: expected a decimal time"):
+        us_to_ns([b"1.5", b"\xff"], where="w")
+
+
+@pytest.mark.parametrize("cells", [["1x2", "1 2"], ["1x", "."], ["1x", "7", "1 2"]])
+def test_the_first_bad_row_is_named_whatever_its_kind_of_fault(cells):
+    """A bad digit (row 0) and a later cell of another fault (two runs, a lone point): row 0 is named."""
+    import pyarrow as pa
+    from ditpar.timeparse import us_to_ns, us_to_ns_arrow
+
+    for parse in (lambda: us_to_ns(cells, where="w"), lambda: us_to_ns_arrow(pa.array(cells), where="w")):
+        with pytest.raises(InputError) as err:
+            parse()
+        assert str(err.value) == f"w: row 0: expected a decimal time in microseconds, got {cells[0]!r}"
+
+
+def test_the_first_of_two_long_cells_is_named_and_a_missing_cell_is_not_long():
+    import pyarrow as pa
+    from ditpar.timeparse import us_to_ns, us_to_ns_arrow
+
+    cells = ["7", "1".rjust(49), "2".rjust(50)]
+    for parse in (lambda: us_to_ns(cells, where="w"), lambda: us_to_ns_arrow(pa.array(cells), where="w")):
+        with pytest.raises(InputError) as err:
+            parse()
+        assert str(err.value) == "w: row 1: expected a decimal time in microseconds, got '1'"
+    with pytest.raises(InputError) as err:   # the bad cell first, then a missing one: the bad one is named
+        us_to_ns_arrow(pa.array(["x", None]), where="w")
+    assert str(err.value) == "w: row 0: expected a decimal time in microseconds, got 'x'"
+
+
+def test_an_empty_arrow_chunk_between_others():
+    """Chunks ["1.5"], [], [...]: the empty chunk neither stops the byte check of the next chunk (an exponent
+    there is refused, as the careful parser refuses it) nor drops its values."""
+    import pyarrow as pa
+    from ditpar.timeparse import us_to_ns_arrow
+
+    assert us_to_ns_arrow(pa.chunked_array([["1.5"], [], ["22.25"]], pa.string())).tolist() == [1500, 22250]
+    with pytest.raises(InputError) as err:
+        us_to_ns_arrow(pa.chunked_array([["1.5"], [], ["1e3"]], pa.string()), where="w")
+    assert str(err.value) == "w: row 1: expected a decimal time in microseconds, got '1e3'"

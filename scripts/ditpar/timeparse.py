@@ -74,6 +74,9 @@ def us_to_ns_arrow(array: object, where: str = "value", first_row: int = 0, row_
     fixed = _fixed_layout_ns(array)
     if fixed is not None:
         return fixed
+    long = pc.fill_null(pc.greater(pc.binary_length(array), _MAX_WIDTH), False).to_numpy(zero_copy_only=False)
+    if long.any():   # us_to_ns's rule, before any other: the first cell over the width limit is named
+        _fail(where, row_label, first_row, int(np.flatnonzero(long)[0]), _CellsOf(array))
     text = pc.ascii_trim(pc.fill_null(array, ""), characters=" \t\n\r\x00")  # nulls: careful path
     quick = _plain_decimal_ns(text)
     if quick is not None:
