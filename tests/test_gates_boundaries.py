@@ -738,3 +738,22 @@ def test_g2_no_weights_figure_counts_as_none():
     hw, m, plan = box(memory_GB=10.0), tiny_model(), Plan()
     g = gates.memory_fit(m, hw, image(m), plan, bd(9.5, plan, text_encoder=9.0, activations=0.5))
     assert g.reason.endswith("--offload-text-encoder (it runs once before denoising) needs 0.5 GB")
+
+
+def test_g4_counts_joint_text_cfg_batch_and_pipefusion_stages_by_hand():
+    # 4 blocks over 2 PipeFusion stages = 2 layers a rank; 64 joint text tokens beside 4096 image tokens; CFG on
+    # without CFG parallel, so each rank carries the batch of 2
+    m = tiny_model(head_dim=128, hidden=1024, blocks={"self": 4}, text_joint_tokens=64, cfg_default=True)
+    shp = make_shape(m, 1024, 1024, 1, 10, cfg=True)
+    assert (shp.tokens, shp.text_joint, shp.batch) == (4096, 64, 2)
+    hw, tun = box(hbm_bandwidth_GBps=1.0), Tunables(launch_us=5.0)
+    g = gates.plumbing(m, hw, shp, Plan(ulysses=2, ring=2, pipefusion=2), tun)
+    ops = OPS_ULYSSES + OPS_RING_HOP                          # 36 + 12 = 48 per layer
+    host_ms = 48 * 5.0 * 2 * 1e-3                             # 0.48 ms over the rank's 2 layers
+    # K and V read and written: 2 x 2 x (4096 + 64) tokens / ring 2 x (8 kv heads x 128) / ulysses 2 x 2 B x batch 2
+    copies = 2 * 2 * 4160 / 2 * 1024 / 2 * 2 * 2
+    assert copies == 17_039_360
+    mb = copies * 2 / 1e6                                     # 34 MB a step over 2 layers
+    ms = copies * 2 / 1e9 * 1e3                               # at 1 GB/s: 34.08 ms
+    assert g.reason == (f"composite U2 R2 PF2: ~{ops} extra eager ops/layer = {host_ms:.2f} ms/step host time, "
+                        f"K/V re-layout {mb:.0f} MB/step = {ms:.2f} ms at HBM 1 GB/s; measure it in G6")
