@@ -757,3 +757,15 @@ def test_g4_counts_joint_text_cfg_batch_and_pipefusion_stages_by_hand():
     ms = copies * 2 / 1e9 * 1e3                               # at 1 GB/s: 34.08 ms
     assert g.reason == (f"composite U2 R2 PF2: ~{ops} extra eager ops/layer = {host_ms:.2f} ms/step host time, "
                         f"K/V re-layout {mb:.0f} MB/step = {ms:.2f} ms at HBM 1 GB/s; measure it in G6")
+
+
+def test_g2_the_denoising_phase_holds_activations_and_kv_buffers_together():
+    # weights 10 + activations 6 + kv buffers 2 + VAE decode 5 = 23 > 9 on U4 (4 ranks). The denoising phase
+    # (6 + 2 = 8) outweighs the decode (5), so tiling the VAE frees nothing and is not offered; sharding alone
+    # leaves 10 / 4 + max(8, 5) = 10.5 > 9: a veto that names what it tried
+    hw, m, plan = box(memory_GB=10.0), tiny_model(), Plan(ulysses=4)
+    g = gates.memory_fit(m, hw, image(m), plan, bd(23.0, plan, weights=10.0, activations=6.0, kv_buffers=2.0,
+                                                   vae_decode=5.0))
+    assert g.verdict == "veto"
+    assert g.reason.endswith("; even layer-wise weight sharding over the 4 ranks (all-gather each layer's weights "
+                             "before use) needs 10.5 GB")
