@@ -290,3 +290,53 @@ def test_cfg_all_gather_bytes_per_step_by_hand(pixart):
     """cfg2 gathers the other branch's output latent once per step: 128 x 128 x 4 channels x 2 B = 131,072 B."""
     m, h, s = pixart
     assert predict(m, h, s, Plan(cfg=2)).bytes_by_link_per_step["intra_domain"] == 128 * 128 * 4 * 2
+
+
+def test_masking_with_two_chunks_hides_half():
+    # 2 chunks, compute per chunk (1.0 s) covers comm per chunk (0.5 s): the ceiling is 1 - 1/2 of the 1 s collective
+    assert masking_hidden(1.0, 2.0, 2) == pytest.approx(0.5)
+
+
+def test_the_slowest_stage_can_be_the_last():
+    # blocks in the model's order: 4 single then 2 joint; 2 stages of 3 -> (S, S, S) and (S, J, J). One block costs
+    # single 2.0 / 2 = 1.0 and joint 3.0 / 1 = 3.0 (per_kind is one stage's average: 2 singles, 1 joint a stage):
+    # stage 1 = 3.0, stage 2 = 1 + 3 + 3 = 7.0
+    model = SimpleNamespace(blocks={"single": 4, "joint": 2})
+    assert slowest_stage_s(model, {"single": 2.0, "joint": 3.0}, [2.0, 1.0], 2) == pytest.approx(7.0)
+
+
+def test_a_stage_table_with_no_blocks_left_is_its_sum():
+    model = SimpleNamespace(blocks={"joint": 2})
+    assert slowest_stage_s(model, {"joint": 1.5}, [0.0], 2) == pytest.approx(1.5)
+    with pytest.raises(ValueError):   # one count per kind, or the pairing is wrong
+        slowest_stage_s(model, {"joint": 1.5}, [1.0, 1.0], 2)
+
+
+def test_pipefusion_p2p_bytes_count_once_per_patch():
+    # tiny model: 16 tokens x hidden 64 x 2 B, split into 2 patches = 1024 B a patch; 2 patches a step on the
+    # pair's link (ranks 0 and 1, one domain): 2048 B a step; no per-block collective under PipeFusion
+    from costmodel_fixtures import box, tiny_model
+
+    m, hw = tiny_model(), box()
+    bd = predict(m, hw, make_shape(m, 64, 64, 1, 10, cfg=False), Plan(pipefusion=2))
+    assert bd.bytes_by_link_per_step["intra_domain"] == pytest.approx(2048.0)
+    assert bd.bytes_by_link_per_layer["intra_domain"] == 0.0
+
+
+def test_compute_divides_each_part_by_its_own_efficiency():
+    """FLUX.1-dev ring-8 on H100 (Hopper curve): the attention of a hop block is below the large-GEMM rate. Compute a
+    step = sum over block kinds of count x ((linear / e_lin + attention / e_att) / rate + re-layout bytes / HBM)."""
+    from ditpar.plan.cost import efficiency
+    from ditpar.plan.cost.timing import block_efficiencies
+
+    m, h = presets.load_model("FLUX.1-dev"), presets.load_hardware("H100", None, 8)
+    s, plan = make_shape(m), Plan(ring=8)
+    curve = efficiency.curve_for(h)
+    rate = h.peak_tflops_bf16 * 1e12 * h.mfu
+    want = 0.0
+    for b in block_work(m, h, s, plan, layout(plan)):
+        e_lin, e_att, e_cross = block_efficiencies(curve, b)
+        assert e_att < 1.0                                # a 576-key pass: the attention runs below the GEMM rate
+        want += b.count * ((b.linear_flops / e_lin + b.cross_flops / e_cross + b.attn_flops / e_att) / rate
+                           + b.relayout_bytes / (h.hbm_bandwidth_GBps * 1e9))
+    assert predict(m, h, s, plan).compute_s == pytest.approx(want * s.steps, rel=1e-12)
