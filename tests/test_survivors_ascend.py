@@ -484,3 +484,52 @@ def test_steps_of_no_events():
                            "dur_ns": np.zeros(0, np.int64)})
     steps = ascend._steps(events, None)
     assert steps.empty and list(steps.columns) == ["rank", "step", "start_ns", "end_ns"]
+
+
+def test_a_rank_names_every_file_it_read(tmp_path):
+    # issue 29, readers/ascend.py full run: the sources list is what reports cite; each optional file read joins it
+    comm = {"step3": {"collective": {f"{AR}@1": _op(10.5)}}}
+    meta = {"parallel_group_info": {"group_name_1": {"group_name": "tp", "global_ranks": [0, 1]}}}
+    st = ST_HEADER + "\n0,3,1,2,3,4,5,6,0\n"
+    rank = _rank(tmp_path, BASIC, comm=comm, step_trace=st, meta=meta)
+    out = rank / "ASCEND_PROFILER_OUTPUT"
+    r = ascend.read_rank(rank)
+    assert r.sources == [out / "kernel_details.csv", out / "communication.json", out / "step_trace_time.csv",
+                         rank / "profiler_metadata.json"]
+    bare = ascend.read_rank(_rank(tmp_path, BASIC, name="bare"))
+    assert bare.sources == [tmp_path / "bare" / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"]
+
+
+def test_csv_header_faults_are_one_line_each(tmp_path):
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    with pytest.raises(InputError) as err:
+        ascend.read_text_table(empty, ["Step"])
+    assert str(err.value) == f"{empty}: empty file; expected a CSV header line"
+    twice = tmp_path / "twice.csv"
+    twice.write_text("Step,Free,Step\n1,2,3\n")
+    with pytest.raises(InputError) as err:
+        ascend.read_text_table(twice, ["Step"])
+    assert str(err.value) == f"{twice}: column(s) ['Step'] appear more than once in the header"
+    binary = tmp_path / "binary.csv"
+    binary.write_bytes(b"\xff\xfe\x00Step\n")
+    with pytest.raises(InputError) as err:
+        ascend.read_text_table(binary, ["Step"])
+    assert str(err.value).startswith(f"{binary}: cannot read the CSV header (UnicodeDecodeError: ")
+    missing = tmp_path / "missing.csv"
+    missing.write_text("Free\n1\n")
+    with pytest.raises(InputError) as err:
+        ascend.read_text_table(missing, ["Step", "Free"])
+    assert str(err.value) == f"{missing}: missing column(s) ['Step']; have ['Free']"
+    ragged = tmp_path / "ragged.csv"
+    ragged.write_text("Step,Free\n1,2\n3,4,5,6\n")
+    with pytest.raises(InputError) as err:
+        ascend.read_text_table(ragged, ["Step"])
+    assert str(err.value).startswith(f"{ragged}: cannot parse as CSV (")
+
+
+def test_header_names_are_read_without_spaces_or_bom(tmp_path):
+    path = tmp_path / "padded.csv"
+    path.write_text("\ufeffStep , Free\n3,1.5\n", encoding="utf-8")
+    frame = ascend.read_text_table(path, ["Step", "Free"])
+    assert list(frame.columns) == ["Step", "Free"] and frame["Free"].tolist() == ["1.5"]
