@@ -241,11 +241,11 @@ def run_plan(args) -> int:
 
     box = calibrated.calibrate_box(args, model, hw, shape, tun)
     hw, tun = box.hw, box.tun
-    from ditpar.plan.cost.end_to_end import serial_stages
+    from ditpar.plan.cost.end_to_end import dit_seconds, serial_stages
 
     stages = serial_stages(model, hw, shape)
     if args.ref_latency is not None:   # an end-to-end measurement: the serial stages come off before calibrating
-        tun = calibrate(model, hw, shape, args.ref_latency - stages.total_s, tun)
+        tun = calibrate(model, hw, shape, dit_seconds(args.ref_latency, stages), tun)
     if args.top < 1:
         raise InputError("--top: expected >= 1")
     results = rank_plans(model, hw, shape, args.devices, tun, with_dp=not args.no_dp,

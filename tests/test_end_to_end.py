@@ -91,3 +91,10 @@ def test_ref_latency_is_end_to_end_the_serial_stages_come_off_first():
     model, hw = presets.resolve_model("FLUX.1-dev"), presets.resolve_hardware("H100", None, 1)
     assert serial["total_s"] == pytest.approx(serial_stages(model, hw, make_shape(model, 1024, 1024, 1, 28, cfg=None))
                                               .total_s, rel=1e-9)
+
+
+def test_a_ref_latency_inside_the_serial_stages_is_refused_with_them_named():
+    proc = run_script("plan.py", "--model", "FLUX.1-dev", "--hardware", "H100", "--devices", "8",
+                      "--ref-latency", "0.01", check=2)
+    assert proc.stderr.startswith("plan.py: error: --ref-latency 0.01 s: expected more than the serial stages")
+    assert len(proc.stderr.strip().splitlines()) == 1

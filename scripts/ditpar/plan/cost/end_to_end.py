@@ -50,3 +50,13 @@ def serial_stages(model, hw, shape, vae_devices: int = 1) -> SerialStages:
         vae_s = None
         notes.append(str(exc))
     return SerialStages(text_s, vae_s, max(1, int(vae_devices)), tuple(notes))
+
+
+def dit_seconds(end_to_end_s: float, stages: SerialStages) -> float:
+    """The DiT loop's share of a measured end-to-end time (what --ref-latency calibrates): the serial stages off."""
+    from ditpar.errors import InputError
+
+    if not end_to_end_s > stages.total_s:
+        raise InputError(f"--ref-latency {end_to_end_s:g} s: expected more than the serial stages it holds "
+                         f"({stages.total_s:.3g} s of text encoder and VAE decode; see the serial-stages line)")
+    return end_to_end_s - stages.total_s
