@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from ditpar.core.intervals import Intervals, difference, gaps, intersection
+from ditpar.core.intervals import Intervals, difference, gaps, intersection, union
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -119,3 +119,23 @@ def test_length_in_each_interval_of_another_set(a, b):
     assert got.tolist() == x.overlap_with_each(y.starts, y.ends).tolist()
     inside = x & y  # a subset of y: the path that skips the intersection
     assert inside.length_in_each(y).tolist() == want
+
+
+def test_union_of_two_sets_is_the_union_of_their_spans():
+    """a | b (merged by insertion, no sort) equals union() of all the spans, and covers exactly the
+    points either covers: checked point by point on a small timeline, with touching and equal starts."""
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        sets = []
+        for _ in range(2):
+            n = int(rng.integers(0, 6))
+            s = rng.integers(0, 40, n)
+            sets.append(union(s, s + rng.integers(0, 6, n)))
+        a, b = sets
+        got = a | b
+        both = union(np.concatenate([a.starts, b.starts]), np.concatenate([a.ends, b.ends]))
+        assert np.array_equal(got.starts, both.starts) and np.array_equal(got.ends, both.ends)
+        points = np.arange(-1, 50)
+        covered = a.covered_at(points) | b.covered_at(points)
+        assert np.array_equal(got.covered_at(points), covered)
+        assert (got.starts[1:] > got.ends[:-1]).all()  # normalised: touching spans merged

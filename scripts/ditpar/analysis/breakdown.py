@@ -195,15 +195,18 @@ def _rank_rows(rank: int, events: pd.DataFrame, windows: pd.DataFrame, exact_sta
 
     def per_step(iv: Intervals) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         idx = assign(iv.starts)
-        length = iv.ends - iv.starts
+        starts, ends = iv.starts, iv.ends
         ok = idx >= 0
+        if not bool(ok.all()):  # copies only when some segment lies outside every window
+            idx, starts, ends = idx[ok], starts[ok], ends[ok]
+        del ok
         total = np.zeros(n, dtype=np.int64)
-        np.add.at(total, idx[ok], length[ok])
-        counts.append(np.bincount(idx[ok], minlength=n))
+        np.add.at(total, idx, ends - starts)
+        counts.append(np.bincount(idx, minlength=n))
         first = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
         last = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
-        np.minimum.at(first, idx[ok], iv.starts[ok])
-        np.maximum.at(last, idx[ok], iv.ends[ok])
+        np.minimum.at(first, idx, starts)
+        np.maximum.at(last, idx, ends)
         return total, first, last
 
     counts: list[np.ndarray] = []  # segments per step, in the order computed below

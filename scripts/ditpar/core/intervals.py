@@ -52,7 +52,13 @@ class Intervals:
         return int((self.ends - self.starts).sum())
 
     def __or__(self, other: Intervals) -> Intervals:
-        return union(np.concatenate([self.starts, other.starts]), np.concatenate([self.ends, other.ends]))
+        # both sets are sorted: the smaller one's intervals are inserted into the larger's order (no sort
+        # of the whole, and no copy beyond the merged arrays: 1M-interval sets meet in per-rank analyses)
+        big, small = (self, other) if len(self) >= len(other) else (other, self)
+        if not len(small):
+            return big
+        at = np.searchsorted(big.starts, small.starts, side="right")
+        return _merge_sorted(np.insert(big.starts, at, small.starts), np.insert(big.ends, at, small.ends))
 
     def __and__(self, other: Intervals) -> Intervals:
         return intersection(self, other)
@@ -128,12 +134,19 @@ def union(starts, ends) -> Intervals:
     if s.shape != e.shape:
         raise ValueError("starts and ends differ in length")
     keep = e > s
-    s, e = s[keep], e[keep]
+    if not bool(keep.all()):  # copies only when an empty span is dropped
+        s, e = s[keep], e[keep]
+    del keep
     if s.size == 0:
         return Intervals.empty()
     if not bool((s[1:] >= s[:-1]).all()):  # the order among equal starts does not matter
         order = np.argsort(s, kind="stable")
         s, e = s[order], e[order]
+    return _merge_sorted(s, e)
+
+
+def _merge_sorted(s: np.ndarray, e: np.ndarray) -> Intervals:
+    """Merge non-empty spans sorted by start into a normalised set (touching spans merge)."""
     run_end = np.maximum.accumulate(e)
     new = np.empty(s.size, dtype=bool)
     new[0] = True

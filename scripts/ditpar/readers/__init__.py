@@ -11,6 +11,7 @@ about analyses, masking or plans.
 from __future__ import annotations
 
 import os
+import sys
 from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -253,6 +254,9 @@ def _return_freed_memory() -> None:
             _TRIM = False
     if _TRIM:
         _TRIM(0)
+    pyarrow = sys.modules.get("pyarrow")
+    if pyarrow is not None:  # Arrow's own allocator (mimalloc) keeps freed blocks too
+        pyarrow.default_memory_pool().release_unused()
 
 
 _TRIM = None

@@ -17,6 +17,7 @@ import csv
 import math
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,6 +38,7 @@ from ditpar.core.profile import (
 )
 from ditpar.errors import IncompleteRankError, InputError
 from ditpar.files import input_problem
+from ditpar.readers import comm_json
 from ditpar.readers.common import (
     as_int,
     byte_counts,
@@ -575,7 +577,19 @@ def read_step_trace(path: Path) -> pd.DataFrame:
 
 def _read_communication(path: Path) -> tuple[pd.DataFrame, dict[str, str]]:
     """communication.json -> per-op rows (us) and {3-digit group: full hash}."""
-    data = load_json(path, "torch_npu communication.json")
+    try:  # each op cut to the fields _comm_row reads: a fraction of the memory of the whole parse
+        text = path.read_bytes().decode("utf-8")
+        fields = ("Start Timestamp(us)", *_TIME_FIELDS.values())
+        rows, hashes = _communication_rows(path, comm_json.raw_ops(text),
+                                           lambda op: comm_json.prune(op, fields, _TRANSPORTS, "Transit Size(MB)"))
+        del text
+    except (OSError, UnicodeDecodeError, comm_json.NotPlain):  # the whole parse names what is wrong, if anything
+        rows, hashes = _communication_rows(path, load_json(path, "torch_npu communication.json"), lambda op: op)
+    return _communication_frame(path, rows), hashes
+
+
+def _communication_rows(path: Path, data: object, op_view: Callable[[object], object]) -> tuple[list[dict], dict]:
+    """The op rows of a communication.json tree (``op_view`` gives each op's fields)."""
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected an object keyed by step, got {type(data).__name__}")
     rows = []
@@ -591,7 +605,11 @@ def _read_communication(path: Path) -> tuple[pd.DataFrame, dict[str, str]]:
             for op_key, op in ops.items():
                 if op_key == "Total Op Info":
                     continue
-                rows.append(_comm_row(path, step, str(op_key), op, hashes))
+                rows.append(_comm_row(path, step, str(op_key), op_view(op), hashes))
+    return rows, hashes
+
+
+def _communication_frame(path: Path, rows: list[dict]) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=[c for c in COMM_OP_COLUMNS if c != "rank"] + ["start_text"])
     if len(frame):
         decided = classify.classify_ascend(frame["name"], pd.Series([""] * len(frame)),
@@ -603,7 +621,7 @@ def _read_communication(path: Path) -> tuple[pd.DataFrame, dict[str, str]]:
     frame.insert(0, "rank", 0)
     frame["step"] = pd.array(frame["step"], dtype="Int64")
     frame["bytes"] = pd.array(frame["bytes"], dtype="Int64")
-    return frame[list(COMM_OP_COLUMNS)], hashes
+    return frame[list(COMM_OP_COLUMNS)]
 
 
 _TIME_FIELDS = {

@@ -25,6 +25,7 @@ import math
 import re
 import sqlite3
 import struct
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote
 
@@ -258,9 +259,14 @@ def read_rank(folder: Path) -> ascend.AscendRank:
         rank, rank_from = ascend.rank_of(rank_dir)
         if rank is None:
             rank, rank_from = _db_rank(db, path)
-        compute = _compute_tasks(db, strings)
+        spans = _host_spans(db)
+        step_sql = _span_case(spans[1], spans[2]) if spans is not None and _launch_key_unique(db) else None
+        compute = _compute_tasks(db, strings, step_sql)
         comm = _comm_ops(db, strings)
-        windows = _step_windows(db, compute, comm)
+        if step_sql is None:
+            windows = _step_windows(db, compute, comm, spans)
+        else:
+            windows = _joined_step_windows(db, compute, spans, step_sql)
         events, unplaced = _events(compute, comm, windows, _device(db, compute))
         meta_groups = _meta_groups(db, meta)
     finally:
@@ -368,20 +374,30 @@ def _device(db: _Db, compute: pd.DataFrame) -> int | None:
     return None
 
 
-def _compute_tasks(db: _Db, strings: dict[int, str]) -> pd.DataFrame:
-    """TASK rows of compute kernels (COMPUTE_TASK_INFO), in start order, with their connection ids."""
+def _compute_tasks(db: _Db, strings: dict[int, str], step_sql: str | None = None) -> pd.DataFrame:
+    """TASK rows of compute kernels (COMPUTE_TASK_INFO), in start order, with their connection ids; with
+    ``step_sql`` (see _span_case) the index of the host span of each row's launch instead (``step_of``)."""
     join = "FROM TASK T JOIN COMPUTE_TASK_INFO C ON C.globalTaskId = T.globalTaskId"
-    head = ("SELECT T.startNs, T.endNs, COALESCE(T.deviceId, -1), COALESCE(T.streamId, -1), "
-            "COALESCE(T.connectionId, -2), ")
-    if _packable(db):  # the three string ids in one integer: fewer Python objects per row
-        ids = (f"((COALESCE(C.name, -1) + 1) * {_ID_SPAN} + COALESCE(C.opType, -1) + 1) * {_ID_SPAN} "
-               "+ COALESCE(C.taskType, -1) + 1")
-        packed = db.ints("TASK", f"{head}{ids} {join} ORDER BY T.startNs", 6)
+    link = "COALESCE(T.connectionId, -2), "
+    if step_sql is not None:
+        join += f" LEFT JOIN CANN_API A ON A.connectionId = T.connectionId AND A.type = {NODE_API_TYPE}"
+        link = f"COALESCE({step_sql}, -1), "
+    head = f"SELECT T.startNs, T.endNs, COALESCE(T.deviceId, -1), COALESCE(T.streamId, -1), {link}"
+    # the three string ids in one integer (fewer Python objects per row); a row whose ids do not fit gets
+    # -1 and the whole read is made again with the ids apart
+    fits = " AND ".join(f"(C.{c} IS NULL OR (typeof(C.{c}) = 'integer' AND C.{c} BETWEEN 0 AND {_ID_SPAN - 2}))"
+                        for c in ("name", "opType", "taskType"))
+    ids = (f"CASE WHEN {fits} THEN ((COALESCE(C.name, -1) + 1) * {_ID_SPAN} + COALESCE(C.opType, -1) + 1) "
+           f"* {_ID_SPAN} + COALESCE(C.taskType, -1) + 1 ELSE -1 END")
+    packed = db.ints("TASK", f"{head}{ids} {join} ORDER BY T.startNs", 6)
+    if not (packed[:, 5] < 0).any():
         cols = np.empty((len(packed), 8), dtype=np.int64)
         cols[:, :5] = packed[:, :5]
         key = packed[:, 5]
+        del packed
         cols[:, 5], cols[:, 6], cols[:, 7] = key // _ID_SPAN**2 - 1, key // _ID_SPAN % _ID_SPAN - 1, key % _ID_SPAN - 1
     else:
+        del packed
         cols = db.ints("TASK", f"{head}COALESCE(C.name, -1), COALESCE(C.opType, -1), COALESCE(C.taskType, -1) "
                                f"{join} ORDER BY T.startNs", 8)
     where = f"{db.path}: table TASK"
@@ -396,9 +412,13 @@ def _compute_tasks(db: _Db, strings: dict[int, str]) -> pd.DataFrame:
     streams = np.array(["" if v < 0 else str(int(v)) for v in s_uniq] or [""], dtype=object)
     frame = pd.DataFrame({"start_ns": start, "end_ns": end, "device": device,
                           "stream": pd.Series(streams[s_codes.ravel()] if len(cols) else [], dtype=object),
-                          "connection": cols[:, 4].copy()})
+                          "connection" if step_sql is None else "step_of": cols[:, 4].copy()})
+    coded: dict[str, tuple[np.ndarray, list[str]]] = {}
     for key, col in (("name", 5), ("type", 6), ("core", 7)):
-        frame[key] = _texts(cols[:, col], strings)
+        codes, texts = _coded_texts(cols[:, col], strings)
+        frame[key] = pd.Series(np.array(texts or [""], dtype=object)[codes] if len(codes) else [], dtype=object)
+        coded[key] = (codes, texts)
+    frame.attrs["coded"] = coded
     return frame
 
 
@@ -406,23 +426,10 @@ def _compute_tasks(db: _Db, strings: dict[int, str]) -> pd.DataFrame:
 _ID_SPAN = 1 << 21
 
 
-def _packable(db: _Db) -> bool:
-    """True when COMPUTE_TASK_INFO's name, opType and taskType are all integer ids (or NULL) below 2**21 - 1."""
-    row = db.rows("COMPUTE_TASK_INFO", "SELECT MIN(name), MAX(name), MIN(opType), MAX(opType), MIN(taskType), "
-                                       "MAX(taskType), MAX(typeof(name) NOT IN ('integer', 'null') OR typeof(opType) "
-                                       "NOT IN ('integer', 'null') OR typeof(taskType) NOT IN ('integer', 'null')) "
-                                       "FROM COMPUTE_TASK_INFO")[0]
-    if row[6]:
-        return False
-    lows, highs = [v for v in row[0:6:2] if v is not None], [v for v in row[1:6:2] if v is not None]
-    return all(v >= 0 for v in lows) and all(v < _ID_SPAN - 1 for v in highs)
-
-
-def _texts(ids: np.ndarray, strings: dict[int, str]) -> pd.Series:
-    """STRING_IDS ids as their texts (one Python string per distinct id)."""
+def _coded_texts(ids: np.ndarray, strings: dict[int, str]) -> tuple[np.ndarray, list[str]]:
+    """STRING_IDS ids as codes into their distinct texts (one Python string per distinct id)."""
     uniq, codes = np.unique(ids, return_inverse=True)
-    texts = np.array([strings.get(int(u), "") for u in uniq] or [""], dtype=object)
-    return pd.Series(texts[codes.ravel()] if ids.size else [], dtype=object)
+    return codes.ravel().astype(np.int64), [strings.get(int(u), "") for u in uniq]
 
 
 def _text(value: object) -> str:
@@ -464,18 +471,80 @@ def _comm_ops(db: _Db, strings: dict[int, str]) -> pd.DataFrame:
     return frame
 
 
-def _step_windows(db: _Db, compute: pd.DataFrame, comm: pd.DataFrame) -> pd.DataFrame:
+def _host_spans(db: _Db) -> tuple[list[int | None], np.ndarray, np.ndarray] | None:
+    """STEP_TIME's host spans in start order (ids, exact starts, exact ends), or None when the db has no
+    STEP_TIME rows or no CANN_API table to map launches to them."""
+    if not db.require("STEP_TIME", _OPTIONAL["STEP_TIME"], optional=True):
+        return None
+    host = db.rows("STEP_TIME", "SELECT id, startNs, endNs FROM STEP_TIME ORDER BY startNs")
+    if not host or not db.require("CANN_API", _OPTIONAL["CANN_API"], optional=True):
+        return None
+    where = f"{db.path}: table STEP_TIME"
+    ids = [_step_id(s, where) for s, _, _ in host]
+    h_start = _exact_ints([_as_int(v) for _, v, _ in host], f"{where} column startNs")
+    h_end = _exact_ints([_as_int(v) for _, _, v in host], f"{where} column endNs")
+    return ids, h_start, h_end
+
+
+def _span_case(h_start: np.ndarray, h_end: np.ndarray) -> str | None:
+    """An SQL expression over the launch row ``A``: the index of the host span that holds it whole, else NULL.
+
+    Only when the spans are ordered and disjoint (each launch then fits at most the last span starting at
+    or before it), so a binary search of nested CASEs is exact; otherwise None (overlapping spans take the
+    row-by-row path, where a task counts in every span that holds its launch)."""
+    if len(h_start) == 0 or bool((h_end < h_start).any()) or bool((h_start[1:] < h_end[:-1]).any()):
+        return None
+
+    def pick(lo: int, hi: int) -> str:  # spans lo..hi-1; the one with the last start <= A.startNs
+        if hi - lo == 1:
+            return (f"CASE WHEN A.startNs >= {int(h_start[lo])} AND A.endNs <= {int(h_end[lo])} "
+                    f"THEN {lo} END")
+        mid = (lo + hi) // 2
+        return f"CASE WHEN A.startNs < {int(h_start[mid])} THEN {pick(lo, mid)} ELSE {pick(mid, hi)} END"
+
+    return pick(0, len(h_start))
+
+
+def _launch_key_unique(db: _Db) -> bool:
+    """True when CANN_API.connectionId is its INTEGER PRIMARY KEY (one launch per connection id, as torch_npu
+    writes it), so that joining tasks to launches neither repeats nor drops a task."""
+    try:
+        info = db.con.execute('PRAGMA table_info("CANN_API")').fetchall()
+    except sqlite3.Error:
+        return False
+    keys = [(row[1], str(row[2]).upper()) for row in info if row[5]]
+    return keys == [("connectionId", "INTEGER")]
+
+
+def _joined_step_windows(db: _Db, compute: pd.DataFrame, spans: tuple, step_sql: str) -> pd.DataFrame:
+    """Step windows when SQLite can place every task by its launch (``compute`` already has ``step_of``):
+    per span the first start and last end of every TASK row launched inside it, aggregated in one pass."""
+    ids, h_start, h_end = spans
+    bad = db.rows("CANN_API", "SELECT startNs, endNs, connectionId FROM CANN_API "
+                              f"WHERE type = {NODE_API_TYPE} AND NOT (typeof(startNs) = 'integer' "
+                              "AND typeof(endNs) = 'integer') LIMIT 1")
+    if bad:
+        raise InputError(f"{db.path}: table CANN_API: expected integers, got {tuple(bad[0])!r}")
+    # a TEXT cell sorts after every number (a MAX, refused by ints); see _step_windows for REAL cells
+    agg = db.ints("TASK", f"SELECT COALESCE({step_sql}, -1) AS span, MIN(T.startNs), MAX(T.endNs) FROM TASK T "
+                          f"JOIN CANN_API A ON A.connectionId = T.connectionId WHERE A.type = {NODE_API_TYPE} "
+                          "GROUP BY span", 3)
+    found = {int(i): (int(lo), int(hi)) for i, lo, hi in agg if i >= 0}
+    out = []
+    for i in range(len(ids)):
+        lo, hi = found.get(i, (int(h_start[i]), int(h_end[i])))
+        out.append({"rank": 0, "step": ids[i], "start_ns": lo, "end_ns": max(hi, int(h_end[i]))})
+    frame = pd.DataFrame(out)
+    frame["step"] = pd.array(frame["step"], dtype="Int64")
+    return frame
+
+
+def _step_windows(db: _Db, compute: pd.DataFrame, comm: pd.DataFrame, spans: tuple | None) -> pd.DataFrame:
     """Step windows and, per compute task, the index of its step (column ``step_of`` of ``compute``)."""
     compute["step_of"] = -1
-    host: list[tuple] = []
-    if db.require("STEP_TIME", _OPTIONAL["STEP_TIME"], optional=True):
-        host = db.rows("STEP_TIME", "SELECT id, startNs, endNs FROM STEP_TIME ORDER BY startNs")
     out = []
-    if host and db.require("CANN_API", _OPTIONAL["CANN_API"], optional=True):
-        where = f"{db.path}: table STEP_TIME"
-        ids = [_step_id(s, where) for s, _, _ in host]
-        h_start = _exact_ints([_as_int(v) for _, v, _ in host], f"{where} column startNs")
-        h_end = _exact_ints([_as_int(v) for _, _, v in host], f"{where} column endNs")
+    if spans is not None:
+        ids, h_start, h_end = spans
         api = db.ints("CANN_API", "SELECT startNs, endNs, COALESCE(connectionId, -1) FROM CANN_API "
                                   f"WHERE type = {NODE_API_TYPE}", 3)
         a_start, a_end, a_conn = api[:, 0], api[:, 1], api[:, 2]
@@ -493,7 +562,7 @@ def _step_windows(db: _Db, compute: pd.DataFrame, comm: pd.DataFrame) -> pd.Data
         t_start = np.concatenate([compute["start_ns"].to_numpy(np.int64), other[:, 1]])
         t_end = np.concatenate([compute["end_ns"].to_numpy(np.int64), other[:, 2]])
         step_of = np.full(len(c_conn), -1, dtype=np.int64)
-        for i in range(len(host)):
+        for i in range(len(ids)):
             inside = (a_start >= h_start[i]) & (a_end <= h_end[i])
             mine = np.isin(t_conn, a_conn[inside])
             if mine.any():
@@ -535,14 +604,32 @@ def _step_id(value: object, where: str) -> int | None:
     raise InputError(f"{where}: step id {value!r}: expected an integer")
 
 
+def _codes_of(values: pd.Series) -> tuple[np.ndarray, list[str]]:
+    codes, uniques = pd.factorize(values.reset_index(drop=True), use_na_sentinel=False)
+    return codes.astype(np.int64), [_text(v) for v in uniques]
+
+
+def _append_codes(first: tuple[np.ndarray, list[str]], codes: np.ndarray, texts: list[str]
+                  ) -> tuple[np.ndarray, list[str]]:
+    """Two coded columns one after the other (the second's codes shifted past the first's texts)."""
+    return np.concatenate([first[0], codes + len(first[1])]), [*first[1], *texts]
+
+
 def _events(compute: pd.DataFrame, comm: pd.DataFrame, windows: pd.DataFrame,
             device: int | None) -> tuple[pd.DataFrame, dict[str, int]]:
     """The event table: compute kernels and HCCL ops, classified as the text reader classifies them."""
     n_c, n_m = len(compute), len(comm)
     names = pd.concat([compute["name"], comm["name"]], ignore_index=True)
-    types = pd.concat([compute["type"], comm["type"]], ignore_index=True)
     cores = pd.concat([compute["core"], pd.Series(["COMMUNICATION"] * n_m, dtype=object)], ignore_index=True)
-    decided = classify.classify_ascend(names, types, cores)
+    coded = compute.attrs.get("coded")
+    if coded is None or len(coded["name"][0]) != n_c:
+        types = pd.concat([compute["type"], comm["type"]], ignore_index=True)
+        decided = classify.classify_ascend(names, types, cores)
+    else:  # the compute rows' distinct ids, then the few HCCL rows: one decision per distinct triple
+        m_cores = (np.zeros(n_m, dtype=np.int64), ["COMMUNICATION"])
+        parts = [_append_codes(coded[key], *extra) for key, extra in
+                 (("name", _codes_of(comm["name"])), ("type", _codes_of(comm["type"])), ("core", m_cores))]
+        decided = classify.classify_ascend_coded(*parts)
     start = np.concatenate([compute["start_ns"].to_numpy(np.int64), comm["start_ns"].to_numpy(np.int64)])
     end = np.concatenate([compute["end_ns"].to_numpy(np.int64), comm["end_ns"].to_numpy(np.int64)])
     # nullable integer columns built as values + mask (no Python object per row)
@@ -631,6 +718,31 @@ def _us_value(value: object, where: str) -> float:
     return x
 
 
+def _us_column(values: list, where: Callable[[int], str], allow_none: bool) -> np.ndarray:
+    """_us_value over a column in one vectorized pass (None -> NaN where allowed); on a bad cell the
+    row-by-row path names it exactly as _us_value does."""
+    try:
+        x = np.array(values, dtype=np.float64)
+        good = np.isfinite(x) & (x >= 0)
+        if allow_none:
+            good |= np.equal(np.array(values, dtype=object), None)
+        if bool(good.all()) and x.shape == (len(values),):
+            return x
+    except (TypeError, ValueError, OverflowError):
+        pass
+    return np.array([float("nan") if v is None and allow_none else _us_value(v, where(i)) for i, v in enumerate(values)],
+                    dtype=np.float64)
+
+
+_STEP_LABEL = re.compile(r"step(\d*)")
+
+
+def _step_of_label(value: object) -> int | None:
+    """'step12' -> 12; anything else (or 'step' alone) -> None."""
+    m = _STEP_LABEL.fullmatch(_text(value))
+    return int(m.group(1)) if m and m.group(1) else None
+
+
 def _step_trace(db: _Db) -> pd.DataFrame:
     cols = [c for c in STEP_TRACE_TABLE if c in db.tables["StepTraceTime"]]
     rows = db.rows("StepTraceTime", f"SELECT step, {', '.join(cols)} FROM StepTraceTime")
@@ -665,24 +777,29 @@ def _comm_time(db: _Db, comm: pd.DataFrame | None) -> tuple[pd.DataFrame, dict[s
     if comm is not None and len(comm):
         unique = comm.drop_duplicates("name", keep=False)
         exact = dict(zip(unique["name"], unique["start_ns"], strict=True))
-    out, hashes = [], {}
-    for i, (name, group, start, *times, step) in enumerate(rows):
-        where = f"{db.path}: table CommAnalyzerTime row {i + 1}"
-        name = _text(name)
-        m = re.fullmatch(r"step(\d*)", _text(step))
-        rec = {"rank": 0, "step": int(m.group(1)) if m and m.group(1) else None, "name": name,
-               "group_hash": _text(group)}
-        start_us = _us_value(start, f"{where} column start_timestamp")
-        rec["start_ns"] = int(exact[name]) if name in exact else int(round(start_us * 1000))
-        for key, value in zip(("elapse_us", "transit_us", "wait_us", "synchronization_us", "idle_us"), times,
-                              strict=True):
-            rec[key] = _us_value(value, f"{where}") * 1000.0 if value is not None else float("nan")
-        rec["bytes"] = int(round(transit[name] * 1e6)) if name in transit else None
+    # column by column (a 1M-task rank has thousands of ops); a bad cell is named as _us_value names it
+    cols = _columns(rows, 9)
+
+    def where(i: int, column: str = "") -> str:
+        return f"{db.path}: table CommAnalyzerTime row {i + 1}" + (f" column {column}" if column else "")
+
+    names = [_text(v) for v in cols[0]]
+    start_us = _us_column(cols[2], lambda i: where(i, "start_timestamp"), allow_none=False)
+    times = [_us_column(col, where, allow_none=True) * 1000.0 for col in cols[3:8]]
+    steps = [_step_of_label(v) for v in cols[8]]
+    starts = [int(exact[n]) if n in exact else int(round(float(u) * 1000)) for n, u in zip(names, start_us.tolist(),
+                                                                                           strict=True)]
+    hashes: dict[str, str] = {}
+    groups = [_text(v) for v in cols[1]]
+    for name, group in zip(names, groups, strict=True):
         hm = classify.HCOM_NAME.match(name)
-        if hm and rec["group_hash"]:
-            hashes.setdefault(hm.group("group"), rec["group_hash"])
-        out.append(rec)
+        if hm and group:
+            hashes.setdefault(hm.group("group"), group)
+    out = {"rank": [0] * len(rows), "step": steps, "name": names, "group_hash": groups, "start_ns": starts,
+           **dict(zip(("elapse_us", "transit_us", "wait_us", "synchronization_us", "idle_us"), times, strict=True)),
+           "bytes": [int(round(transit[n] * 1e6)) if n in transit else None for n in names]}
     frame = pd.DataFrame(out, columns=[c for c in COMM_OP_COLUMNS if c not in ("family", "group")])
+    frame["rank"] = frame["rank"].astype(np.int64)
     decided = classify.classify_ascend(frame["name"], pd.Series([""] * len(frame)),
                                        pd.Series(["COMMUNICATION"] * len(frame)))
     frame["family"] = decided.family
