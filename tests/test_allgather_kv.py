@@ -47,3 +47,29 @@ def test_diffusers_h100_table_is_ordered_as_measured():
     got = {evaluate.row_context(r)[3].name: evaluate.score_row(r)[0] for _, r in h100.iterrows()}
     assert set(got) == {"U4", "U2 AG2", "AG4"}
     assert got["U4"] < got["U2 AG2"] < got["AG4"]
+
+
+def test_framework_diffusers_ranks_its_ring_as_the_kv_gather():
+    """`plan.py --framework diffusers`: diffusers' only ring (huggingface/diffusers@58eb52c0, rotate_method
+    'allgather' only) is ranked as the K/V all-gather form, the same pricing `plan.py evaluate` gives the table's
+    ring rows through their `ring_rotate_method=allgather` marker; no P2P ring is offered for it."""
+    import json
+
+    from conftest import run_script
+
+    out = run_script("plan.py", "--model", "FLUX.1-dev", "--hardware", "H100", "--devices", "4", "--steps", "50",
+                     "--framework", "diffusers", "--all", "--json", check=0)
+    plans = {p["name"]: p for p in json.loads(out.stdout)["plans"]}
+    assert not plans["R4"]["feasible"] and not plans["U2 R2"]["feasible"]
+    assert plans["R4"]["gates"][0]["reason"] == "no named framework runs it: diffusers-CP: no ring for flux"
+    assert all(plans[n]["feasible"] and plans[n]["framework"] == "diffusers-CP" for n in ("U4", "U2 AG2", "AG4"))
+    # the evaluation path (table row -> marker -> Plan(kv_allgather=...)), serial stages taken off, gives the same
+    frame = evaluate.load_tables(ROOT / "benchmarks" / "published")["diffusers_distributed_inference.csv"]
+    h100 = frame[frame["hardware"] == "H100"]
+    for _, row in h100.iterrows():
+        model, hw, shape, plan, _ = evaluate.row_context(row)
+        dit = evaluate.score_row(row)[0] - evaluate.row_serial(row, model, hw, shape, plan).total_s
+        assert plans[plan.name]["predicted_latency_s"] == pytest.approx(dit, rel=1e-3)
+    # and the ranking orders the three as the table measured them: U4 6.67 < U2 AG2 11.07 < AG4 13.08 s
+    lat = {n: plans[n]["predicted_latency_s"] for n in ("U4", "U2 AG2", "AG4")}
+    assert lat["U4"] < lat["U2 AG2"] < lat["AG4"]

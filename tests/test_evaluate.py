@@ -92,7 +92,7 @@ def test_evaluate_cli(tmp_path):
 
 
 def test_published_tables_outside_shared_are_read_whole():
-    """benchmarks/published: 265 rows from other public docs; every row is scored or says why not."""
+    """benchmarks/published: 278 rows from other public docs; every row is scored or says why not."""
     from conftest import ROOT
 
     frames = ev.load_tables(ROOT / "benchmarks" / "published")
@@ -101,7 +101,9 @@ def test_published_tables_outside_shared_are_read_whole():
     # + issue 23's second unseen round: xDiT's CogVideoX-2b/5b charts on A100 (12) and L40 (28), its PixArt 8 x L40
     # charts (18), vLLM-Omni's Qwen-Image ring tables (4)
     # + diffusers' context-parallel tables (9), moved in once the K/V all-gather term was priced as diffusers runs it
-    assert sum(len(f) for f in frames.values()) == 153 + 13 + 16 + 12 + 12 + 28 + 18 + 4 + 9
+    # + issue 23's third unseen round: cache-dit's FLUX.2-dev hybrid table on L20 (7), its H100 (4) and Atlas 800I A2
+    # (2) benchmark rows
+    assert sum(len(f) for f in frames.values()) == 153 + 13 + 16 + 12 + 12 + 28 + 18 + 4 + 9 + 7 + 4 + 2
     for name, frame in frames.items():
         scored = ev.score_table(frame)
         for _, row in scored.iterrows():
@@ -114,8 +116,13 @@ def test_published_tables_outside_shared_are_read_whole():
     # + the two CogVideoX1.5 charts; + MindIE-SD's table: 12 rows, 2 + 5 + 5 pairs more than 5 % apart in its 2-, 4- and
     # 8-card scenarios (by hand: 2 cards TP 502.8 vs CFG 332.6 and vs U2 327.6; CFG vs U2 1.5 % apart), 3 scenarios of >= 3
     # diffusers: 3 boxes x 3 plans, every pair more than 5 % apart (closest: RTX 4090 ring-4 0.339 vs U2 R2 0.3215 s, 5.4 %)
-    assert (s["rows_scored"], s["pairs"], s["top1_scenarios"]) == (87 + 29 + 12 + 58 + 9, 25 + 28 + 12 + 49 + 9,
-                                                                   9 + 5 + 3 + 9 + 3)
+    # third round: FLUX.2-dev on 8 x L20, six plans (15.21, 16.06, 17.13, 17.37, 17.98, 21.37 s): 15 pairs less three
+    # within 5 % (17.13 / 17.37, 17.13 / 17.98 = 4.96 %, 17.37 / 17.98) = 12, one scenario of >= 3; TP-4 on 4 cards
+    # stands alone; the H100 and Atlas rows are one-card / Ulysses-2 pairs of one plan each (speedup rows only)
+    assert (s["rows_scored"], s["pairs"], s["top1_scenarios"]) == (87 + 29 + 12 + 58 + 9 + 13, 25 + 28 + 12 + 49 + 9 + 12,
+                                                                   9 + 5 + 3 + 9 + 3 + 1)
+    flux2 = ev.evaluate_tables({"cachedit_flux2_hybrid_l20.csv": frames["cachedit_flux2_hybrid_l20.csv"]})["summary"]
+    assert (flux2["rows_scored"], flux2["pairs"], flux2["top1_scenarios"]) == (7, 12, 1)
     # the second round by hand: CogVideoX A100, 2 scenarios of 3 at 2 GPUs with CFG-2 > 5 % ahead of U2 and R2
     # (U2 vs R2 1-3 % apart) = 4 pairs, the 4-GPU pairs tie; PixArt 8 x L40, 3 scenarios of 5 configurations all
     # more than 5 % apart (closest cfg2 PF4 vs PF8: 0.55 / 0.62, 2.73 / 3.14, 28.6 / 32.1) = 30 pairs; Qwen-Image R4

@@ -92,10 +92,10 @@ def test_indivisible_sequence_is_padded_by_a_padding_framework_and_costed():
     assert runs(xdit, m, hw, shape, Plan(ulysses=8)) is None and runs(omni, m, hw, shape, Plan(ulysses=8)) is None
     assert runs(lx, m, hw, shape, Plan(ulysses=8)) == "sequence 6889 tokens not divisible by sp 8 (no padding)"
     assert runs(omni, m, hw, shape, Plan(ulysses=1, cfg=1, tp=1, dp=8)) is None
-    # diffusers pads (ulysses_anything) only with one sequence form: U8 yes, U4 R2 no
+    # diffusers pads (ulysses_anything) only with one sequence form: U8 yes, U4 x its ring (the K/V all-gather) 2 no
     (diff,) = frameworks.resolve_frameworks(["diffusers"])
     assert runs(diff, m, hw, shape, Plan(ulysses=8)) is None
-    assert "no padding" in runs(diff, m, hw, shape, Plan(ulysses=4, ring=2))
+    assert "no padding" in runs(diff, m, hw, shape, Plan(ulysses=4, kv_allgather=2))
 
 
 def _gqa_model():

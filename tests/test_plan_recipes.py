@@ -175,9 +175,10 @@ def test_lightx2v_parallel_block_matches_its_dist_config():
 
 
 def test_python_recipes_match_the_documented_calls():
-    # diffusers distributed_inference.md L330: ContextParallelConfig(ulysses_degree=2, ring_degree=2)
+    # diffusers distributed_inference.md L330: ContextParallelConfig(ulysses_degree=2, ring_degree=2); diffusers'
+    # ring is the K/V all-gather form (rotate_method 'allgather' only), so the plan is U2 AG2
     assert "ContextParallelConfig(ulysses_degree=2, ring_degree=2)" in render_for(
-        "diffusers-CP", "FLUX.1-dev", Plan(ulysses=2, ring=2))["config"]
+        "diffusers-CP", "FLUX.1-dev", Plan(ulysses=2, kv_allgather=2))["config"]
     assert "TensorParallelConfig(tp_degree=4)" in render_for("diffusers-CP", "FLUX.1-dev", Plan(tp=4))["config"]
     # cache-dit HYBRID_PARALLEL.md: ParallelismConfig(ulysses_size=4, tp_size=2)
     cd = render_for("cache-dit", "FLUX.1-dev", Plan(ulysses=4, tp=2))
@@ -216,9 +217,9 @@ def test_an_indivisible_sequence_sets_the_frameworks_uneven_switch():
     # ring 1, ring_anything needs ulysses 1; cache-dit's UAA is a Ulysses switch)
     u8 = render_for("diffusers-CP", "Qwen-Image", Plan(ulysses=8), pad=True)["config"]
     assert "ContextParallelConfig(ulysses_degree=8, ulysses_anything=True)" in u8
-    r8 = render_for("diffusers-CP", "Qwen-Image", Plan(ring=8), pad=True)["config"]
+    r8 = render_for("diffusers-CP", "Qwen-Image", Plan(kv_allgather=8), pad=True)["config"]
     assert "ContextParallelConfig(ring_degree=8, ring_anything=True)" in r8
-    assert "anything" not in render_for("diffusers-CP", "Qwen-Image", Plan(ring=8))["config"]
+    assert "anything" not in render_for("diffusers-CP", "Qwen-Image", Plan(kv_allgather=8))["config"]
     cd = render_for("cache-dit", "Qwen-Image", Plan(ring=8), pad=True)
     assert "ulysses_anything" not in cd["config"] and any("pads it" in n for n in cd["notes"])
 

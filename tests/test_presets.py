@@ -25,7 +25,7 @@ DESIGN_HARDWARE = ["A100", "H100", "H20", "H200", "L40", "L20", "RTX 4090", "910
 def test_every_design_model_name_resolves_to_itself():
     for name in DESIGN_MODELS:
         assert presets.load_model(name).name == name
-    assert len(presets.list_models()) == 24  # 22 named models + the MHA and GQA examples
+    assert len(presets.list_models()) == 25  # 23 named models (FLUX.2-dev added for issue 23) + the MHA and GQA examples
 
 
 @pytest.mark.parametrize("spelling, expected", [
@@ -337,3 +337,19 @@ def test_presets_md_tables_match_the_toml_files():
     text = (TEMPLATES / "PRESETS.md").read_text(encoding="utf-8")
     section = text.split("## 6. The presets shipped\n\n", 1)[1].split("\n\n## 7.", 1)[0]
     assert section == presets.preset_tables_markdown()
+
+
+def test_flux2_dev_preset_by_hand():
+    """FLUX.2-dev (added for issue 23's third round) from diffusers' Flux2Transformer2DModel: 8 dual + 48 single
+    blocks at width 6144, SwiGLU FFN 3 x 6144; the stated 32B matches the blocks' weights counted by hand."""
+    from ditpar.plan.cost.shape import make_shape
+
+    m = presets.load_model("black-forest-labs/FLUX.2-dev")
+    assert (m.name, m.hidden, m.heads, m.ffn, m.ffn_matrices, m.cfg_default) == ("FLUX.2-dev", 6144, 48, 18432, 3, False)
+    h = 6144
+    # dual block: Q, K, V, out for image and text (8 h^2) + a SwiGLU FFN per stream (in 2 x 3h, out 3h: 9 h^2 each);
+    # single block: fused in-projection h -> 3h + 2 x 3h (9 h^2), out (h + 3h) -> h (4 h^2)
+    blocks_b = (8 * (8 + 18) * h * h + 48 * 13 * h * h) / 1e9
+    assert blocks_b == pytest.approx(31.4, abs=0.05) and abs(blocks_b / m.params_b - 1) < 0.03
+    # 1024 px: 128 x 128 latent (stride 8), 2 x 2 packed -> 64 x 64 = 4096 tokens, as FLUX.1
+    assert make_shape(m, 1024, 1024, 1, 28, cfg=None).tokens == 4096

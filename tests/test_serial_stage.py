@@ -180,7 +180,17 @@ def test_every_preset_with_a_vae_table_is_priced_and_the_rest_say_not_priced():
             continue
         assert work.flops > 0 and work.bytes > 0
         priced.append(m.name)
-    assert sorted(unpriced) == ["Example-GQA-56Q-8KV", "Example-MHA-56H-50L"] and len(priced) == 22
+    assert sorted(unpriced) == ["Example-GQA-56Q-8KV", "Example-MHA-56H-50L"] and len(priced) == 23   # + FLUX.2-dev
+
+
+def test_flux2_decoder_is_flux1s_with_a_32_channel_latent():
+    """AutoencoderKLFlux2 builds the same vae.Decoder as FLUX.1's AutoencoderKL; only the latent width (32 against
+    16) and its 1x1 post_quant_conv differ: the extra FLOPs are conv_in's 9 x 16 x 512 more MACs and the 32 x 32
+    post_quant_conv, per latent position (128 x 128 at 1024 px), at 2 FLOPs a MAC."""
+    pos = 128 * 128
+    one = serial.vae_decode_flops(load_model("FLUX.1-dev"), 1024, 1024, 1)
+    two = serial.vae_decode_flops(load_model("FLUX.2-dev"), 1024, 1024, 1)
+    assert two - one == pytest.approx(2 * pos * (9 * (32 - 16) * 512 + 32 * 32), rel=1e-12)
 
 
 def test_fp32_doubles_the_bytes_not_the_flops():

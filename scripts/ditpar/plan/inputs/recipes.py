@@ -185,7 +185,7 @@ def render(fw, recipe: Recipe, model, shape, plan, *, pad: bool = False, sharded
     applies = set(used)
     if pad and "ulysses" in used:
         applies.add("uneven")
-    elif pad and "ring" in used:
+    elif pad and ("ring" in used or "kv_allgather" in used):   # diffusers' ring_anything: its ring is the K/V gather
         applies.add("uneven_ring")
     if sharded:
         applies.add("shard")
