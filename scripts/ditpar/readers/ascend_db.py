@@ -261,13 +261,13 @@ def read_rank(folder: Path) -> ascend.AscendRank:
             rank, rank_from = _db_rank(db, path)
         spans = _host_spans(db)
         step_sql = _span_case(spans[1], spans[2]) if spans is not None and _launch_key_unique(db) else None
-        compute = _compute_tasks(db, strings, step_sql)
+        compute, coded = _compute_tasks(db, strings, step_sql)
         comm = _comm_ops(db, strings)
         if step_sql is None:
             windows = _step_windows(db, compute, comm, spans)
         else:
             windows = _joined_step_windows(db, compute, spans, step_sql)
-        events, unplaced = _events(compute, comm, windows, _device(db, compute))
+        events, unplaced = _events(compute, comm, windows, _device(db, compute), coded)
         meta_groups = _meta_groups(db, meta)
     finally:
         db.close()
@@ -374,7 +374,8 @@ def _device(db: _Db, compute: pd.DataFrame) -> int | None:
     return None
 
 
-def _compute_tasks(db: _Db, strings: dict[int, str], step_sql: str | None = None) -> pd.DataFrame:
+def _compute_tasks(db: _Db, strings: dict[int, str], step_sql: str | None = None
+                   ) -> tuple[pd.DataFrame, dict[str, tuple[np.ndarray, list[str]]]]:
     """TASK rows of compute kernels (COMPUTE_TASK_INFO), in start order, with their connection ids; with
     ``step_sql`` (see _span_case) the index of the host span of each row's launch instead (``step_of``)."""
     join = "FROM TASK T JOIN COMPUTE_TASK_INFO C ON C.globalTaskId = T.globalTaskId"
@@ -418,8 +419,7 @@ def _compute_tasks(db: _Db, strings: dict[int, str], step_sql: str | None = None
         codes, texts = _coded_texts(cols[:, col], strings)
         frame[key] = pd.Series(np.array(texts or [""], dtype=object)[codes] if len(codes) else [], dtype=object)
         coded[key] = (codes, texts)
-    frame.attrs["coded"] = coded
-    return frame
+    return frame, coded
 
 
 #: one string id per 21 bits when three are packed in one int64 (_compute_tasks)
@@ -615,13 +615,13 @@ def _append_codes(first: tuple[np.ndarray, list[str]], codes: np.ndarray, texts:
     return np.concatenate([first[0], codes + len(first[1])]), [*first[1], *texts]
 
 
-def _events(compute: pd.DataFrame, comm: pd.DataFrame, windows: pd.DataFrame,
-            device: int | None) -> tuple[pd.DataFrame, dict[str, int]]:
-    """The event table: compute kernels and HCCL ops, classified as the text reader classifies them."""
+def _events(compute: pd.DataFrame, comm: pd.DataFrame, windows: pd.DataFrame, device: int | None,
+            coded: dict[str, tuple[np.ndarray, list[str]]] | None = None) -> tuple[pd.DataFrame, dict[str, int]]:
+    """The event table: compute kernels and HCCL ops, classified as the text reader classifies them
+    (``coded``: the compute rows' name/type/core as codes and distinct texts, one decision per triple)."""
     n_c, n_m = len(compute), len(comm)
     names = pd.concat([compute["name"], comm["name"]], ignore_index=True)
     cores = pd.concat([compute["core"], pd.Series(["COMMUNICATION"] * n_m, dtype=object)], ignore_index=True)
-    coded = compute.attrs.get("coded")
     if coded is None or len(coded["name"][0]) != n_c:
         types = pd.concat([compute["type"], comm["type"]], ignore_index=True)
         decided = classify.classify_ascend(names, types, cores)
