@@ -390,7 +390,7 @@ def _compute_tasks(db: _Db, strings: dict[int, str], step_sql: str | None = None
                         for c in ("name", "opType", "taskType"))
     ids = (f"CASE WHEN {fits} THEN ((COALESCE(C.name, -1) + 1) * {_ID_SPAN} + COALESCE(C.opType, -1) + 1) "
            f"* {_ID_SPAN} + COALESCE(C.taskType, -1) + 1 ELSE -1 END")
-    packed = db.ints("TASK", f"{head}{ids} {join} ORDER BY T.startNs", 6)
+    packed = db.ints("TASK", f"{head}{ids} {join} ORDER BY T.startNs, T.globalTaskId", 6)
     if not (packed[:, 5] < 0).any():
         cols = np.empty((len(packed), 8), dtype=np.int64)
         cols[:, :5] = packed[:, :5]
@@ -400,7 +400,7 @@ def _compute_tasks(db: _Db, strings: dict[int, str], step_sql: str | None = None
     else:
         del packed
         cols = db.ints("TASK", f"{head}COALESCE(C.name, -1), COALESCE(C.opType, -1), COALESCE(C.taskType, -1) "
-                               f"{join} ORDER BY T.startNs", 8)
+                               f"{join} ORDER BY T.startNs, T.globalTaskId", 8)
     where = f"{db.path}: table TASK"
     start, end = cols[:, 0].copy(), cols[:, 1].copy()
     if (end < start).any():
