@@ -769,3 +769,103 @@ def test_g2_the_denoising_phase_holds_activations_and_kv_buffers_together():
     assert g.verdict == "veto"
     assert g.reason.endswith("; even layer-wise weight sharding over the 4 ranks (all-gather each layer's weights "
                              "before use) needs 10.5 GB")
+
+
+# --- survivors of gates.py's full run (issue 29) ---
+
+def test_gb_prints_the_fewest_decimals_that_tell_the_two_apart():
+    assert gates._gb(57.64, 57.61) == "57.64"        # equal at 1 decimal (57.6), apart at 2
+    assert gates._gb(57.641, 57.644) == "57.641"     # equal at 2 (57.64), apart at 3
+    assert gates._gb(57.6001, 57.6002) == "57.600"   # equal at 3 decimals: 3 are printed, never 4
+    assert gates._gb(9.5, 9.0) == "9.5"
+
+
+def test_g4_composite_of_two_and_its_copies_by_hand():
+    # same model and shape as test_g4_composite_plumbing_by_hand: 2 layers, 4096 tokens, 8 KV heads x 128, 2 B
+    m = tiny_model(head_dim=128, hidden=1024)
+    shp = make_shape(m, 1024, 1024, 1, 10, cfg=False)
+    hw, tun = box(hbm_bandwidth_GBps=10.0), Tunables(launch_us=5.0)
+    # R2 alone (sp 2, no Ulysses) is composite: one ring hop of ops a layer
+    g = gates.plumbing(m, hw, shp, Plan(ring=2), tun)
+    assert g.verdict == "info" and g.reason.startswith(f"composite R2: ~{OPS_RING_HOP} extra eager ops/layer")
+    # U2 AG2: 2 x 2 x 4096 / 2 (gather) x 1024 / 2 (ulysses) x 2 B = 8,388,608 B a layer, x 2 layers = 17 MB
+    g = gates.plumbing(m, hw, shp, Plan(ulysses=2, kv_allgather=2), tun)
+    assert "K/V re-layout 17 MB/step" in g.reason
+    # U2 R2 TP2: TP halves the K/V heads again: 4,194,304 B a layer, 8 MB a step
+    g = gates.plumbing(m, hw, shp, Plan(ulysses=2, ring=2, tp=2), tun)
+    assert "K/V re-layout 8 MB/step" in g.reason
+    # cfg2 U2 R2 with CFG on: each CFG rank carries one sample, so the copies are the batch-1 figure, 17 MB
+    cfg = make_shape(m, 1024, 1024, 1, 10, cfg=True)
+    assert "K/V re-layout 17 MB/step" in gates.plumbing(m, hw, cfg, Plan(cfg=2, ulysses=2, ring=2), tun).reason
+
+
+def test_g5_compute_scale_slows_the_attention_it_hides_behind():
+    # tiny model at 64 px (16 tokens), U2, 2 blocks: each block 4 all-to-alls of 1 us + 512 B / 100 GB/s; attention
+    # 4 x 16 x 16 x 64 / 2 FLOPs at 100e12 x 0.5 / compute_scale 2
+    m = tiny_model()
+    shp = make_shape(m, 64, 64, 1, 10, cfg=False)
+    comm = 2 * 4 * (1e-6 + 512 / 100e9)
+    att = 2 * (4 * 16 * 16 * 64 / 2) / (100e12 * 0.5 / 2)
+    g = gates.masking_gate(m, box(), shp, Plan(ulysses=2), Tunables(compute_scale=2.0))
+    assert g.reason.startswith(f"ulysses all-to-all Q,K,V,O: c/f = {comm / att:.2f} (")
+    assert f"{comm / att:.2f}" == "3067.38"
+
+
+def test_g1_one_patch_over_a_one_token_frame():
+    # 16 px: a 1 x 1 latent grid (ceil(16 / 8 / 2) = 1), one token per frame; 1 patch of 1 token is allowed
+    m = tiny_model()
+    shp = make_shape(m, 16, 16, 1, 10, cfg=False)
+    assert shp.tokens_per_frame == 1
+    assert gates.availability(m, box(), shp, Plan(pipefusion=2, patches=1)).verdict == "pass"
+    g = gates.availability(m, box(), shp, Plan(pipefusion=2, patches=2))
+    assert (g.verdict, g.reason) == ("veto", "2 patches > 1 tokens")
+
+
+def test_g3_composite_crossing_where_pure_ulysses_does_not(monkeypatch):
+    from types import SimpleNamespace
+
+    # pure U8 crosses no node (0 B), U2 R4 150 MB: no finite saving; it costs cross-node bytes, no percentage
+    m, hw = tiny_model(kv_heads=2), box()
+    monkeypatch.setattr(gates, "predict", lambda *a: SimpleNamespace(bytes_by_link_per_layer={"inter_node": 0.0}))
+    mine = SimpleNamespace(bytes_by_link_per_layer={"inter_node": 150e6})
+    g = gates.comm_lower_bound(m, hw, image(m), Plan(ulysses=2, ring=4), mine, Tunables())
+    assert g.reason == ("per rank per layer: inter_node 150.00 MB; vs pure Ulysses U8: inter_node 150.00 vs 0.00 MB "
+                        "(costs cross-domain bytes; GQA 8q/2kv)")
+
+
+def test_g7_bandwidth_search_ends_at_exactly_1_64(monkeypatch):
+    m, hw, tun = tiny_model(blocks={"self": 4}), box(domain_size=4, devices=8), Tunables(launch_us=0.0)
+    shp = make_shape(m, 512, 512, 1, 10, cfg=False)
+    a, b = Plan(ulysses=4, ring=2), Plan(ulysses=8)
+    # intra_domain 100 GB/s: a flip at 1.58 GB/s (1/63.3 x) is inside the 1/64 x end and found; one at 1.55 GB/s
+    # (1/64.5 x) is beyond it
+    monkeypatch.setattr(gates, "_gap", _fake_gap({"intra_domain": 1.58}, faster_above=False))
+    found = re.search(r"intra_domain bandwidth drops below ([0-9.]+) GB/s", gates.projection(m, hw, shp, a, b, tun).reason)
+    assert found and float(found[1]) == pytest.approx(1.58, rel=2e-3)
+    monkeypatch.setattr(gates, "_gap", _fake_gap({"intra_domain": 1.55}, faster_above=False))
+    assert "intra_domain" not in gates.projection(m, hw, shp, a, b, tun).reason
+
+
+def test_g7_kv_heads_giving_a_tie_do_not_flip_the_order(monkeypatch):
+    from types import SimpleNamespace
+
+    # U8 leads U4 R2 (1.0 vs 2.0 s) with 8 KV heads; with 4 they tie (1.0 and 1.0: not faster), with 2 U4 R2 wins
+    lat = {(8, "U8"): 1.0, (8, "U4 R2"): 2.0, (4, "U8"): 1.0, (4, "U4 R2"): 1.0, (2, "U8"): 1.0, (2, "U4 R2"): 0.5,
+           (1, "U8"): 1.0, (1, "U4 R2"): 0.5}
+    monkeypatch.setattr(gates, "predict", lambda model, hw, shape, plan, tun: SimpleNamespace(
+        latency_s=lat[(model.kv_heads, plan.name)]))
+    monkeypatch.setattr(gates, "_gap", lambda *args: 1.0)      # no bandwidth flip
+    m = tiny_model()
+    g = gates.projection(m, box(), image(m), Plan(ulysses=8), Plan(ulysses=4, ring=2), Tunables())
+    assert "U4 R2 beats U8 once KV heads drop to 2 (now 8)" in g.reason
+
+
+def test_g7_direction_of_a_flip_worth_less_than_a_second(monkeypatch):
+    # the gap is in seconds: U8 gains 1 ms per GB/s above a 630 GB/s flip, so at 1.5 x the threshold it is
+    # (630 - 945) x 1e-3 = -0.315 s: faster, the bandwidth "exceeds" the threshold (a gap above -1 s still counts)
+    m, hw, tun = tiny_model(blocks={"self": 4}), box(domain_size=4, devices=8), Tunables(launch_us=0.0)
+    shp = make_shape(m, 512, 512, 1, 10, cfg=False)
+    fake = _fake_gap({"inter_domain": 630.0}, faster_above=True)
+    monkeypatch.setattr(gates, "_gap", lambda *args: fake(*args) * 1e-3)
+    g = gates.projection(m, hw, shp, Plan(ulysses=4, ring=2), Plan(ulysses=8), tun)
+    assert re.search(r"once inter_domain bandwidth exceeds 63\d GB/s \(now 10\)", g.reason), g.reason

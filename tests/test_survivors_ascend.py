@@ -533,3 +533,145 @@ def test_header_names_are_read_without_spaces_or_bom(tmp_path):
     path.write_text("\ufeffStep , Free\n3,1.5\n", encoding="utf-8")
     frame = ascend.read_text_table(path, ["Step", "Free"])
     assert list(frame.columns) == ["Step", "Free"] and frame["Free"].tolist() == ["1.5"]
+
+
+# --- survivors of readers/ascend.py's full run, second pass (issue 29) ---
+
+BIG_US = "4611686018427388"   # 4,611,686,018,427,388,000 ns: just over 2**62 = 4,611,686,018,427,387,904
+
+
+def test_a_kernel_details_that_is_a_folder_is_named_as_such(tmp_path):
+    (tmp_path / "r_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv").mkdir(parents=True)
+    with pytest.raises(IncompleteRankError) as err:
+        ascend.read_rank(tmp_path / "r_ascend_pt")
+    assert str(err.value) == f"{tmp_path}/r_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv: is a folder; expected a file"
+
+
+def test_a_profiler_info_that_is_a_folder_is_an_input_error(tmp_path):
+    rank = _rank(tmp_path, BASIC)
+    (rank / "profiler_info_0.json").mkdir()
+    with pytest.raises(InputError) as err:
+        ascend.read_rank(rank)
+    assert str(err.value) == f"{rank}/profiler_info_0.json: is a folder; expected a file"
+
+
+def test_stamps_beyond_2_62_ns_are_refused_in_every_file(tmp_path):
+    rows = [_row(3, 1, 2, "MatMul", "MatMulV2", "AI_CORE", BIG_US, "1")]
+    rank = _rank(tmp_path, rows)
+    with pytest.raises(InputError) as err:
+        ascend.read_rank(rank)
+    assert str(err.value) == (f"{rank}/ASCEND_PROFILER_OUTPUT/kernel_details.csv: row: entry 0: start "
+                              "4611686018427388000 ns is out of range (over 2**62 ns)")
+    op = tmp_path / "op.json"
+    op.write_text(json.dumps(_trace_view([(AR, BIG_US, 30, 1024, "FP32", 10, 1)])))
+    with pytest.raises(InputError) as err:
+        ascend._read_trace_view(op)
+    assert str(err.value) == f"{op}: communication op: entry 0: start 4611686018427388000 ns is out of range (over 2**62 ns)"
+    step = tmp_path / "step.json"
+    step.write_text(json.dumps(_trace_view([], steps=[(3, BIG_US, 5)])))
+    with pytest.raises(InputError) as err:
+        ascend._read_trace_view(step)
+    assert str(err.value) == f"{step}: ProfilerStep: entry 0: start 4611686018427388000 ns is out of range (over 2**62 ns)"
+
+
+def test_the_first_negative_duration_is_named_by_its_line(tmp_path):
+    # line 2 lasts 0 (allowed), line 3 -0.001 us (-1 ns, the smallest negative), line 4 -5 us
+    rows = [_row(3, 1, 2, n, n, "AI_CORE", f"{T0}.{i}", d) for i, (n, d) in enumerate((("A", "0"), ("B", "-0.001"),
+                                                                                     ("C", "-5")), 1)]
+    rank = _rank(tmp_path, rows)
+    with pytest.raises(InputError) as err:
+        ascend.read_rank(rank)
+    assert str(err.value) == f"{rank}/ASCEND_PROFILER_OUTPUT/kernel_details.csv: line 3: negative Duration(us) '-0.001'"
+    one = _rank(tmp_path, rows[1:2], name="one")
+    with pytest.raises(InputError) as err:
+        ascend.read_rank(one)
+    assert str(err.value) == f"{one}/ASCEND_PROFILER_OUTPUT/kernel_details.csv: line 2: negative Duration(us) '-0.001'"
+
+
+def test_trace_view_ops_are_complete_events_with_text_names(tmp_path):
+    # an instant event named like an op is no op; a complete event whose name is not text is skipped
+    evs = _trace_view([(AR, 100, 30, 1024, "FP32", 10, 1)])
+    evs.append({"ph": "i", "name": "hcom_broadcast__123_5_1", "pid": 1, "tid": 10, "ts": 150, "args": {}})
+    evs.append({"ph": "X", "name": 7, "pid": 1, "tid": 10, "ts": 160, "dur": 1})
+    path = tmp_path / "trace_view.json"
+    path.write_text(json.dumps(evs))
+    assert ascend._read_trace_view(path).comm["name"].tolist() == [AR]
+
+
+def test_communication_summary_first_does_not_hide_the_ops(tmp_path):
+    comm = {"step3": {"collective": {"Total Op Info": {"anything": 1}, f"{AR}@1": _op(10.5)}}}
+    assert ascend.read_rank(_rank(tmp_path, BASIC, comm=comm)).comm_ops["name"].tolist() == [AR]
+
+
+def test_a_rank_names_its_trace_view_and_matrix(tmp_path):
+    trace = _trace_view([(AR, f"{T0[:-3]}600.000", 30, 1024, "FP32", 10, 1)])
+    matrix = {"step3": {"collective": {"allreduce-total@123": {"0-1": _link(1.5, 0.25)}}}}
+    rank = _rank(tmp_path, BASIC, trace=trace, matrix=matrix)
+    out = rank / "ASCEND_PROFILER_OUTPUT"
+    assert ascend.read_rank(rank).sources == [out / "kernel_details.csv", out / "trace_view.json",
+                                              out / "communication_matrix.json"]
+
+
+def test_families_groups_and_nullable_integer_columns(tmp_path):
+    # communication.json ops and trace_view ops added to the events carry their family and group; step and bytes
+    # are nullable integers (Int64), as in every reader
+    comm = {"step3": {"collective": {f"{AR}@1": _op(10.5, {"HCCS": 1}), "hcom_send__123_1_1@1": _op(20)}},
+            "step": {"p2p": {"hcom_receive__456_0_1@77": _op(40)}}}
+    matrix = {"step3": {"collective": {"allreduce-total@123": {"0-1": _link(1.5, 0.25)}}}}
+    r = ascend.read_rank(_rank(tmp_path, BASIC, comm=comm, matrix=matrix))
+    assert r.comm_ops["family"].tolist() == ["allreduce", "send", "recv"]
+    assert (str(r.comm_ops["step"].dtype), str(r.comm_ops["bytes"].dtype), str(r.links["step"].dtype)) == \
+        ("Int64", "Int64", "Int64")
+    ops = [(AR, 100, 30, 1024, "FP32", 10, 1), ("hcom_send__123_1_1", 5, 5, 2, "INT8", 10, 1)]
+    ev = ascend.read_rank(_rank(tmp_path, [_row(1, 0, 1, "A", "A", "AI_CORE", "10", "5")], trace=_trace_view(ops),
+                                name="t")).events
+    assert ev["family"].tolist() == ["send", "", "allreduce"] and ev["group"].tolist() == ["123", "", "123"]
+    assert str(ev["step"].dtype) == "Int64"
+
+
+def test_the_first_bad_cell_is_named(tmp_path):
+    # kernel_details: bad Step Id cells on lines 3 ('x') and 4 ('y'): line 3 is named; an unparseable duration is
+    # named by its line (header = line 1)
+    rows = [list(r) for r in BASIC]
+    rows[1][0], rows[2][0] = "x", "y"
+    rank = _rank(tmp_path, rows)
+    with pytest.raises(InputError) as err:
+        ascend.read_rank(rank)
+    assert str(err.value) == f"{rank}/ASCEND_PROFILER_OUTPUT/kernel_details.csv: column 'Step Id': line 3: expected " \
+                             "an integer, got 'x'"
+    rows = [list(r) for r in BASIC]
+    rows[1][HEADER.index("Duration(us)")] = "abc"
+    rank = _rank(tmp_path, rows, name="dur")
+    with pytest.raises(InputError) as err:
+        ascend.read_rank(rank)
+    assert str(err.value) == f"{rank}/ASCEND_PROFILER_OUTPUT/kernel_details.csv: column 'Duration(us)': line 3: " \
+                             "expected a decimal time in microseconds, got 'abc'"
+    # step_trace_time.csv: bad Free cells on rows 2 and 3: row 2 is named
+    text = ST_HEADER + "\n0,3,1,2,3,4,x,6,0\n0,4,1,2,3,4,y,6,0\n"
+    path = _rank(tmp_path, BASIC[:1], step_trace=text, name="st") / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv"
+    with pytest.raises(InputError) as err:
+        ascend.read_step_trace(path)
+    assert str(err.value) == f"{path}: row 2 column 'Free': expected a finite time >= 0 us, got 'x'"
+
+
+def test_kernel_details_without_a_type_column(tmp_path):
+    header = [h for h in HEADER if h != "Type"]
+    rows = [[c for c, h in zip(r, HEADER, strict=True) if h != "Type"] for r in BASIC]
+    ev = ascend.read_rank(_rank(tmp_path, rows, header=header)).events
+    assert ev["name"].tolist() == ["MatMul", "Add", AR]
+    assert ev["kind"].tolist() == ["compute", "compute", "comm"] and ev["family"].tolist() == ["", "", "allreduce"]
+
+
+def test_rows_differing_only_in_a_missing_step_are_not_duplicates(tmp_path):
+    # the same task at the same start on the same stream, once without a step, once in step 1, once in step 0:
+    # three different rows (a missing step must not read as step 1 or 0)
+    rows = [_row(s, 1, 2, "MatMul", "MatMulV2", "AI_CORE", f"{T0}.640", "100.250") for s in ("", 1, 0)]
+    assert _vals(ascend.read_rank(_rank(tmp_path, rows)).events["step"]) == [None, 1, 0]
+
+
+def test_communication_transit_size_just_below_the_limit_is_taken(tmp_path):
+    size = 4611686018427.0  # MB: 4,611,686,018,427,000,000 bytes < 2**62 = 4,611,686,018,427,387,904
+    rank = _rank(tmp_path, BASIC, comm={"step3": {"collective": {f"{AR}@1": _op(10, {"HCCS": size})}}})
+    [got] = _vals(ascend.read_rank(rank).comm_ops["bytes"])
+    # taken, to float64 precision (MB x 1e6 in doubles: their spacing is 1024 B at 2**62)
+    assert abs(got - 4_611_686_018_427_000_000) <= 1024

@@ -340,3 +340,177 @@ def test_compute_divides_each_part_by_its_own_efficiency():
         want += b.count * ((b.linear_flops / e_lin + b.cross_flops / e_cross + b.attn_flops / e_att) / rate
                            + b.relayout_bytes / (h.hbm_bandwidth_GBps * 1e9))
     assert predict(m, h, s, plan).compute_s == pytest.approx(want * s.steps, rel=1e-12)
+
+
+# ---------------------------------------------------------------- survivors of the full run (issue 29), on the
+# tiny model of costmodel_fixtures (64 wide, 8 heads x 8, FFN 256, 16 tokens) and its box (100 TFLOPS x mfu 0.5 =
+# 5e13 FLOP/s, no GEMM curve: every efficiency 1; intra_domain 100 GB/s, inter_domain 10 GB/s, 1 us per step;
+# HBM 1000 GB/s). One self block on one card: 16 x 98304 projection FLOPs + 4 x 16 x 16 x 64 attention = 1638400.
+
+def _close(x, rel=1e-12):
+    return pytest.approx(x, rel=rel, abs=0.0)   # these times are ~1e-6 s: approx's default abs 1e-12 would hide a lot
+
+
+def _tiny(**kw):
+    from costmodel_fixtures import tiny_model
+    return tiny_model(**kw)
+
+
+def _box(**kw):
+    from costmodel_fixtures import box
+    return box(**kw)
+
+
+def test_tunables_are_frozen():
+    # predict's default argument is one shared Tunables(): a caller must not be able to change it for everyone
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Tunables().launch_us = 0.0
+
+
+def test_default_tunables_assume_one_masking_chunk_and_no_memory_savers():
+    from ditpar.plan.decide.report import payload
+    m = _tiny(text_encoder_params_b=1.5)
+    s = make_shape(m, 2048, 2048, 1, 10)
+    assert payload([], m, _box(), s, Tunables(), "")["tunables"]["masking_chunks"] == 1   # 1 = no masking
+    parts = predict(m, _box(), s, Plan()).memory_parts_GB
+    # the text encoder stays resident: 1.5e9 params x 2 B; the VAE decodes 2048 x 2048 px untiled:
+    # 128 channels x 2 B x 3 buffers (a 512 x 512 tile would need 0.2 GB)
+    assert parts["text_encoder_GB"] == _close(1.5e9 * 2 / 1e9, rel=1e-12)
+    assert parts["vae_decode_GB"] == _close(2048 * 2048 * 128 * 2 * 3 / 1e9, rel=1e-12)
+
+
+def test_compute_scale_divides_the_rate_by_hand():
+    # 2 blocks x 1638400 FLOPs x 10 steps / (100e12 x 0.5 / compute_scale 2) = 1.31072e-6 s; no host (launch 0)
+    m = _tiny()
+    bd = predict(m, _box(), make_shape(m, 64, 64, 1, 10), Plan(), Tunables(launch_us=0.0, compute_scale=2.0))
+    assert bd.compute_s == _close(2 * 1638400 * 10 / (100e12 * 0.5 / 2), rel=1e-13)
+    assert bd.latency_s == bd.compute_s
+
+
+def test_pipefusion_note_only_for_pipefusion():
+    m = _tiny()
+    s = make_shape(m, 64, 64, 1, 10)
+    assert not any(n.startswith("PipeFusion") for n in predict(m, _box(), s, Plan()).notes)
+    assert "PipeFusion: 1 synchronous warm-up step(s), 2 patches, stale KV" in \
+        predict(m, _box(), s, Plan(pipefusion=2)).notes
+
+
+def test_plan_efficiency_is_the_flop_weighted_harmonic_mean():
+    # one block of 2 projection and 2 attention FLOPs, small shapes on the Hopper curve (both below the large-GEMM
+    # rate): FLOPs / FLOP-time = 4 / (2 / e_lin + 2 / e_att)
+    from ditpar.plan.cost import efficiency
+    from ditpar.plan.cost.efficiency import Gemm
+    from ditpar.plan.cost.timing import _plan_efficiency
+    from ditpar.plan.cost.work import BlockWork
+    curve = efficiency.curve_for(presets.load_hardware("H100", None, 8))
+    gemms = (Gemm(64.0, 64.0, 64.0),)
+    bw = BlockWork("self", 1.0, 2.0, 2.0, 0.0, [], 0.0, gemms=gemms, attn_shape=(64.0, 64.0, 64.0))
+    e_lin = efficiency.linear_efficiency(curve, gemms)
+    e_att = efficiency.attention_efficiency(curve, 64.0, 64.0, 64.0)
+    assert e_lin < 1.0 and e_att < 1.0 and e_lin != e_att
+    assert _plan_efficiency(curve, [bw], 1) == _close(4 / (2 / e_lin + 2 / e_att), rel=1e-12)
+
+
+def test_a_patch_shrinks_the_cross_attention_rows():
+    # a 1/2 patch share leaves 512 of 1024 query rows against the same 77 text keys
+    from ditpar.plan.cost import efficiency
+    from ditpar.plan.cost.timing import block_efficiencies
+    from ditpar.plan.cost.work import BlockWork
+    curve = efficiency.curve_for(presets.load_hardware("H100", None, 8))
+    bw = BlockWork("cross", 1.0, 0.0, 0.0, 1.0, [], 0.0, cross_shape=(1024.0, 77.0, 72.0))
+    half = efficiency.attention_efficiency(curve, 512.0, 77.0, 72.0)
+    assert half != efficiency.attention_efficiency(curve, 2048.0, 77.0, 72.0)
+    assert block_efficiencies(curve, bw, 0.5)[2] == half
+
+
+def test_stage_imbalance_of_a_short_patch_is_kept():
+    # 3 blocks in 2 stages (2 + 1), no host time: the slowest stage holds 2 blocks against the average 1.5: +33 %
+    # (a patch of ~5e-8 s: the rounding tolerance is 1e-9 of it, not 1e-9 / it)
+    m = _tiny(blocks={"self": 3})
+    bd = predict(m, _box(), make_shape(m, 64, 64, 1, 10), Plan(pipefusion=2), Tunables(launch_us=0.0))
+    assert "PipeFusion: stages hold unequal work (3 blocks in 2 contiguous stages); the slowest sets the pace " \
+           "(+33% per patch)" in bd.notes
+
+
+def test_pipefusion_step_with_sync_wait_by_hand():
+    """PF2, 4 blocks (2 a stage), 2 steps (1 warm-up), sync 10 us, no host time. Per patch: compute 2 blocks x
+    1638400 / 2 / 5e13 = 3.2768e-8 s; hand-off 16 x 64 x 2 B / 2 = 1024 B: 1 us + 1024 / 100e9 + 10 us sync =
+    1.101024e-5 s, longer than the compute, so it sets the patch time. Warm-up step: 2 stages x 6.5536e-8 + one
+    2048 B hand-off (1 us + 2.048e-8) = 1.151552e-6. Steady step 2 x 1.101024e-5; fill (2-1) x 1.101024e-5."""
+    m = _tiny(blocks={"self": 4})
+    bd = predict(m, _box(), make_shape(m, 64, 64, 1, 2), Plan(pipefusion=2), Tunables(launch_us=0.0, sync_us=10.0))
+    patch = 1e-6 + 1024 / 100e9 + 10e-6
+    assert bd.step_s == _close(2 * patch, rel=1e-12)
+    assert bd.latency_s == _close(1.151552e-6 + 2 * patch + patch, rel=1e-12)
+    assert bd.pipeline_s == _close(6.5536e-8 + patch, rel=1e-12)     # other stage of the warm-up + fill
+    # hidden: the part of each hand-off under its patch's compute, 2 patches in the one steady step
+    assert bd.hidden_s == _close(2 * 3.2768e-8, rel=1e-9)
+
+
+def test_pipefusion_warm_up_steps_carry_the_whole_latent_ring():
+    """PF2 x R2 with every step a warm-up step: each of the rank's 2 blocks runs the whole latent, as R2 runs each
+    of its 4: half of R2's ring time per step, hidden and exposed alike (overlap 0.5 splits the ring's time)."""
+    m = _tiny(blocks={"self": 4})
+    s, hw, tun = make_shape(m, 64, 64, 1, 10), _box(domain_size=8, devices=8), \
+        Tunables(launch_us=0.0, overlap_efficiency=0.5)
+    r2 = predict(m, hw, s, Plan(ring=2), tun)
+    pf = predict(m, hw, s, Plan(pipefusion=2, ring=2, warmup=10), tun)
+    assert r2.hidden_s > 0 and r2.exposed_by_family_s["ring K,V pass"] > 0
+    assert pf.hidden_s == _close(r2.hidden_s / 2, rel=1e-12)
+    assert pf.exposed_by_family_s["ring K,V pass"] == _close(r2.exposed_by_family_s["ring K,V pass"] / 2,
+                                                                     rel=1e-12)
+
+
+def test_cfg_gather_exposed_on_its_own_link_under_pipefusion():
+    # cfg2 x PF2 on domains of 2: the stages pair up inside a domain ([0,1], [2,3]), the CFG pairs across ([0,2],
+    # [1,3]): the gather of 16 x (1 x 2 x 2) x 4 channels x 2 B = 512 B (1 us + 512 / 10e9) x 10 steps is inter_domain
+    m = _tiny(blocks={"self": 4}, cfg_default=True)
+    bd = predict(m, _box(domain_size=2, devices=4), make_shape(m, 64, 64, 1, 10, cfg=True), Plan(cfg=2, pipefusion=2))
+    assert bd.exposed_by_link_s["inter_domain"] == _close(10 * (1e-6 + 512 / 10e9), rel=1e-12)
+
+
+def test_exposure_goes_to_the_slowest_class_of_a_collective():
+    # U4 over 2 domains of 2: each all-to-all sends 1 share inside the domain (100 GB/s) and 2 across (10 GB/s);
+    # the across part takes longer, so all of the exposure is booked on inter_domain
+    m = _tiny()
+    bd = predict(m, _box(domain_size=2, devices=4), make_shape(m, 64, 64, 1, 10), Plan(ulysses=4))
+    assert bd.exposed_by_link_s["intra_domain"] == 0.0
+    assert bd.exposed_by_link_s["inter_domain"] == bd.exposed_comm_s > 0
+
+
+def test_dtensor_note_at_one_us_per_linear():
+    # 1 us per linear at launch 25 us: TP2 parallelizes 6 linears in each of 2 self blocks = 12
+    m = _tiny()
+    notes = predict(m, _box(), make_shape(m, 64, 64, 1, 10), Plan(tp=2), Tunables(tp_linear_host_us=1.0)).notes
+    assert any(n.startswith("DTensor TP host cost: 12 parallelized linears per forward x 1.0 us") for n in notes)
+
+
+def test_masking_moves_all_to_all_time_from_exposed_to_hidden():
+    # 2 chunks hide part of the Ulysses all-to-all: exposed + hidden is the 1-chunk exposed time (all of it)
+    m = _tiny()
+    s, name = make_shape(m, 64, 64, 1, 10), "ulysses all-to-all Q,K,V,O"
+    two = predict(m, _box(), s, Plan(ulysses=2), Tunables(launch_us=0.0, masking_chunks=2))
+    one = predict(m, _box(), s, Plan(ulysses=2), Tunables(launch_us=0.0))
+    assert two.hidden_s > 0
+    assert two.exposed_by_family_s[name] + two.hidden_s == _close(one.exposed_by_family_s[name], rel=1e-12)
+
+
+def test_hardware_without_an_hbm_figure_prices_no_relayout():
+    # a hardware object with no hbm_bandwidth_GBps at all: 1 GB of layout copies cost nothing; 5e13 FLOPs at
+    # 5e13 FLOP/s take 1 s
+    from ditpar.plan.cost.timing import _block_time
+    from ditpar.plan.cost.work import BlockWork
+    bw = BlockWork("self", 1.0, 5e13, 0.0, 0.0, [], 0.0, relayout_bytes=1e9)
+    assert _block_time(SimpleNamespace(links={}), bw, Tunables(launch_us=0.0), 5e13, Breakdown(plan=Plan()), 1.0) \
+        == 1.0
+
+
+def test_pipefusion_layout_copies_per_patch():
+    """PF2 x U2, no warm-up, 10 steps: each patch runs half of every block. A block per rank: (786432 + 32768) FLOPs
+    / 5e13 = 1.6384e-8 s, plus the USP copies 2 x 2 x 8 tokens x 2 B x (2 x 64 + 2 x 64) = 16384 B at 1000 GB/s =
+    1.6384e-8 s; 2 blocks, 2 half patches, 10 steps: 6.5536e-7 s."""
+    m = _tiny(blocks={"self": 4})
+    bd = predict(m, _box(domain_size=8, devices=8), make_shape(m, 64, 64, 1, 10), Plan(pipefusion=2, ulysses=2,
+                                                                                        warmup=0),
+                 Tunables(launch_us=0.0))
+    assert bd.compute_s == _close(10 * 2 * 2 * (1.6384e-8 + 1.6384e-8) / 2, rel=1e-12)

@@ -25,6 +25,7 @@ from ditpar.plan.cost.work import (
     concurrent_ring_flows,
     effective_bw,
     heads_per_rank,
+    kv_gather_ops,
     kv_heads_after_split,
     linear_flops_per_token,
     link_bw,
@@ -512,3 +513,173 @@ def test_cfg_all_gather_is_priced_on_the_slowest_pair():
     assert groups["cfg"] == [[0, 3], [1, 4], [2, 5]]
     (c,) = [c for c in step_collectives(m, h, make_shape(m), plan, groups) if c.dim == "cfg"]
     assert c.bytes_by_link == {"inter_domain": 17550 * 4 * 16 * 2 / 3} == {"inter_domain": 748800.0}
+
+
+# ---------------------------------------------------------------- survivors of the full run (issue 29)
+
+@pytest.mark.parametrize("degree,ops", [(0, 0), (1, 0), (2, 16 + 20), (4, 16 + 3 * 20)])
+def test_kv_gather_ops_by_degree(degree, ops):
+    # 16 ops for the gather and the first chunk, 20 per further chunk; none at degree 1 (G4 adds
+    # kv_gather_ops(plan.kv_allgather) to every composite plan, AG1 included)
+    assert kv_gather_ops(degree) == ops
+
+
+def test_whole_heads_are_integers():
+    # a head count, never a float: lcm(3, 2) / 2 = 3, lcm(12, 8) / 8 = 3
+    assert type(heads_per_rank(3, 2)) is int and heads_per_rank(3, 2) == 3
+    assert type(heads_per_rank(12, 8)) is int and type(kv_heads_after_split(8, 2, 2)) is int
+
+
+def test_link_key_follows_the_presets_domains():
+    # domains listed out of rank order: 0, 2, 4, 6 share the fast domain, so 0-1 cross it although
+    # 0 // 4 == 1 // 4, and 0-2 do not
+    hw = box(domain_size=4, devices=8, domains=((0, 2, 4, 6), (1, 3, 5, 7)))
+    assert link_key(hw, 0, 1) == "inter_domain"
+    assert link_key(hw, 0, 2) == "intra_domain"
+    # without a class map: ranks 1 and 2 sit in domain 0 of 4 (1 // 4 == 2 // 4 == 0), 5 and 6 in domain 1
+    assert link_key(_bare_hw(), 1, 2) == "intra_domain"
+    assert link_key(_bare_hw(), 5, 6) == "intra_domain"
+
+
+def test_slower_prices_a_pair_by_default():
+    # full mesh 100 GB/s, 30 per peer: a pair gets 30 GB/s (< 40 of the plain inter_domain link), a group of
+    # 3 gets 2 x 30 = 60 (> 40)
+    links = {**box().links, "intra_domain": LinkClass("HCCS", 100.0, 1.0, per_peer_GBps=30.0),
+             "inter_domain": LinkClass("slow", 40.0, 1.0)}
+    hw = replace(box(), links=links)
+    assert slower(hw, ["intra_domain", "inter_domain"]) == "intra_domain"
+    assert slower(hw, ["intra_domain", "inter_domain"], 3) == "inter_domain"
+
+
+def test_step_collectives_run_over_pairs():
+    # the CFG all-gather joins the two CFG ranks, a PipeFusion hand-off one stage and the next: groups of 2
+    # (a full-mesh link prices a pair at one per-peer link, not (k-1) of them)
+    m = tiny_model(blocks={"self": 4}, cfg_default=True)
+    s = make_shape(m, 64, 64, 1, 10, cfg=True)
+    hw = box(domain_size=4, devices=4)
+    cfg, pf = Plan(cfg=2), Plan(pipefusion=2)
+    [gather] = step_collectives(m, hw, s, cfg, layout(cfg))
+    [p2p] = step_collectives(m, hw, s, pf, layout(pf))
+    assert gather.group_size == 2 and p2p.group_size == 2
+
+
+def test_pipefusion_p2p_carries_this_ranks_sequence_share():
+    # PF2 x U2: each stage holds (16 + 4 text) / sp 2 = 10 tokens; 10 x 64 x 2 B / 2 patches = 640 B per hand-off
+    m = tiny_model(blocks={"self": 4}, text_joint_tokens=4)
+    plan = Plan(pipefusion=2, ulysses=2)
+    [p2p] = step_collectives(m, box(domain_size=4, devices=4), make_shape(m, 64, 64, 1, 10), plan, layout(plan))
+    assert p2p.bytes_by_link == {"intra_domain": 10 * 64 * B / 2}
+
+
+def test_skips_crossing_one_skip_and_uneven_stages():
+    # one skip, 0 -> 7 over 2 stages of 4: it crosses; 1 crossing / 2 stages
+    assert _skips_crossing(SimpleNamespace(long_skips=1, blocks={"self": 8}), 2) == 1 / 2
+    # 10 layers over 6 stages: layer i on stage floor(i x 6 / 10) = 0 0 1 1 2 3 3 4 4 5; skips 0-9, 1-8, 2-7,
+    # 3-6 and 4-5 (stages 2 -> 3) all cross: 5 / 6 (the float per-stage count 10 / 6 put layer 5 on stage 2)
+    assert _skips_crossing(SimpleNamespace(long_skips=5, blocks={"self": 10}), 6) == 5 / 6
+    # 40 layers over 6 stages, 20 skips: layers 0-19 sit on stages 0-2 (19 x 6 // 40 = 2) and 20-39 on 3-5
+    # (20 x 6 // 40 = 3 exactly): all 20 pairs cross, 20 / 6 (the float count put layer 20 on stage 2: 19 / 6)
+    assert _skips_crossing(SimpleNamespace(long_skips=20, blocks={"self": 40}), 6) == 20 / 6
+    # 12 layers over 3 stages of 4, 6 skips: 0-11, 1-10, 2-9 and 3-8 cross; 4-7 and 5-6 stay on stage 1: 4 / 3
+    assert _skips_crossing(SimpleNamespace(long_skips=6, blocks={"self": 12}), 3) == 4 / 3
+
+
+def test_tp_text_all_reduce_of_one_text_row():
+    # a joint block with exactly one text row on the rank still runs the text stream's all-reduce:
+    # 2 (2-1)/2 = 1 x 1 row x 64 x 2 B
+    image, text, gather = tp_collectives("joint", 16.0, 1.0, 64, 2, "intra_domain", FLOWS, 1.0)
+    assert text.name == "TP all-reduce (text)" and text.bytes_by_link == {"intra_domain": 1 * 64 * B}
+
+
+def test_measured_alltoall_below_one_GBps_is_still_a_figure():
+    links = {**box().links, "intra_domain": LinkClass("slow", 8.0, 1.0, alltoall_GBps=((4, 0.5),))}
+    assert effective_bw(replace(box(), links=links), "intra_domain", 4, 4, "alltoall") == 0.5
+
+
+def test_alltoall_split_keeps_the_first_of_equally_slow_ranks():
+    # 2 nodes of 4, domains of 2; group 0 1 2 | 4 5 6: every rank sends 3 of 6 shares across the nodes (the slow
+    # class decides on a switched fabric: a tie). Rank 0 (listed first) sends 1 share to rank 1 (its domain) and
+    # 1 to rank 2; rank 6 would send 2 across domains and none inside
+    hw = box(domain_size=2, devices=4, nodes=2)
+    assert alltoall_split(hw, [0, 1, 2, 4, 5, 6], 600.0) == \
+        {"intra_domain": 100.0, "inter_domain": 100.0, "inter_node": 300.0}
+
+
+def test_cross_attention_scores_split_by_sequence_parallelism():
+    # U2: share = batch 1 / (sp 2 x tp 1) = 1/2; scores 4 x 16 x 8 context x 64 x 1/2; the context K/V
+    # projections are not split by SP: 2 x 8 x 64 x 2 x 64
+    m = tiny_model(blocks={"cross": 1}, text_cross_tokens=8)
+    [bw], _ = _work(m, Plan(ulysses=2))
+    assert bw.cross_flops == 4 * 16 * 8 * 64 / 2 + 2 * 8 * 64 * 2 * 64
+
+
+def test_ring_hop_and_layout_bytes_with_the_cfg_batch():
+    # U2 x R2, CFG batch 2 on every rank: 16 tokens, 4 per rank; K/V 8 heads -> 4 per rank after Ulysses (32 wide)
+    m = tiny_model()
+    [bw], _ = _work(m, Plan(ulysses=2, ring=2), cfg=True)
+    ring = next(c for c in bw.comms if c.name == "ring K,V pass")
+    # hop: 16 / 2 tokens x (K, V) x 32 x 2 B x batch 2
+    assert ring.bytes_per_call == 8 * 2 * 32 * B * 2 == 2048
+    # layout copies 2 x 2 x 4 tokens x 2 B x batch 2 x (2 x 64 + 2 x 64) = 16384; one fp32 out/LSE merge per hop
+    # over the rank's 8 query rows of 64 / U2 = 32 wide, batch 2: 8 x 32 x 2 x (4 + 2 + 4) = 5120
+    assert bw.relayout_bytes == 2 * 2 * 4 * B * 2 * 256 + 8 * 32 * 2 * 10 == 21504
+    # 8 query tokens x batch 2 x 4 heads per pass; 8 keys per hop
+    assert bw.attn_shape == (8 * 2 * 4.0, 8.0, 8.0)
+    # cfg2 x R2: the two CFG ranks take one sample each, so batch 1: 8 x 2 x 64 x 2 B x 1
+    [split], _ = _work(m, Plan(cfg=2, ring=2), cfg=True)
+    assert next(c for c in split.comms if c.name == "ring K,V pass").bytes_per_call == 8 * 2 * 64 * B == 2048
+
+
+def test_kv_allgather_of_two_with_ulysses_and_the_cfg_batch():
+    # U2 x AG2, batch 2: 4 tokens per rank, K/V 4 heads (32 wide) per rank after Ulysses
+    m = tiny_model()
+    [bw], _ = _work(m, Plan(ulysses=2, kv_allgather=2), cfg=True)
+    ag = next(c for c in bw.comms if c.name == "AllGather-KV")
+    # each rank's shard: 16 / 2 tokens x (K, V) x 32 x 2 B x batch 2 = 2048; (2 - 1) shards arrive
+    assert ag.bytes_by_link == {"intra_domain": 1 * 8 * 2 * 32 * B * 2} and ag.alpha_steps == 1
+    # USP copies 2 x 2 x 4 x 2 B x 2 x 256 = 16384; gathered K/V re-laid out 2 x 16 x 2 x 32 x 2 B x 2 = 8192;
+    # one fp32 merge for the second chunk: 8 rows x 64 / 2 wide x batch 2 x 10 B = 5120
+    assert bw.relayout_bytes == 16384 + 8192 + 5120
+    assert bw.kernels == 30 + 36 + (16 + 20)             # block + Ulysses layer + AllGather-KV of 2
+
+
+def test_kv_allgather_leaves_temporal_blocks_alone():
+    m = tiny_model(kind="video", vae_stride=(4, 8, 8), vae_temporal_causal=True,
+                   blocks={"spatial": 1, "temporal": 1}, text_cross_tokens=4)
+    (sp, tm), _ = _work(m, Plan(kv_allgather=2), frames=9)
+    # temporal attention is local under SP: no gather, no ops, no copies; the spatial block gathers (16 + 20 ops)
+    assert tm.comms == [] and tm.kernels == 30 and tm.relayout_bytes == 0.0
+    assert sp.kernels == 45 + 36
+
+
+def test_tp_text_rows_with_sequence_split_and_cfg_batch():
+    # joint block, U2 x TP2, batch 2: text 4 / sp 2 x 2 = 4 rows, image 16 / 2 x 2 = 16 rows, 2 (2-1)/2 = 1 x each
+    m = tiny_model(blocks={"joint": 1}, text_joint_tokens=4)
+    [bw], _ = _work(m, Plan(ulysses=2, tp=2), cfg=True)
+    by_name = {c.name: c.bytes_by_link for c in bw.comms}
+    assert by_name["TP all-reduce (text)"] == {"intra_domain": 4 * 64 * B}
+    assert by_name["TP all-reduce (image)"] == {"intra_domain": 16 * 64 * B}
+
+
+def test_head_padding_at_one_head_per_tp_rank():
+    # 2 heads x 8 (dq 16), TP2 x U2: one head per TP rank padded to 2 for Ulysses 2 (x 2): the rank attends
+    # 16 x 16 x 16 x 4 / (sp 2 x tp 2) x 2 = 8192 FLOPs
+    [bw], _ = _work(tiny_model(heads=2, kv_heads=2), Plan(ulysses=2, tp=2))
+    assert bw.attn_flops == 4 * 16 * 16 * 16 / 4 * 2
+    # 1 head over TP2 (half a head per rank; G1 vetoes the plan): priced unpadded, 4 x 16 x 16 x 8 / 2
+    [half], _ = _work(tiny_model(heads=1, kv_heads=1), Plan(tp=2))
+    assert half.attn_flops == 4 * 16 * 16 * 8 / 2
+
+
+def test_block_work_of_a_model_without_optional_fields():
+    # a model object without ffn_matrices, image_cross_tokens or attention: a plain two-matrix MLP, text context
+    # only, softmax attention
+    bare = SimpleNamespace(hidden=64, ffn=256, heads=8, kv_heads=8, head_dim=8, blocks={"cross": 1})
+    s = make_shape(tiny_model(blocks={"cross": 1}, text_cross_tokens=8), 64, 64, 1, 10)
+    [bw] = block_work(bare, box(domain_size=8, devices=8), s, Plan(tp=2), layout(Plan(tp=2)))
+    assert bw.cross_shape == (16 * 4.0, 8.0, 8.0)                      # 16 rows x 4 heads per TP rank; 8 keys
+    assert bw.tp_linears == 10                                         # cross block, no gate
+    # scores 4 x 16 x 8 keys x 64 x share 1/2 (TP 2) + context K/V 2 x 8 x 64 x 2 x 64 / TP 2
+    assert bw.cross_flops == 4 * 16 * 8 * 64 / 2 + 2 * 8 * 64 * 2 * 64 / 2
+    assert bw.gemms[2] == Gemm(16.0, 256 / 2, 64)                       # MLP in: 1 x 256 / TP 2
+    assert block_gemms(bare, "self", 1.0, 1)[2] == Gemm(1.0, 256.0, 64)

@@ -275,7 +275,8 @@ def slower(hw, keys, group_size: int = 2) -> str:
 
 def alltoall_split(hw, group: list[int], total_bytes: float) -> dict[str, float]:
     """Bytes one rank sends per link class in an all-to-all of a local tensor of total_bytes:
-    each peer gets total/P, the rank keeps its own share ((P-1)/P leaves it). Worst rank."""
+    each peer gets total/P, the rank keeps its own share ((P-1)/P leaves it). Worst rank (on a tie in time,
+    the first in group order)."""
     p = len(group)
     worst: dict[str, float] | None = None
     flows = alltoall_flows(hw, group)
@@ -460,8 +461,9 @@ def _skips_crossing(model, stages: int) -> float:
     if skips <= 0 or stages <= 1:
         return 0.0
     layers = sum(int(v) for v in model.blocks.values())
-    per = layers / stages
-    crossing = sum(1 for i in range(skips) if int(i // per) != int((layers - 1 - i) // per))
+    # layer i sits on stage floor(i / (layers / stages)) = i * stages // layers, in integers: the float
+    # per-stage count made 5 // (10 / 6) = 2 where 5 x 6 // 10 = 3 (layer 5 of 10 over 6 stages)
+    crossing = sum(1 for i in range(skips) if i * stages // layers != (layers - 1 - i) * stages // layers)
     return crossing / stages
 
 
