@@ -166,6 +166,7 @@ def _rank_rows(rank: int, events: pd.DataFrame, windows: pd.DataFrame, exact_sta
         free = busy.gaps(lo, hi)
     else:
         free = Intervals.empty()
+    del busy  # only the gaps were needed
     receive = _receives(events["name"].to_numpy(), ~is_compute)
     if windows.empty:
         windows = pd.DataFrame({"step": pd.array([pd.NA], dtype="Int64"),
@@ -183,9 +184,14 @@ def _rank_rows(rank: int, events: pd.DataFrame, windows: pd.DataFrame, exact_sta
         if whole_capture:
             return np.zeros(seg_start.size, dtype=np.int64)
         if n == 1 or bool((w_start[1:] >= w_end[:-1]).all()):
-            k = np.searchsorted(w_start, seg_start, side="right") - 1
-            inside = (k >= 0) & (seg_start < w_end[np.clip(k, 0, None)])
-            return np.where(inside, k, -1)
+            k = np.searchsorted(w_start, seg_start, side="right")
+            k -= 1  # in place: 1M-segment sets, few temporaries
+            before = k < 0
+            k[before] = 0
+            outside = seg_start >= w_end[k]
+            outside |= before
+            k[outside] = -1
+            return k
         idx = np.full(seg_start.size, -1, dtype=np.int64)
         # windows overlap (Kineto async steps): the profiler takes the first match in start order
         for i in range(n - 1, -1, -1):

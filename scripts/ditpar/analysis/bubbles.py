@@ -24,7 +24,7 @@ import pandas as pd
 
 from ditpar.analysis.collectives import intervals_of, require_families, select_ranks, us
 from ditpar.analysis.steps import assign_steps, has_steps, rank_steps
-from ditpar.core.events import by_rank, end_ns, kind_masks
+from ditpar.core.events import by_rank, end_ns, few_codes, kind_masks
 from ditpar.core.intervals import Intervals
 from ditpar.core.profile import ProfileSet
 from ditpar.errors import InputError
@@ -66,8 +66,7 @@ def choose_stream(rev: pd.DataFrame, stream: str | None,
     if not is_compute.any():
         raise InputError(f"rank {int(rev['rank'].iloc[0])}: no compute kernels; kinds present: "
                          f"{rev['kind'].value_counts().to_dict()}")
-    codes, uniques = pd.factorize(rev["stream"].to_numpy()[is_compute], use_na_sentinel=False)
-    streams = uniques.tolist()
+    codes, streams = few_codes(rev["stream"].to_numpy()[is_compute], keep_missing=True)
     present = sorted(set(streams))
     if stream is not None:
         if stream not in present:
@@ -89,10 +88,21 @@ def step_windows(compute: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFr
     if not has_steps(labels):
         return pd.DataFrame({"step": pd.array([pd.NA], dtype="Int64"),
                              "start_ns": [int(compute["start_ns"].min())], "end_ns": [int(end_ns(compute).max())]})
-    frame = pd.DataFrame({"step": labels, "start_ns": compute["start_ns"], "end_ns": end_ns(compute)})
-    frame = frame[labels.notna()]
-    win = frame.groupby("step", sort=True).agg(start_ns=("start_ns", "min"), end_ns=("end_ns", "max")).reset_index()
-    return win.sort_values("start_ns", kind="stable").reset_index(drop=True).astype({"step": "Int64"})
+    # per step in numpy (a groupby of a 1M-row stream held four copies of it and a 1M-entry hash table)
+    unlabelled = np.asarray(labels.isna(), dtype=bool)
+    step = np.asarray(labels.to_numpy(dtype=np.int64, na_value=0), dtype=np.int64)
+    start, end = compute["start_ns"].to_numpy(np.int64), end_ns(compute)
+    if unlabelled.any():  # copies only when some kernel lies outside every step
+        step, start, end = step[~unlabelled], start[~unlabelled], end[~unlabelled]
+    del unlabelled
+    ids, which = np.unique(step, return_inverse=True)
+    del step
+    first = np.full(ids.size, np.iinfo(np.int64).max, dtype=np.int64)
+    last = np.full(ids.size, np.iinfo(np.int64).min, dtype=np.int64)
+    np.minimum.at(first, which, start)
+    np.maximum.at(last, which, end)
+    win = pd.DataFrame({"step": pd.array(ids, dtype="Int64"), "start_ns": first, "end_ns": last})
+    return win.sort_values("start_ns", kind="stable").reset_index(drop=True)
 
 
 def _release_candidates(gs: np.ndarray, ge: np.ndarray, rel: pd.DataFrame):
@@ -205,10 +215,14 @@ def rank_gaps(rev: pd.DataFrame, steps: pd.DataFrame | None, families: list[str]
     label, codes, streams = choose_stream(rev, stream, is_compute)
     on_stream = is_compute.copy()
     on_stream[is_compute] = codes == streams.index(label)
+    del codes
     start = rev["start_ns"].to_numpy(np.int64)
     end = start + rev["dur_ns"].to_numpy(np.int64)
     busy = Intervals.from_spans(start[on_stream], end[on_stream])
-    windows = step_windows(rev.loc[on_stream, ["start_ns", "dur_ns", "step"]], steps)  # no copy of the rest
+    picked = np.flatnonzero(on_stream)  # the three columns taken one by one: no copy of the rest of the table
+    windows = step_windows(pd.DataFrame({"start_ns": start[picked], "dur_ns": rev["dur_ns"].to_numpy(np.int64)[picked],
+                                         "step": rev["step"].array[picked]}), steps)
+    del picked
     span = Intervals.from_spans(windows["start_ns"].to_numpy(np.int64), windows["end_ns"].to_numpy(np.int64))
     gap_iv = span - busy
     comm = rev[is_comm]

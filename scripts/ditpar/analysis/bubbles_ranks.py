@@ -18,7 +18,7 @@ import pandas as pd
 
 from ditpar.analysis import bubbles as bu
 from ditpar.analysis.steps import rank_steps
-from ditpar.core.events import kind_masks
+from ditpar.core.events import kind_counts, kind_masks
 from ditpar.core.intervals import Intervals
 from ditpar.core.profile import ProfileSet
 from ditpar.errors import InputError
@@ -39,7 +39,7 @@ class RankGaps:
             return None
         masks = kind_masks(events)
         rank = int(events["rank"].iloc[0])
-        out = {"kinds": events["kind"].value_counts().to_dict(),
+        out = {"kinds": kind_counts(events),
                "present": sorted(set(events.loc[masks[1], "family"]) - {""}),
                "gaps": bu.rank_gaps(events, rank_steps(one.steps, rank), self.families or [], self.stream, masks),
                "lags": None, "common": None}

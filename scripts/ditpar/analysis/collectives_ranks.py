@@ -14,6 +14,7 @@ import pandas as pd
 
 from ditpar.analysis import collectives as co
 from ditpar.analysis import global_ranks
+from ditpar.core.events import kind_counts
 from ditpar.core.profile import ProfileSet
 from ditpar.errors import InputError
 
@@ -33,7 +34,7 @@ class RankCollectives:
         present = sorted(set(events.loc[comm, "family"]) - {""})
         if self.families:
             events = events[~comm | events["family"].isin(self.families)]
-        out = {"present": present, "kinds": events["kind"].value_counts().to_dict(),
+        out = {"present": present, "kinds": kind_counts(events),
                "table": co.collective_table(events, one.groups, one.comm_ops), "ranks": co.rank_table(events),
                "streams": co.stream_table(events), "overlap": co.overlap_matrix(events),
                "comm_streams": co.comm_streams_facts(events), "layers": None, "scope": None,

@@ -58,7 +58,7 @@ class Intervals:
         if not len(small):
             return big
         at = np.searchsorted(big.starts, small.starts, side="right")
-        return _merge_sorted(np.insert(big.starts, at, small.starts), np.insert(big.ends, at, small.ends))
+        return _merge_sorted(np.insert(big.starts, at, small.starts), np.insert(big.ends, at, small.ends), own=True)
 
     def __and__(self, other: Intervals) -> Intervals:
         return intersection(self, other)
@@ -145,14 +145,18 @@ def union(starts, ends) -> Intervals:
     return _merge_sorted(s, e)
 
 
-def _merge_sorted(s: np.ndarray, e: np.ndarray) -> Intervals:
-    """Merge non-empty spans sorted by start into a normalised set (touching spans merge)."""
-    run_end = np.maximum.accumulate(e)
+def _merge_sorted(s: np.ndarray, e: np.ndarray, own: bool = False) -> Intervals:
+    """Merge non-empty spans sorted by start into a normalised set (touching spans merge); ``own``: ``e``
+    is a scratch copy that may be overwritten (one 1M-span temporary less)."""
+    run_end = np.maximum.accumulate(e, out=e if own else None)
     new = np.empty(s.size, dtype=bool)
     new[0] = True
-    new[1:] = s[1:] > run_end[:-1]
+    np.greater(s[1:], run_end[:-1], out=new[1:])
     first = np.flatnonzero(new)
-    last = np.concatenate([first[1:] - 1, [s.size - 1]])
+    del new
+    last = np.empty_like(first)
+    np.subtract(first[1:], 1, out=last[:-1])
+    last[-1] = s.size - 1
     return Intervals(s[first], run_end[last])
 
 
