@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-
 from ditpar.analysis.collectives import group_positions
 from ditpar.core.events import few_codes, kind_counts
 
