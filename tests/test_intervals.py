@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from ditpar.core.intervals import Intervals, difference, gaps, intersection, union
+from ditpar.core.intervals import Intervals, difference, gaps, intersection, union, union_length
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -139,3 +139,15 @@ def test_union_of_two_sets_is_the_union_of_their_spans():
         covered = a.covered_at(points) | b.covered_at(points)
         assert np.array_equal(got.covered_at(points), covered)
         assert (got.starts[1:] > got.ends[:-1]).all()  # normalised: touching spans merged
+
+
+def test_union_length_is_the_total_of_the_union():
+    """The sweep's length equals the union's total (unsorted spans, empty and reversed ones, touching ones)."""
+    rng = np.random.default_rng(9)
+    for _ in range(300):
+        n = int(rng.integers(0, 8))
+        s = rng.integers(0, 30, n)
+        e = s + rng.integers(-3, 8, n)
+        assert union_length(s, e) == union(s, e).total
+    none = np.zeros(0, dtype=np.int64)
+    assert union_length([0, 5, 5], [5, 9, 5]) == 9 and union_length(none, none) == 0

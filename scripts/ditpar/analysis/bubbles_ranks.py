@@ -129,8 +129,12 @@ class GapSummary:
 
 def _running_other(rg: bu._RankGaps, iv: Intervals) -> tuple[np.ndarray, np.ndarray]:
     """Per interval of ``iv``: time a collective runs, and time only another stream is busy (ns)."""
-    running = (iv & rg.comm_iv).length_in_each(iv)
-    other = ((iv - rg.comm_iv) & rg.other_iv).length_in_each(iv)
+    on_comm = iv & rg.comm_iv
+    running = on_comm.length_in_each(iv)
+    # (iv - comm) & other = (iv & other) - (iv & comm & other), the second inside the first: their lengths
+    # subtract per interval, and iv - comm (as many pieces as iv, a 1M-gap rank's peak) is never built
+    other = (iv & rg.other_iv).length_in_each(iv)
+    other -= (on_comm & rg.other_iv).length_in_each(iv)
     return running, other
 
 

@@ -145,6 +145,27 @@ def union(starts, ends) -> Intervals:
     return _merge_sorted(s, e)
 
 
+def union_length(starts, ends) -> int:
+    """Length of the union of spans, without building the set: a sweep over the spans in start order, each
+    adding what it reaches past the furthest end before it (empty spans add nothing)."""
+    s, e = _as_i64(starts), _as_i64(ends)
+    if s.shape != e.shape:
+        raise ValueError("starts and ends differ in length")
+    if s.size == 0:
+        return 0
+    if not bool((s[1:] >= s[:-1]).all()):
+        order = np.argsort(s, kind="stable")
+        s, e = s[order], e[order]
+    reach = np.maximum.accumulate(e)
+    floor = np.empty_like(s)
+    floor[0] = s[0]
+    np.maximum(s[1:], reach[:-1], out=floor[1:])
+    del reach
+    np.subtract(e, floor, out=floor)
+    np.maximum(floor, 0, out=floor)
+    return int(floor.sum())
+
+
 def _merge_sorted(s: np.ndarray, e: np.ndarray, own: bool = False) -> Intervals:
     """Merge non-empty spans sorted by start into a normalised set (touching spans merge); ``own``: ``e``
     is a scratch copy that may be overwritten (one 1M-span temporary less)."""
