@@ -7,6 +7,7 @@ decisions. Names it cannot place are counted in ``Classified.unclassified``, nev
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -84,8 +85,10 @@ def op_family(token: str) -> str | None:
     return OP_FAMILY.get(stripped)
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def ascend_one(name: str, type_: str, core: str) -> tuple[str, str, str, str | None]:
-    """(kind, family, group, unplaced-label or None) for one distinct Ascend kernel row."""
+    """(kind, family, group, unplaced-label or None) for one distinct Ascend kernel row (remembered: every
+    rank of a communicator names its HCCL ops alike, and a db rank classifies them twice)."""
     core_u = core.strip().upper()
     match = HCOM_NAME.match(name)
     group = match.group("group") if match else ""
