@@ -820,8 +820,7 @@ def _matrix(db: _Db) -> pd.DataFrame:
         if not km:
             continue  # top/middle/bottom slices repeat what the total holds
         where = f"{db.path}: table CommAnalyzerMatrix row {i + 1}"
-        m = re.fullmatch(r"step(\d*)", _text(step))
-        out.append({"rank": 0, "step": int(m.group(1)) if m and m.group(1) else None, "op": km.group("op"),
+        out.append({"rank": 0, "step": _step_of_label(step), "op": km.group("op"),
                     "group_hash": _text(group), "link": f"{_text(src)}-{_text(dst)}", "transport": _text(transport),
                     "bytes": int(round(_us_value(size, f"{where} transit_size") * 1e6)),
                     "transit_us": _us_value(time_ms, f"{where} transit_time") * 1000.0,

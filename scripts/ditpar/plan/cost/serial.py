@@ -110,6 +110,15 @@ class _Walk:
         self.add(part, c_out, positions)
 
 
+def _mid_block(walk: _Walk, vae, c: int, pos: float, taps: int, seqs: float, tokens: float,
+               mask: bool = False) -> None:
+    """The decoders' mid block: resnet, attention over ``seqs`` sequences of ``tokens`` (if the VAE has it), resnet."""
+    walk.resnet("mid", c, c, pos, taps)
+    if vae.mid_attention:
+        walk.attention("mid_attention", seqs, tokens, c, mask=mask)
+    walk.resnet("mid", c, c, pos, taps)
+
+
 def _latent_hw(model, width: int, height: int) -> tuple[int, int]:
     _, sh, sw = model.vae_stride
     return max(1, height // sh), max(1, width // sw)
@@ -126,10 +135,7 @@ def _autoencoderkl(model, vae, walk: _Walk, width: int, height: int, frames: int
     if vae.post_quant_conv:
         walk.conv("post_quant_conv", 1, vae.latent_channels, vae.latent_channels, pos)
     walk.conv("conv_in", 9, vae.latent_channels, rev[0], pos)
-    walk.resnet("mid", rev[0], rev[0], pos, 9)
-    if vae.mid_attention:
-        walk.attention("mid_attention", n, h * w, rev[0])
-    walk.resnet("mid", rev[0], rev[0], pos, 9)
+    _mid_block(walk, vae, rev[0], pos, 9, n, h * w)
     c_prev = rev[0]
     nb = len(rev)
     for i, c in enumerate(rev):
@@ -227,10 +233,7 @@ def _hunyuanvideo(model, vae, walk: _Walk, width: int, height: int, frames: int)
         if vae.post_quant_conv:
             walk.conv("post_quant_conv", 1, zc, zc, pos)
         walk.conv("conv_in", 27, zc, rev[0], pos)
-        walk.resnet("mid", rev[0], rev[0], pos, 27)
-        if vae.mid_attention:
-            walk.attention("mid_attention", 1, pos, rev[0], mask=True)
-        walk.resnet("mid", rev[0], rev[0], pos, 27)
+        _mid_block(walk, vae, rev[0], pos, 27, 1, pos, mask=True)
         c_prev = rev[0]
         for i, c in enumerate(rev):
             for j in range(vae.layers(nb - 1 - i) + 1):
@@ -269,10 +272,7 @@ def _wan(model, vae, walk: _Walk, width: int, height: int, frames: int) -> None:
         walk.conv("post_quant_conv", 1, zc, zc, pos)
     walk.calls = lat
     walk.conv("conv_in", 27, zc, rev[0], pos)
-    walk.resnet("mid", rev[0], rev[0], pos, 27)
-    if vae.mid_attention:
-        walk.attention("mid_attention", ff, hh * ww, rev[0])
-    walk.resnet("mid", rev[0], rev[0], pos, 27)
+    _mid_block(walk, vae, rev[0], pos, 27, ff, hh * ww)
     c_prev = rev[0]
     for i, c in enumerate(rev):
         for j in range(vae.layers(nb - 1 - i) + 1):
@@ -415,10 +415,7 @@ def _stepvideo(model, vae, walk: _Walk, width: int, height: int, frames: int) ->
         ff, hh, ww = unpatch * t - (unpatch - 1), h * unpatch, w * unpatch
         pos = float(ff * hh * ww)
         walk.upsample("conv_unpatchify", rev[0], pos, pos)
-        walk.resnet("mid", rev[0], rev[0], pos, 27)
-        if vae.mid_attention:
-            walk.attention("mid_attention", 1, pos, rev[0])
-        walk.resnet("mid", rev[0], rev[0], pos, 27)
+        _mid_block(walk, vae, rev[0], pos, 27, 1, pos)
         c_prev = rev[0]
         for i, c in enumerate(rev):
             for j in range(vae.layers(nb - 1 - i) + 1):
