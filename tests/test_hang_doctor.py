@@ -294,10 +294,11 @@ _FRTRACE: dict[str, subprocess.CompletedProcess] = {}
 
 
 def _torchfrtrace(folder: Path) -> subprocess.CompletedProcess:
-    """torch's analyzer on a folder, run once per folder (it imports torch: seconds per run)."""
+    """torch's analyzer on a folder, run once per folder (it imports torch: seconds per run). The dump
+    prefix is given: left to guess it from the file names, it failed now and then under load."""
     if str(folder) not in _FRTRACE:
         _FRTRACE[str(folder)] = subprocess.run(
-            [sys.executable, "-m", "torch.distributed.flight_recorder.fr_trace", str(folder)],
+            [sys.executable, "-m", "torch.distributed.flight_recorder.fr_trace", "--prefix", "fr_rank_", str(folder)],
             capture_output=True, text=True, timeout=120)
     return _FRTRACE[str(folder)]
 
