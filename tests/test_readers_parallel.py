@@ -84,6 +84,31 @@ def test_per_rank_breakdown_equals_whole_set(tmp_path, workers):
     assert [r["rank"] for r in b.rows] == sorted(r["rank"] for r in b.rows)
 
 
+class _SeenColumns:
+    """A per-rank maker that asks for three columns and returns what it was handed (picklable)."""
+
+    columns = frozenset({"rank", "start_ns", "kind"})
+
+    def __init__(self):
+        self.__qualname__ = type(self).__qualname__  # ProfileSet.rank_results_from names the maker
+
+    def __call__(self, one):
+        return (sorted(one.events.columns), len(one.events), int(one.events["start_ns"].min()))
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_per_rank_maker_with_columns_is_handed_only_those(workers):
+    """A maker's ``columns``: the reader lets every other event column go before the analysis runs;
+    the rows and their values are those of the whole read."""
+    whole = load_profiles([DATA], workers=1)
+    split = load_profiles([DATA], workers=workers, per_rank=_SeenColumns())
+    for rank, (cols, rows, first) in split.rank_results.items():
+        mine = whole.events[whole.events["rank"] == rank]
+        assert cols == ["kind", "rank", "start_ns"]
+        assert rows == len(mine) > 0 and first == int(mine["start_ns"].min())
+    assert sorted(split.rank_results) == whole.ranks
+
+
 def test_workers_flag_reaches_the_reader(monkeypatch):
     """--workers N of the profile tools: N processes (1 = serial), the same JSON; 0 is a usage error."""
     import subprocess

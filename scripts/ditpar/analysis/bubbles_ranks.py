@@ -31,6 +31,9 @@ class RankGaps:
                  keep_gaps: bool = True):
         self.families, self.stream, self.consumer = families, stream, consumer
         self.keep_gaps = keep_gaps  # False: only a GapSummary travels (no gap table in the report)
+        #: the event columns __call__ reads (the reader lets the others go first: load_profiles' per_rank)
+        self.columns = frozenset({"rank", "stream", "kind", "family", "start_ns", "dur_ns", "step"}
+                                 | ({"name"} if consumer else set()))
         self.__qualname__ = type(self).__qualname__  # ProfileSet.rank_results_from names the maker
 
     def __call__(self, one: ProfileSet) -> dict | None:
