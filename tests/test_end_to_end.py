@@ -27,6 +27,11 @@ def _row(**over) -> pd.Series:
     ("xDiT (diffusers-based); DiT forward only (VAE decode bar segment excluded)", "", "dit"),
     ("optimal configuration; PER-ITERATION latency (one diffusion step), not end-to-end", "", "dit"),
     ("pytorch", "kind=table; wall time includes text encoder and VAE decoder", "end_to_end"),
+    # xDiT's CogVideoX charts and diffusers' PR tables time one step of the loop: no decode in them (issue 23)
+    ("xDiT (diffusers-based); latency per denoising step, not end-to-end (chart 'Latency/Step')", "", "dit"),
+    ("diffusers native context parallel; latency per step", "", "dit"),
+    ("pytorch", "chart 'Latency/Step for CogVideo-2b (50 Steps) on A100'", "dit"),
+    ("diffusers native context parallel; one whole 50-step generation", "", "end_to_end"),
 ])
 def test_row_scope_follows_what_the_row_says(other, notes, scope):
     assert evaluate.row_scope(_row(other_config=other, notes=notes)) == scope

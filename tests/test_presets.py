@@ -220,6 +220,15 @@ def test_every_hardware_preset_is_consistent():
         assert h.with_nodes(2).class_for([0, h.devices_per_node]) == "inter_node"
 
 
+def test_t4_mfu_is_the_power_capped_gemm_over_the_peak():
+    """T4: a continuous 4096^3 FP16 GEMM runs at ~24 TFLOPS under the 70 W cap (NVIDIA forum thread cited in the
+    preset) against the 65 TFLOPS boost-clock peak: 24 / 65 = 0.369, kept to two digits (issue 23)."""
+    t4 = presets.load_hardware("T4")
+    assert t4.peak_tflops_bf16 == 65.0
+    assert t4.mfu == pytest.approx(round(24.0 / 65.0, 2), abs=1e-12)
+    assert "power cap" in t4.sources["mfu"] and "264462" in t4.sources["mfu"]
+
+
 # ------------------------------------------------------------------ bad TOML
 
 

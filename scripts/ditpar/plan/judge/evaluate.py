@@ -171,8 +171,10 @@ def row_context(row):
     return model, hw, shape, plan, "; ".join(notes)
 
 
-#: a row whose latency is the DiT loop alone (the serial stages are not in it)
-DIT_ONLY = re.compile(r"dit[- ]forward only|dit[- ]only|transformer only|denoising only|per-iteration", re.I)
+#: a row whose latency is the DiT loop alone (the serial stages are not in it); "latency per denoising step" and
+#: "Latency/Step" are xDiT's CogVideoX charts and diffusers' PR tables: one step of the loop, no decode in it
+DIT_ONLY = re.compile(r"dit[- ]forward only|dit[- ]only|transformer only|denoising only|per-iteration"
+                      r"|per (?:denoising )?step|latency ?/ ?step", re.I)
 #: a row whose framework splits the VAE decode over its cards
 VAE_PARALLEL = re.compile(r"vae decode parallel|parallel vae|vae parallel|distvae|patch[- ]parallel vae", re.I)
 

@@ -251,11 +251,6 @@ def _pair_accuracy(rows, preds, groups) -> float:
     return correct / total if total else 0.0
 
 
-def _band_inputs(rows, preds, groups):
-    return [([rows[i].measured for i in g], [preds[i][0] for i in g], [preds[i][1] for i in g])
-            for g in groups if len(g) >= 3]
-
-
 def evaluate_heldout(frames: dict[str, object], tun, calibrate: bool = False, fixed_launch: bool = False,
                      fixed_overlap: bool = False, by: str = "source") -> dict:
     """Held-out figures per group (source table, hardware class or framework: `by`) and their pooled sum, beside
@@ -276,7 +271,8 @@ def evaluate_heldout(frames: dict[str, object], tun, calibrate: bool = False, fi
                 if best_key is None or key > best_key:
                     best, best_key, chosen = acc, key, (la, ov)
         preds = scorer.predict(*chosen, mfu)
-        half = uncertainty.fit_half_width(_band_inputs(rows, preds, scenarios_of(rows, preds, train, by)), TIE)
+        half = uncertainty.fit_half_width([([rows[i].measured for i in g], [preds[i][2] for i in g])
+                                           for g in scenarios_of(rows, preds, train, by) if len(g) >= 3], TIE)
         return preds, {"launch_us": chosen[0], "overlap_efficiency": chosen[1],
                        "mfu": {k: round(v, 3) for k, v in mfu.items()}, "band_half_width": half,
                        "train_pairwise_accuracy": round(best, 3)}
