@@ -55,8 +55,6 @@ def _bd(latency_s: float, exposed: dict[str, float] | None = None, evidence: dic
 
 
 def test_short_list_and_half_width_fit_by_hand():
-    bands = [uncertainty.Band(9.0, 11.0, 0), uncertainty.Band(10.5, 12.0, 0), uncertainty.Band(11.5, 13, 0)]
-    assert uncertainty.short_list_indices(bands, [10.0, 11.0, 12.0]) == [0, 1]
     # measured best (config 1) is predicted 8 % slower than config 0, no link figure to move: the two are on the
     # short list once 1.08 exp(-h) <= 1.0 exp(h), i.e. h >= ln(1.08) / 2 = 0.0385 -> first grid value 0.04
     scen = [([1.2, 1.0, 1.5], [_bd(1.0), _bd(1.08), _bd(1.5)])]

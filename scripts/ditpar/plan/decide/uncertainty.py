@@ -81,16 +81,6 @@ def band_of(bd, measured_links: set[str] | frozenset[str], half_width: float = M
                 evidence=getattr(bd, "link_evidence", None), pipeline_s=getattr(bd, "pipeline_s", 0.0))
 
 
-def short_list_indices(bands: list[Band], predicted: list[float]) -> list[int]:
-    """Indices whose band overlaps the band of the predicted best (the best first, then by prediction)."""
-    if not bands:
-        return []
-    best = min(range(len(predicted)), key=lambda i: predicted[i])
-    top = bands[best].high_s
-    members = [i for i in range(len(bands)) if bands[i].low_s <= top]
-    return sorted(members, key=lambda i: (i != best, predicted[i]))
-
-
 def _evidence_factor(bds, key: str) -> float:
     for bd in bds:
         ev = (getattr(bd, "link_evidence", None) or {}).get(key)
