@@ -103,3 +103,28 @@ def test_a_ref_latency_inside_the_serial_stages_is_refused_with_them_named():
                       "--ref-latency", "0.01", check=2)
     assert proc.stderr.startswith("plan.py: error: --ref-latency 0.01 s: expected more than the serial stages")
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_end_to_end_speedup_and_its_held_out_range():
+    """Every feasible plan's end-to-end speedup is (one card + serial) / (plan + serial) and its range is that times
+    2**SPEEDUP_RANGE_LOG2; the text names the leading plan's."""
+    from ditpar.plan.decide import uncertainty
+
+    proc = run_script("plan.py", "--model", "Wan2.1-T2V-14B", "--hardware", "Atlas 800I A2", "--devices", "8",
+                      "--json", check=0)
+    doc = json.loads(proc.stdout)
+    serial = doc["serial_stages"]
+    assert serial["total_s"] > 20 and serial["speedup_range_level"] == 0.8
+    lo, hi = uncertainty.SPEEDUP_RANGE_LOG2
+    feasible = [p for p in doc["plans"] if p["feasible"]]
+    assert set(serial["end_to_end_speedup"]) == {p["name"] for p in feasible}
+    for p in feasible:
+        single = p["speedup_vs_1"] * p["predicted_latency_s"]
+        want = (single + serial["total_s"]) / (p["predicted_latency_s"] + serial["total_s"])
+        got = serial["end_to_end_speedup"][p["name"]]
+        assert got["speedup"] == pytest.approx(want) and got["speedup"] <= p["speedup_vs_1"] + 1e-9
+        assert (got["low"], got["high"]) == pytest.approx((want * 2 ** lo, want * 2 ** hi))
+    text = run_script("plan.py", "--model", "Wan2.1-T2V-14B", "--hardware", "Atlas 800I A2", "--devices", "8").stdout
+    lead = serial["end_to_end_speedup"][feasible[0]["name"]]
+    assert (f"end-to-end speedup of #1 {feasible[0]['name']} over one device (serial stages included): "
+            f"{lead['speedup']:.1f}x, expected {lead['low']:.1f}-{lead['high']:.1f}x") in text

@@ -73,6 +73,44 @@ def test_speedup_and_baselines_by_hand():
     assert d["linear_within_25pct"] == pytest.approx(sum(x <= math.log2(1.25) for x in a100.linear_log2) / 3)
 
 
+
+def test_speedup_range_fitted_without_the_fold_and_its_coverage_by_hand():
+    """Held out by hardware class: the A100 fold's speedup range is fitted on the L20 rows alone (two rows, so the
+    10 % and 90 % linear quantiles sit 0.1 of the way in from each end), and each A100 row is inside or not."""
+    from ditpar.plan.cost import Tunables
+    res = heldout.evaluate_heldout(frames(), Tunables(), by="hardware")
+    a100, l20 = res["sources"]
+    rows = heldout.collect_rows(frames())
+    scorer = heldout.Scorer(rows, Tunables(), False)
+    c = a100.constants
+    preds = scorer.predict(c["launch_us"], c["overlap_efficiency"], heldout.derive_mfu(rows, "A100", Tunables(), "hardware"))
+    from ditpar.plan.cost.end_to_end import serial_stages
+
+    def e2e(i):
+        return preds[i][0] + serial_stages(rows[i].model, rows[i].hw, rows[i].shape).total_s
+    l20_idx = [i for i, r in enumerate(rows) if r.hw.accelerator == "L20"]
+    resid = sorted(math.log2((rows[l20_idx[0]].measured / rows[i].measured) / (e2e(l20_idx[0]) / e2e(i)))
+                   for i in l20_idx[1:])
+    lo, hi = resid[0] + 0.1 * (resid[1] - resid[0]), resid[1] - 0.1 * (resid[1] - resid[0])
+    assert c["speedup_range_log2"] == pytest.approx([round(lo, 3), round(hi, 3)])
+    a_idx = [i for i, r in enumerate(rows) if r.hw.accelerator == "A100"]
+    inside = []
+    for i in a_idx[1:]:
+        pred = e2e(a_idx[0]) / e2e(i)
+        meas = rows[a_idx[0]].measured / rows[i].measured
+        inside.append(pred * 2 ** c["speedup_range_log2"][0] <= meas <= pred * 2 ** c["speedup_range_log2"][1])
+    assert a100.range_inside == inside
+    assert a100.as_dict()["speedup_range_coverage"] == pytest.approx(sum(inside) / 3)
+    assert res["pooled"].range_inside == a100.range_inside + l20.range_inside
+
+
+def test_fit_speedup_range_quantiles_by_hand():
+    # ten residuals 0..9: the 10 % and 90 % linear quantiles are 0.9 and 8.1 (numpy's default: (n-1) q)
+    assert uncertainty.fit_speedup_range([float(x) for x in range(10)]) == (0.9, 8.1)
+    assert uncertainty.fit_speedup_range([]) == uncertainty.SPEEDUP_RANGE_LOG2
+    low, high = uncertainty.speedup_range(4.0, (-1.0, 0.5))
+    assert (low, high) == pytest.approx((2.0, 4.0 * math.sqrt(2.0)))
+
 def test_evaluate_cli_hold_out_flag(tmp_path):
     from conftest import run_script
     for name, f in frames().items():

@@ -6,6 +6,7 @@ import math
 
 from ditpar.plan.cost import efficiency
 from ditpar.plan.cost.work import LINK_KEYS
+from ditpar.plan.decide import uncertainty
 
 SHORT = {"pass": "ok", "veto": "VETO", "warn": "warn", "info": "i"}
 
@@ -101,7 +102,39 @@ def serial_record(stages, results) -> dict:
     return {"text_encode_s": stages.text_encode_s, "vae_decode_s": stages.vae_decode_s,
             "vae_devices": stages.vae_devices, "total_s": stages.total_s, "priced": stages.priced,
             "notes": list(stages.notes),
-            "end_to_end_s": {r.plan.name: r.breakdown.latency_s + stages.total_s for r in results if r.feasible}}
+            "end_to_end_s": {r.plan.name: r.breakdown.latency_s + stages.total_s for r in results if r.feasible},
+            "speedup_range_level": uncertainty.SPEEDUP_RANGE_LEVEL,
+            "end_to_end_speedup": {name: {"speedup": s, "low": lo, "high": hi}
+                                   for name, (s, lo, hi) in end_to_end_speedups(stages, results).items()}}
+
+
+def end_to_end_speedups(stages, results) -> dict[str, tuple[float, float, float]]:
+    """Per feasible plan: (end-to-end speedup over one device, low, high), the serial stages added to both
+    latencies, and the range published rows held out fell in (uncertainty.speedup_range)."""
+    out = {}
+    for r in results:
+        lat = r.breakdown.latency_s
+        if not (r.feasible and math.isfinite(lat) and lat > 0 and math.isfinite(r.speedup_vs_1)):
+            continue
+        single = r.speedup_vs_1 * lat
+        s = (single + stages.total_s) / (lat + stages.total_s)
+        out[r.plan.name] = (s, *uncertainty.speedup_range(s))
+    return out
+
+
+def speedup_range_line(stages, results) -> str:
+    """One line: the leading plan's end-to-end speedup with the range that held-out published rows fell in."""
+    ranges = end_to_end_speedups(stages, results)
+    lead = next((r for r in results if r.plan.name in ranges), None)
+    if lead is None:
+        return ""
+    s, lo, hi = ranges[lead.plan.name]
+    what = "serial stages included" if stages.priced else "serial stages not priced"
+    a, b = uncertainty.SPEEDUP_RANGE_LOG2
+    return (f"end-to-end speedup of #{lead.rank} {lead.plan.name} over one device ({what}): {s:.1f}x, expected "
+            f"{lo:.1f}-{hi:.1f}x: measured / predicted speedup fell within x{2 ** a:.2f}..x{2 ** b:.2f} for "
+            f"{uncertainty.SPEEDUP_RANGE_LEVEL:.0%} of published rows held out (plan.py evaluate; --json "
+            "serial_stages.end_to_end_speedup has every plan)")
 
 
 def serial_line(stages) -> str:
@@ -155,6 +188,8 @@ def render(results, model, hw, shape, tun, conclusion: str, top: int, show_all: 
              f"(text encoder and VAE decode: the serial-stages line); host cost {tun.launch_us:g} us per op: {runtime_label(tun)}"]
     if stages is not None:
         lines.append(serial_line(stages))
+        if speedup_range_line(stages, results):
+            lines.append(speedup_range_line(stages, results))
     if feas and cards_note(hw, feas[0].plan.devices):
         lines.append(cards_note(hw, feas[0].plan.devices))
     lines.append("")

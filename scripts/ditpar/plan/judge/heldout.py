@@ -71,6 +71,7 @@ class SourceResult:
     linear_log2: list[float] = field(default_factory=list)         # the same for speedup = n (ideal linear)
     three_quarter_log2: list[float] = field(default_factory=list)  # the same for speedup = 0.75 n
     band_inside: list[bool] = field(default_factory=list)          # measured inside the band (one-device scale)
+    range_inside: list[bool] = field(default_factory=list)         # measured speedup inside the speedup range
 
     def as_dict(self) -> dict:
         return {"source": self.source, "pairs": self.pairs,
@@ -87,6 +88,8 @@ class SourceResult:
                 "three_quarter_median_abs_log2": _median(self.three_quarter_log2),
                 "three_quarter_within_25pct": _within(self.three_quarter_log2),
                 "band_rows": len(self.band_inside), "band_coverage": _ratio(sum(self.band_inside), len(self.band_inside)),
+                "speedup_range_level": uncertainty.SPEEDUP_RANGE_LEVEL,
+                "speedup_range_coverage": _ratio(sum(self.range_inside), len(self.range_inside)),
                 "constants": self.constants, "short_list_misses": self.misses}
 
 
@@ -109,22 +112,41 @@ def _within(xs: list[float]) -> float | None:
     return _ratio(sum(x <= WITHIN + 1e-12 for x in xs), len(xs))
 
 
-def _score_speedups(res: SourceResult, rows: list[Row], preds, members: list[int], half: float) -> None:
-    """Speedup over one device (against the single-device row of the same table, model, machine, shape and compile
-    mode) beside speedup = n and 0.75 n, and whether the measured latency falls inside the predicted band once
-    the band is put on the measured one-device scale (predicted x measured single / predicted single)."""
+def speedup_rows(rows: list[Row], preds, members: list[int]) -> list[tuple[int, int, float, float]]:
+    """(row, its single-device row, measured speedup, predicted speedup) for every multi-device row of `members`
+    with a single-device row of the same table, model, machine, shape and compile mode; both speedups end to end
+    (the priced serial stages added to the prediction, as the tables measure)."""
     singles = {(r.source, r.cal_key): i for i, r in enumerate(rows) if r.single}
+    out = []
     for i in members:
         r = rows[i]
         ref = singles.get((r.source, r.cal_key))
-        cards = r.plan.devices // r.plan.dp
-        if r.single or ref is None or cards < 2:
+        if r.single or ref is None or r.plan.devices // r.plan.dp < 2:
             continue
-        meas = rows[ref].measured / r.measured
-        pred = (preds[ref][0] + rows[ref].serial_s) / (preds[i][0] + r.serial_s)   # end to end, as measured
+        pred = (preds[ref][0] + rows[ref].serial_s) / (preds[i][0] + r.serial_s)
+        out.append((i, ref, rows[ref].measured / r.measured, pred))
+    return out
+
+
+def fit_speedup_range(rows: list[Row], preds, members: list[int]) -> tuple[float, float]:
+    """The speedup range (uncertainty.fit_speedup_range) of the rows `members`: the training side of a fold."""
+    return uncertainty.fit_speedup_range([math.log2(m / p) for _, _, m, p in speedup_rows(rows, preds, members)])
+
+
+def _score_speedups(res: SourceResult, rows: list[Row], preds, members: list[int], half: float,
+                    srange: tuple[float, float] = uncertainty.SPEEDUP_RANGE_LOG2) -> None:
+    """Speedup over one device beside speedup = n and 0.75 n; whether the measured speedup falls inside the
+    speedup range fitted without these rows (`srange`); and whether the measured latency falls inside the
+    predicted band once the band is put on the measured one-device scale (predicted x measured single /
+    predicted single)."""
+    for i, ref, meas, pred in speedup_rows(rows, preds, members):
+        r = rows[i]
+        cards = r.plan.devices // r.plan.dp
         res.speedup_log2.append(abs(math.log2(pred / meas)))
         res.linear_log2.append(abs(math.log2(cards / meas)))
         res.three_quarter_log2.append(abs(math.log2(0.75 * cards / meas)))
+        low, high = uncertainty.speedup_range(pred, srange)
+        res.range_inside.append(low <= meas <= high)
         scale = rows[ref].measured / (preds[ref][0] + rows[ref].serial_s)
         b = uncertainty.band_of(preds[i][2], frozenset(), half)
         res.band_inside.append((b.low_s + r.serial_s) * scale <= r.measured <= (b.high_s + r.serial_s) * scale)
@@ -273,9 +295,10 @@ def evaluate_heldout(frames: dict[str, object], tun, calibrate: bool = False, fi
         preds = scorer.predict(*chosen, mfu)
         half = uncertainty.fit_half_width([([rows[i].measured for i in g], [preds[i][2] for i in g])
                                            for g in scenarios_of(rows, preds, train, by) if len(g) >= 3], TIE)
+        srange = fit_speedup_range(rows, preds, [i for i, r in enumerate(rows) if group_of(r, by) in train])
         return preds, {"launch_us": chosen[0], "overlap_efficiency": chosen[1],
                        "mfu": {k: round(v, 3) for k, v in mfu.items()}, "band_half_width": half,
-                       "train_pairwise_accuracy": round(best, 3)}
+                       "speedup_range_log2": list(srange), "train_pairwise_accuracy": round(best, 3)}
 
     results = []
     for src in sources:
@@ -284,13 +307,13 @@ def evaluate_heldout(frames: dict[str, object], tun, calibrate: bool = False, fi
         for g in scenarios_of(rows, preds, {src}, by):
             _score_scenario(res, rows, preds, g, constants["band_half_width"])
         _score_speedups(res, rows, preds, [i for i, r in enumerate(rows) if group_of(r, by) == src],
-                        constants["band_half_width"])
+                        constants["band_half_width"], tuple(constants["speedup_range_log2"]))
         results.append(res)
     pooled = SourceResult("pooled", {})
     for r in results:
         for f in ("pairs", "correct", "base_correct", "top1_scenarios", "top1_hits", "base_top1_hits", "short_hits"):
             setattr(pooled, f, getattr(pooled, f) + getattr(r, f))
-        for f in ("speedup_log2", "linear_log2", "three_quarter_log2", "band_inside"):
+        for f in ("speedup_log2", "linear_log2", "three_quarter_log2", "band_inside", "range_inside"):
             getattr(pooled, f).extend(getattr(r, f))
         pooled.short_sizes += r.short_sizes
         pooled.misses += r.misses
@@ -357,12 +380,16 @@ def render(res: dict) -> str:
               f"  0.75 n                     {f(p['three_quarter_median_abs_log2']):>8}  "
               f"{f(p['three_quarter_within_25pct']):>8}",
               f"band coverage, held out: {f(p['band_coverage'])} of {p['band_rows']} rows measured inside the predicted "
-              f"band (one-device scale); the band is sized for {uncertainty.RECALL_TARGET:.2f} short-list recall"]
+              f"band (one-device scale); the band is sized for {uncertainty.RECALL_TARGET:.2f} short-list recall",
+              f"speedup range, held out: {f(p['speedup_range_coverage'])} of {p['speedup_rows']} rows measured inside "
+              f"the range fitted without their {unit} (it claims {uncertainty.SPEEDUP_RANGE_LEVEL:.2f})"]
     lines.append("")
     a = res["all_sources"]
     lines.append(f"constants fitted on all sources: launch {a['launch_us']:g} us, overlap {a['overlap_efficiency']:g}, "
                  f"band half-width {a['band_half_width']:.3f} (plan.py ships a band half-width of "
-                 f"{uncertainty.MODEL_HALF_WIDTH:.3f})")
+                 f"{uncertainty.MODEL_HALF_WIDTH:.3f}); speedup range x{2 ** a['speedup_range_log2'][0]:.2f}.."
+                 f"x{2 ** a['speedup_range_log2'][1]:.2f} (log2 {a['speedup_range_log2'][0]:+.3f}..{a['speedup_range_log2'][1]:+.3f}; "
+                 f"plan.py ships {uncertainty.SPEEDUP_RANGE_LOG2[0]:+.3f}..{uncertainty.SPEEDUP_RANGE_LOG2[1]:+.3f})")
     for m in res["pooled"].misses:
         lines.append(f"  short-list miss: {m}")
     return "\n".join(lines) + "\n"
