@@ -168,3 +168,37 @@ def test_rows_without_a_measured_latency_are_named_not_dropped():
     assert res["warnings"] == ["t.csv: line(s) 3, 4: latency_s is not a positive number (got 'abc', '-1'); "
                                "left out of the evaluation"]
     assert res["summary"]["pairs"] == 1        # only the two measured rows form a pair
+
+
+@pytest.mark.parametrize("text,want", [
+    ("torch.compile", True), ("torch.compile; cache-dit NATIVE_DIFFUSER", True),
+    ("torch.compile (compile for 4- and 8-GPU)", True),
+    ("pytorch (diffusers-based; compile not stated)", False), ("no compile stated", False),
+    ("test configuration on 8xL40 (config and compile mode not stated)", False),
+    ("not stated (pytorch vs torch.compile/onediff not said for the text)", False),
+    ("single series (not stated whether compiled)", False), ("eager", False),
+])
+def test_compiled_reads_negated_mentions_as_eager(text, want):
+    """Unseen round 5 (vLLM-Omni's 'no compile stated') found rows saying compile was NOT used scored as compiled;
+    five seen tables say 'compile not stated' the same way."""
+    assert ev.compiled(text) is want
+
+
+def test_a_row_that_says_guidance_is_off_runs_one_branch():
+    """Qwen-Image runs true CFG by default (two branches per step); a row whose other_config says the run does not
+    exercise CFG is priced with one. 'no CFG parallel' is about the plan and changes nothing."""
+    on = _row(model="Qwen-Image", n_devices="1", other_config="vLLM-Omni")
+    off = _row(model="Qwen-Image", n_devices="1", other_config="guidance_scale=1.0 (does not exercise CFG; one branch)")
+    plain = _row(model="Qwen-Image", n_devices="1", other_config="vLLM-Omni (no CFG parallel)")
+    (_, _, s_on, _, _), (_, _, s_off, _, note), (_, _, s_plain, _, _) = map(ev.row_context, (on, off, plain))
+    assert s_on.cfg and not s_off.cfg and s_plain.cfg and "guidance off" in note
+    p_on, p_off = ev.score_row(on)[0], ev.score_row(off)[0]
+    serial = ev.row_serial(off, *ev.row_context(off)[:4]).total_s
+    # the DiT loop halves with one branch (same per-branch work); the serial stages are the same
+    assert (p_off - serial) == pytest.approx((p_on - serial) / 2, rel=0.02)
+
+
+def test_denoising_loop_only_rows_carry_no_serial_stages():
+    row = _row(model="Qwen-Image", n_devices="1", other_config="DiT denoising loop only: the 'diffuse' stage")
+    assert ev.row_scope(row) == "dit"
+    assert ev.row_serial(row, *ev.row_context(row)[:4]).total_s == 0.0

@@ -110,8 +110,16 @@ def scenario_config(other_config: str) -> str:
     return ALLGATHER_KV.sub("", str(other_config)).rstrip("; ")
 
 
+#: a mention of compile that says it was not used or not stated ("no compile", "compile not stated", "config and
+#: compile mode not stated", "not stated whether compiled", "pytorch vs torch.compile ... not said"): eager is the
+#: default, so such a row is not compiled
+NOT_COMPILED = re.compile(r"\b(?:no|without|not)\s+(?:torch\.)?compil\w*|\bcompil\w*(?:\s+mode)?\s+not\s+stated"
+                          r"|not\s+stated\s+whether\s+compil\w*|\bvs\.?\s+(?:torch\.)?compil\w*", re.I)
+
+
 def compiled(other_config: str) -> bool:
-    return "compile" in str(other_config).lower()
+    """Whether a row ran under torch.compile (or says so): a mention that is not negated (NOT_COMPILED)."""
+    return "compil" in NOT_COMPILED.sub("", str(other_config)).lower()
 
 
 def row_plan(row, model, hw) -> tuple[Plan | None, str]:
@@ -138,6 +146,12 @@ def row_plan(row, model, hw) -> tuple[Plan | None, str]:
                 pipefusion=degrees["pipefusion"], dp=n // used, warmup=int(warm.group(1)) if warm else 1), ""
 
 
+#: a row whose other_config says classifier-free guidance is off (one branch per step) although the preset runs it;
+#: "no CFG parallel" is about the plan, not the guidance, and does not match
+NO_CFG = re.compile(r"\bno cfg\b(?!\s+parallel)|\bcfg off\b|\bwithout cfg\b(?!\s+parallel)|does not exercise cfg"
+                    r"|\bone (?:cfg )?branch\b", re.I)
+
+
 def row_context(row):
     """(model, hw, shape, plan, notes) of a row, or (None, ..., reason) when it cannot be scored."""
     from ditpar.plan.inputs import presets
@@ -157,9 +171,12 @@ def row_context(row):
         steps, step_note = _steps(row["steps"], model)
         if step_note:
             notes.append(step_note)
-        shape = make_shape(model, width, height, frames, steps, cfg=None)
+        no_cfg = bool(NO_CFG.search(str(row["other_config"])))
+        shape = make_shape(model, width, height, frames, steps, cfg=False if no_cfg else None)
     except DitParError as exc:
         return None, None, None, None, f"not scored: {exc}"
+    if no_cfg and model.cfg_default:
+        notes.append("guidance off (other_config): one branch per step")
     if plan.cfg > 1 and not shape.cfg:
         return None, None, None, None, "not scored: cfg=2 but the model preset runs without CFG"
     if plan.devices > hw.devices_per_node * hw.nodes:
@@ -173,7 +190,7 @@ def row_context(row):
 
 #: a row whose latency is the DiT loop alone (the serial stages are not in it); "latency per denoising step" and
 #: "Latency/Step" are xDiT's CogVideoX charts and diffusers' PR tables: one step of the loop, no decode in it
-DIT_ONLY = re.compile(r"dit[- ]forward only|dit[- ]only|transformer only|denoising only|per-iteration"
+DIT_ONLY = re.compile(r"dit[- ]forward only|dit[- ]only|transformer only|denoising(?: loop)? only|per-iteration"
                       r"|per (?:denoising )?step|latency ?/ ?step", re.I)
 #: a row whose framework splits the VAE decode over its cards
 VAE_PARALLEL = re.compile(r"vae decode parallel|parallel vae|vae parallel|distvae|patch[- ]parallel vae", re.I)
