@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from ditpar.plan.cost import Plan, Tunables, make_shape, predict
 from ditpar.plan.cost.timing import host_device_s, slowest_stage_s, stage_split
-from ditpar.plan.decide import shortlist
+from ditpar.plan.decide import shortlist, uncertainty
 from ditpar.plan.decide.rank import rank_plans
 from ditpar.plan.inputs import frameworks, presets
 
@@ -25,8 +27,21 @@ def test_cogvideox5b_6xl40_cfg_has_ulysses3_cfg2_on_the_short_list():
 
 def test_a_3_card_group_does_not_take_the_4_card_all_to_all_figure():
     link = presets.load_hardware("L40", None, 8).links["intra_domain"]
-    assert link.alltoall_GBps == ((4, 2.0),)
-    assert link.alltoall_bus_GBps(4) == 2.0 and link.alltoall_bus_GBps(3) == 0.0 and link.alltoall_bus_GBps(8) == 2.0
+    assert link.alltoall_GBps == ((4, 6.0),)
+    assert link.alltoall_bus_GBps(4) == 6.0 and link.alltoall_bus_GBps(3) == 0.0 and link.alltoall_bus_GBps(8) == 6.0
+
+
+def test_pcie_4_card_all_to_all_is_the_middle_of_the_two_nccl_transports():
+    """Same-socket 4-card all-to-all on L20/L40: NCCL >= 2.23.4 (and any NCCL on Intel hosts) sends it through host
+    memory (SHM, 18 GB/s busbw on 4 x RTX 4090, NVIDIA/nccl#1603); P2P through the CPU (older NCCL on AMD hosts, or
+    NCCL_P2P_LEVEL=SYS) gives 2 GB/s on the same box. The preset does not know the stack: the geometric middle, and
+    its band (other-class, x3 either way) reaches both measured ends."""
+    for name in ("L20", "L40"):
+        link = presets.load_hardware(name, None, 8).links["intra_domain"]
+        assert link.alltoall_bus_GBps(4) == pytest.approx(math.sqrt(2.0 * 18.0))
+        assert link.evidence == "other-class"
+        f = uncertainty.EVIDENCE_FACTOR[link.evidence]
+        assert (link.alltoall_bus_GBps(4) / f, link.alltoall_bus_GBps(4) * f) == pytest.approx((2.0, 18.0))
 
 
 def test_flux_8xa100_pipefusion8_not_faster_than_ulysses8():
@@ -126,3 +141,44 @@ def test_joint_short_list_corners_follow_the_evidence_factor():
                                          _bd(120.0, 40.0, evidence="other-class")], frozenset()) == [0, 1]
     assert uncertainty.joint_short_list([_bd(100.0, 10.0, evidence="measured"),
                                          _bd(120.0, 40.0, evidence="measured")], frozenset()) == [0]
+
+
+def test_all_to_all_table_figure_moves_apart_from_the_ring_figure():
+    """By hand: a link's exposed time splits into its all-to-all table part and the rest; each is its own corner."""
+    from types import SimpleNamespace
+
+    bd = SimpleNamespace(latency_s=20.0, exposed_by_link_s={"intra_domain": 5.0, "inter_domain": 0.0},
+                         exposed_alltoall_by_link_s={"intra_domain": 3.0, "inter_domain": 0.0},
+                         link_evidence={"intra_domain": "other-class"}, pipeline_s=0.0)
+    assert uncertainty.exposed_parts(bd) == {"intra_domain": 2.0, "intra_domain:alltoall": 3.0, "inter_domain": 0.0}
+    corners = uncertainty.link_corners([bd], frozenset())
+    assert len(corners) == 1 + 4 and {"intra_domain": 3.0, "intra_domain:alltoall": 1 / 3} in corners
+    # the all-to-all 3x faster, the ring part unchanged: 20 - 3 x 2/3 = 18
+    assert uncertainty.latency_at(bd, {"intra_domain:alltoall": 1 / 3}) == pytest.approx(18.0)
+    # the band moves both parts by the class's evidence (x3): low 20 e^-h - 5 x 2/3, high 20 e^h + 5 x 2
+    b = uncertainty.band_of(bd, frozenset(), 0.0)
+    assert (b.low_s, b.high_s) == pytest.approx((20.0 - 5.0 * 2 / 3, 20.0 + 5.0 * 2))
+    # a measured link moves neither part
+    assert uncertainty.link_corners([bd], frozenset({"intra_domain"})) == [{}]
+
+
+def test_flux_4xl20_ulysses4_reaches_the_short_list_at_the_fast_all_to_all_corner():
+    """diffusers' FLUX.1-dev on 4 x L20 (PR 12996): Ulysses-4 measured fastest (0.281 s/step) against U2 x AG2 (0.324)
+    and AG4 (0.351). U4's exposed time is almost all all-to-all at the 4-card table figure; at its fast corner
+    (18 GB/s) U4 comes within the model band of the fastest plan, while the AG plans' link figure stays."""
+    from conftest import ROOT
+    from ditpar.plan.judge import evaluate
+
+    frame = evaluate.load_tables(ROOT / "benchmarks" / "published")["diffusers_distributed_inference.csv"]
+    rows = frame[frame["hardware"] == "L20"]
+    bds = {}
+    for _, r in rows.iterrows():
+        model, hw, shape, plan, _ = evaluate.row_context(r)
+        bds[plan.name] = predict(model, hw, shape, plan, frameworks.tp_host_tunables(Tunables(), None, plan))
+    u4 = bds["U4"]
+    parts = uncertainty.exposed_parts(u4)
+    assert parts["intra_domain:alltoall"] > 0.9 * u4.exposed_comm_s
+    assert all("intra_domain:alltoall" not in uncertainty.exposed_parts(b) for n, b in bds.items() if n != "U4")
+    names = list(bds)
+    members = [names[i] for i in uncertainty.joint_short_list([bds[n] for n in names], frozenset())]
+    assert "U4" in members

@@ -175,7 +175,7 @@ def test_link_for_follows_domains_and_nodes():
     assert l40.class_for([0, 4]) == "inter_domain"
     assert l40.link_for([3, 4]).bandwidth_GBps == 22.0
     assert l40.link_for([3, 4]).alltoall_bus_GBps(8) == 1.0
-    assert l40.link_for([0, 1]).alltoall_bus_GBps(4) == 2.0
+    assert l40.link_for([0, 1]).alltoall_bus_GBps(4) == 6.0
     assert l40.link_for([0, 1]).alltoall_bus_GBps(2) == 0.0  # a pair is a plain exchange at link rate
     a100 = presets.load_hardware("A100, NVLink, 2 nodes")
     assert a100.n_devices == 16
@@ -295,11 +295,11 @@ def test_broken_toml_syntax(tmp_path, monkeypatch):
     ("mfu = 0.6", "mfu = 1.5", "key 'mfu' must be a number in (0, 1], got 1.5"),
     ("bandwidth_GBps = 24.0", "bandwidth_GBps = 0", "key 'links.intra_domain.bandwidth_GBps' must be a number in (0, 10000], got 0"),
     ('vendor = "nvidia"', 'vendor = "amd"', "key 'vendor' must be one of 'nvidia', 'ascend', got 'amd'"),
-    ("alltoall_GBps = { 4 = 2.0 }", "alltoall_GBps = { 2 = 2.0 }",
+    ("alltoall_GBps = { 4 = 6.0 }", "alltoall_GBps = { 2 = 2.0 }",
      "key 'links.intra_domain.alltoall_GBps.2' must be a group size (an integer >= 3)"),
-    ("alltoall_GBps = { 4 = 2.0 }", "alltoall_GBps = { 4 = -1 }",
+    ("alltoall_GBps = { 4 = 6.0 }", "alltoall_GBps = { 4 = -1 }",
      "key 'links.intra_domain.alltoall_GBps.4' must be a number in (0, 10000], got -1"),
-    ("alltoall_GBps = { 4 = 2.0 }", "alltoall_GBps = 2.0",
+    ("alltoall_GBps = { 4 = 6.0 }", "alltoall_GBps = 2.0",
      "key 'links.intra_domain.alltoall_GBps' must be a table, got 2.0"),
     ("ring_GBps = 22.0", 'ring_GBps = "fast"', "key 'links.intra_domain.ring_GBps' must be a number in [0, 10000], got 'fast'"),
     ("\nintra_domain_ring = ", "\nintra_domain_ring_unused = ", "sources has no entry for intra_domain_ring"),

@@ -88,6 +88,9 @@ class Breakdown:
     compute_s: float = 0.0                  # per request, all steps
     exposed_by_link_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys(LINK_KEYS, 0.0))
     exposed_by_family_s: dict[str, float] = field(default_factory=dict)
+    # the part of exposed_by_link_s spent in all-to-alls priced by a link's all-to-all table (alltoall_GBps): its
+    # figure rests on other evidence than the link's ring/bandwidth figures and moves on its own in the band
+    exposed_alltoall_by_link_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys(LINK_KEYS, 0.0))
     hidden_s: float = 0.0                   # communication overlapped with compute
     host_bound_s: float = 0.0               # extra time where host dispatch exceeds device work
     pipeline_s: float = 0.0                 # PipeFusion warm-up and fill
@@ -149,6 +152,8 @@ def _block_time(hw, bw: BlockWork, tun: Tunables, flops_rate: float, bd: Breakdo
                    key=lambda k: c.bytes_by_link[k] / effective_bw(hw, k, c.group_size, c.flows.get(k, 1), c.family))
         _add(bd.exposed_by_family_s, c.name, exposed * bw.count)
         bd.exposed_by_link_s[link] += exposed * bw.count
+        if c.family == "alltoall" and hw.links[link].alltoall_bus_GBps(c.group_size) > 0:
+            bd.exposed_alltoall_by_link_s[link] += exposed * bw.count
         bd.hidden_s += hidden * bw.count
         exposed_total += exposed
     hbm = float(getattr(hw, "hbm_bandwidth_GBps", 0) or 0)
@@ -259,6 +264,8 @@ def predict(model, hw, shape: Shape, plan: Plan, tun: Tunables = Tunables()) -> 
         bd.hidden_s = probe.hidden_s * mult + probe_full.hidden_s * warm + (hop - exposed_patch) * mult
         for k in LINK_KEYS:
             bd.exposed_by_link_s[k] = probe.exposed_by_link_s[k] * mult + probe_full.exposed_by_link_s[k] * warm
+            bd.exposed_alltoall_by_link_s[k] = (probe.exposed_alltoall_by_link_s[k] * mult
+                                                + probe_full.exposed_alltoall_by_link_s[k] * warm)
         for k, v in probe.exposed_by_family_s.items():
             bd.exposed_by_family_s[k] = v * mult + probe_full.exposed_by_family_s.get(k, 0.0) * warm
         if p2p:
@@ -327,5 +334,6 @@ def _scale_totals(bd: Breakdown, steps: int) -> None:
     bd.host_bound_s *= steps
     for k in list(bd.exposed_by_link_s):
         bd.exposed_by_link_s[k] *= steps
+        bd.exposed_alltoall_by_link_s[k] *= steps
     for k in list(bd.exposed_by_family_s):
         bd.exposed_by_family_s[k] *= steps

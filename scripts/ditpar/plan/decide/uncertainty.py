@@ -38,7 +38,7 @@ HALF_WIDTH_GRID = (MEASUREMENT_FLOOR, *(round(0.01 * i, 2) for i in range(3, 101
 # all sources"); evaluate fits it again without the scored unit for every held-out coverage it prints. Unlike the
 # short-list band (sized for recall of the measured best), this range is a calibrated interval.
 SPEEDUP_RANGE_LEVEL = 0.8
-SPEEDUP_RANGE_LOG2 = (-0.332, 0.341)
+SPEEDUP_RANGE_LOG2 = (-0.348, 0.294)
 
 @dataclass(frozen=True)
 class Band:
@@ -63,15 +63,15 @@ def band(latency_s: float, exposed_by_link_s: dict[str, float], measured_links: 
          evidence: dict[str, str] | None = None, pipeline_s: float = 0.0) -> Band:
     """Band of one prediction: model error times, plus each unmeasured link class's exposed comm moved by its
     evidence factor (`factor` when its evidence is not known), plus the PipeFusion schedule moved by
-    PIPELINE_FACTOR."""
+    PIPELINE_FACTOR. A key may be a part of a link class (`exposed_parts`): it moves by its class's evidence."""
     if not math.isfinite(latency_s):
         return Band(math.inf, math.inf, 0.0)
     evidence = evidence or {}
     low_move = high_move = preset = 0.0
     for k, v in exposed_by_link_s.items():
-        if k in measured_links or v <= 0:
+        if link_of(k) in measured_links or v <= 0:
             continue
-        f = EVIDENCE_FACTOR.get(evidence.get(k, ""), factor)
+        f = EVIDENCE_FACTOR.get(evidence.get(link_of(k), ""), factor)
         preset += v
         low_move += v * (1 - 1 / f)
         high_move += v * (f - 1)
@@ -83,25 +83,50 @@ def band(latency_s: float, exposed_by_link_s: dict[str, float], measured_links: 
     return Band(max(low, 0.0), high, preset)
 
 
+ALLTOALL_PART = ":alltoall"
+
+
+def link_of(part: str) -> str:
+    """The link class of an exposed-time part key ('intra_domain:alltoall' -> 'intra_domain')."""
+    return part.split(":", 1)[0]
+
+
+def exposed_parts(bd) -> dict[str, float]:
+    """A prediction's exposed communication by independent figure: per link class, the all-to-alls priced by its
+    all-to-all table ('<link>:alltoall') apart from the rest ('<link>'). One box has one all-to-all transport and
+    one ring path, and they need not be off the same way (a PCIe box's all-to-all runs through host memory or
+    through peer-to-peer writes depending on NCCL's P2P level, the ring does not change)."""
+    a2a = getattr(bd, "exposed_alltoall_by_link_s", None) or {}
+    out = {}
+    for k, v in bd.exposed_by_link_s.items():
+        part = min(max(a2a.get(k, 0.0), 0.0), v)
+        out[k] = v - part
+        if part > 0:
+            out[k + ALLTOALL_PART] = part
+    return out
+
+
 def band_of(bd, measured_links: set[str] | frozenset[str], half_width: float = MODEL_HALF_WIDTH) -> Band:
     """Band of one predicted Breakdown (its link evidence and pipeline time included)."""
-    return band(bd.latency_s, bd.exposed_by_link_s, measured_links, half_width,
+    return band(bd.latency_s, exposed_parts(bd), measured_links, half_width,
                 evidence=getattr(bd, "link_evidence", None), pipeline_s=getattr(bd, "pipeline_s", 0.0))
 
 
 def _evidence_factor(bds, key: str) -> float:
     for bd in bds:
-        ev = (getattr(bd, "link_evidence", None) or {}).get(key)
+        ev = (getattr(bd, "link_evidence", None) or {}).get(link_of(key))
         if ev is not None:
             return EVIDENCE_FACTOR.get(ev, PRESET_FACTOR)
     return PRESET_FACTOR
 
 
 def link_corners(bds, measured_links: set[str] | frozenset[str]) -> list[dict[str, float]]:
-    """The settings of the unmeasured link figures a ranking must survive: each class's exposed time moved by
-    its evidence factor one way or the other, the same for every plan (one box has one link speed), plus the
-    preset itself. Corners suffice: a plan's latency is linear in each factor."""
-    keys = sorted({k for bd in bds for k, v in bd.exposed_by_link_s.items() if v > 0 and k not in measured_links})
+    """The settings of the unmeasured link figures a ranking must survive: each figure's exposed time (a link
+    class's all-to-all table apart from its other figures: `exposed_parts`) moved by its evidence factor one way or
+    the other, the same for every plan (one box has one link speed), plus the preset itself. Corners suffice: a
+    plan's latency is linear in each factor."""
+    keys = sorted({k for bd in bds for k, v in exposed_parts(bd).items()
+                   if v > 0 and link_of(k) not in measured_links})
     corners: list[dict[str, float]] = [{}]
     for k in keys:
         f = _evidence_factor(bds, k)
@@ -110,8 +135,9 @@ def link_corners(bds, measured_links: set[str] | frozenset[str]) -> list[dict[st
 
 
 def latency_at(bd, factors: dict[str, float]) -> float:
-    """Predicted latency with each link class's exposed communication scaled by its factor."""
-    return bd.latency_s + sum(bd.exposed_by_link_s.get(k, 0.0) * (f - 1.0) for k, f in factors.items())
+    """Predicted latency with each figure's exposed communication (`exposed_parts` keys) scaled by its factor."""
+    parts = exposed_parts(bd)
+    return bd.latency_s + sum(parts.get(k, 0.0) * (f - 1.0) for k, f in factors.items())
 
 
 def joint_short_list(bds, measured_links: set[str] | frozenset[str],
