@@ -106,8 +106,10 @@ def test_published_tables_outside_shared_are_read_whole():
     # + issue 23's fourth unseen round (collected 2026-12-05): DiffSynth-Engine's Qwen-Image table (16), the Wan2.1 (28)
     # and Wan2.2 (42) efficiency charts, Open-Sora 2.0 (7, scored since its preset was added) and two tables of
     # models without a preset (VideoSys 3, cache-dit Z-Image 4), which say so
+    # + the fifth unseen round (collected 2026-12-05): mochi-xdit's L40 chart in two versions (28), vLLM-Omni's
+    # Qwen-Image-Edit TP recipe (4), HunyuanWorld-Voyager's xDiT table (4) and vLLM-Omni PR 1221's Wan2.2-TI2V rows (3)
     assert sum(len(f) for f in frames.values()) == (153 + 13 + 16 + 12 + 12 + 28 + 18 + 4 + 9 + 7 + 4 + 2
-                                                    + 16 + 28 + 42 + 7 + 3 + 4)
+                                                    + 16 + 28 + 42 + 7 + 3 + 4 + 28 + 4 + 4 + 3)
     for name, frame in frames.items():
         scored = ev.score_table(frame)
         for _, row in scored.iterrows():
@@ -130,9 +132,13 @@ def test_published_tables_outside_shared_are_read_whole():
     # + Open-Sora 2.0 once its preset exists (issue 23 round 4, scored unseen first): all 7 rows scored, the two 1-GPU
     # rows included; one plan per (shape, GPU count) (256x256: TP at 1/2/4, 768x768: ring at 1/2/4/8), so 0 pairs and
     # 0 top-1 scenarios
-    assert (s["rows_scored"], s["pairs"], s["top1_scenarios"]) == (87 + 29 + 12 + 58 + 9 + 13 + 16 + 26 + 42 + 7,
-                                                                   25 + 28 + 12 + 49 + 9 + 12 + 16,
-                                                                   9 + 5 + 3 + 9 + 3 + 1 + 2)
+    # + the fifth round: all 28 Mochi rows, 4 Qwen-Image-Edit, 3 Wan2.2-TI2V and Voyager's one-GPU row (its 2/4/8-GPU
+    # rows state no degrees) = 36; pairs by hand: per chart version, 2 GPUs CFG-2 > 5 % ahead of Ulysses-2 and Ring-2
+    # (A: 198 vs 222 and 216; B: 252 vs 276 and 270; U2 vs R2 2.8 % and 2.2 %), the 3-, 4- and 6-GPU pairs within
+    # 1 %; genmo's bars one plan per count; Wan2.2 Ring-2 vs Ulysses-2 1.4 % apart = 4 pairs, 2 top-1 scenarios
+    assert (s["rows_scored"], s["pairs"], s["top1_scenarios"]) == (87 + 29 + 12 + 58 + 9 + 13 + 16 + 26 + 42 + 7 + 36,
+                                                                   25 + 28 + 12 + 49 + 9 + 12 + 16 + 4,
+                                                                   9 + 5 + 3 + 9 + 3 + 1 + 2 + 2)
     os2 = ev.evaluate_tables({"opensora2_comp_effic.csv": frames["opensora2_comp_effic.csv"]})["summary"]
     assert (os2["rows_scored"], os2["pairs"], os2["top1_scenarios"]) == (7, 0, 0)
     flux2 = ev.evaluate_tables({"cachedit_flux2_hybrid_l20.csv": frames["cachedit_flux2_hybrid_l20.csv"]})["summary"]
@@ -202,3 +208,23 @@ def test_denoising_loop_only_rows_carry_no_serial_stages():
     row = _row(model="Qwen-Image", n_devices="1", other_config="DiT denoising loop only: the 'diffuse' stage")
     assert ev.row_scope(row) == "dit"
     assert ev.row_serial(row, *ev.row_context(row)[:4]).total_s == 0.0
+
+
+def test_a_row_is_divided_by_the_one_device_time_of_its_own_run():
+    """mochi-xdit's L40 chart in two versions (A: 394 s on one GPU, B: 438 s) and two implementations (xDiT, genmo's
+    own): each multi-GPU row's speedup is over the one-GPU row of the same run, never the last one read."""
+    assert ev.pick_single([("a", 394.0), ("b", 438.0)], "b") == 1
+    assert ev.pick_single([("1 device", 2.08), ("1 device", 2.08)], "USP ulysses=8") == 0   # one latency: no doubt
+    assert ev.pick_single([("cache", 17.0), ("plain", 26.4)], "plain + context parallel") is None  # two runs, no match
+    assert ev.pick_single([], "x") is None
+    from conftest import ROOT
+
+    frames = ev.load_tables(ROOT / "benchmarks" / "published")
+    res = ev.evaluate_tables({"mochi_xdit_l40.csv": frames["mochi_xdit_l40.csv"]})
+    got = {(r["n_devices"], r["config"], round(r["measured_speedup"], 4)) for r in res["speedups"]}
+    # by hand from the printed bar labels: version A xDiT 394 / 222 (Ulysses-2), version B 438 / 276, genmo's own
+    # code A 395 / 262 and B 439 / 319
+    for want in ((2, "U2", round(394 / 222, 4)), (2, "U2", round(438 / 276, 4)), (2, "U2", round(395 / 262, 4)),
+                 (2, "U2", round(439 / 319, 4))):
+        assert want in got
+    assert len(res["speedups"]) == 24

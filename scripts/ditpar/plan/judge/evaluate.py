@@ -251,16 +251,32 @@ def score_row_band(row, tun: Tunables | None = None) -> tuple[float | None, floa
 CALIBRATION_KEY = ["source_path", "model", "hardware", "interconnect", "resolution_or_seq", "steps"]
 
 
+def pick_single(candidates: list[tuple[str, float]], other_config: str) -> int | None:
+    """Index of the single-device row a multi-device row compares with, among the single-device rows of its table,
+    model, machine, shape, steps and compile mode ((other_config, latency) each): the one run the same way (same
+    other_config, the K/V all-gather marker aside) when there is one; else the only latency there is; else None. A
+    table can hold two runs of one shape (two chart versions, two implementations, a cache on and off): a row is
+    never divided by another run's one-device time."""
+    if not candidates:
+        return None
+    own = scenario_config(other_config)
+    same = [i for i, (oc, _) in enumerate(candidates) if scenario_config(oc) == own]
+    if same:
+        return same[0]
+    return 0 if len({lat for _, lat in candidates}) == 1 else None
+
+
 def _calibration_key(row) -> tuple:
     return (*(str(row[k]) for k in CALIBRATION_KEY), compiled(row["other_config"]))
 
 
-def calibrations(frame, tun: Tunables) -> dict[tuple, Tunables]:
-    """Per (table, model, machine, shape, steps, compile mode): tunables calibrated on the measured
-    single-device row, exactly as --ref-latency does for a user's own measurement."""
+def calibrations(frame, tun: Tunables) -> dict[tuple, list[tuple[str, float, Tunables]]]:
+    """Per (table, model, machine, shape, steps, compile mode): (other_config, measured, tunables calibrated on that
+    single-device row, exactly as --ref-latency does for a user's own measurement) for each such row;
+    `calibration_for` picks a row's."""
     from ditpar.plan.decide.rank import calibrate
 
-    out = {}
+    out: dict[tuple, list] = {}
     for _, row in frame.iterrows():
         if _int_or_none(row["n_devices"]) != 1:
             continue
@@ -269,11 +285,18 @@ def calibrations(frame, tun: Tunables) -> dict[tuple, Tunables]:
         if model is None or measured is None:
             continue
         try:   # the model calibrates the DiT loop: the serial stages come off the measured latency first
-            out[_calibration_key(row)] = calibrate(model, hw, shape,
-                                                   measured - row_serial(row, model, hw, shape, plan).total_s, tun)
+            t = calibrate(model, hw, shape, measured - row_serial(row, model, hw, shape, plan).total_s, tun)
         except DitParError:
             continue
+        out.setdefault(_calibration_key(row), []).append((str(row["other_config"]), measured, t))
     return out
+
+
+def calibration_for(cal: dict, row) -> Tunables | None:
+    """The tunables calibrated on the single-device row this row compares with (`pick_single`), or None."""
+    found = cal.get(_calibration_key(row), [])
+    i = pick_single([(oc, m) for oc, m, _ in found], str(row["other_config"]))
+    return None if i is None else found[i][2]
 
 
 def pd_float(text) -> float | None:
@@ -291,7 +314,7 @@ def score_table(frame, tun: Tunables | None = None, calibrate: bool = False):
     preds, notes, lows, highs = [], [], [], []
     cal = calibrations(frame, tun) if calibrate else {}
     for _, row in frame.iterrows():
-        row_tun = cal.get(_calibration_key(row), tun)
+        row_tun = calibration_for(cal, row) or tun
         p, lo, hi, note = score_row_band(row, row_tun)
         if calibrate and row_tun is not tun:
             note = (note + "; " if note != "ok" else "") + "calibrated on the single-device row"
@@ -441,17 +464,21 @@ def _median(xs: list[float]) -> float | None:
 
 def _speedup_errors(usable) -> list[dict]:
     """Relative error of predicted vs measured speedup over the single-device row of the same
-    table, model, machine, shape, steps and compile mode."""
+    table, model, machine, shape, steps and compile mode, run the same way (`pick_single`)."""
     out = []
     ref_key = ["table", "model", "hardware", "interconnect", "resolution_or_seq", "steps", "compiled"]
     usable = usable.assign(compiled=usable["other_config"].map(compiled),
                            ndev=usable["n_devices"].map(_int_or_none))
     singles = usable[usable["ndev"] == 1]
-    refs = {tuple(r[k] for k in ref_key): r for _, r in singles.iterrows()}
+    refs: dict[tuple, list] = {}
+    for _, r in singles.iterrows():
+        refs.setdefault(tuple(r[k] for k in ref_key), []).append(r)
     for _, r in usable[usable["ndev"] > 1].iterrows():
-        ref = refs.get(tuple(r[k] for k in ref_key))
-        if ref is None:
+        found = refs.get(tuple(r[k] for k in ref_key), [])
+        i = pick_single([(str(x["other_config"]), x["measured"]) for x in found], str(r["other_config"]))
+        if i is None:
             continue
+        ref = found[i]
         meas = ref["measured"] / r["measured"]
         pred = ref["predicted"] / r["predicted"]
         out.append({"table": r["table"], "model": r["model"], "hardware": r["hardware"],

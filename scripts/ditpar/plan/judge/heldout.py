@@ -24,6 +24,7 @@ from ditpar.plan.judge.evaluate import (
     _top1,
     baseline_rank_key,
     compiled,
+    pick_single,
     row_context,
     row_serial,
     scenario_config,
@@ -112,15 +113,32 @@ def _within(xs: list[float]) -> float | None:
     return _ratio(sum(x <= WITHIN + 1e-12 for x in xs), len(xs))
 
 
+def single_rows(rows: list[Row]) -> dict[tuple, list[int]]:
+    """Single-device rows by (source, calibration key)."""
+    out: dict[tuple, list[int]] = {}
+    for i, r in enumerate(rows):
+        if r.single:
+            out.setdefault((r.source, r.cal_key), []).append(i)
+    return out
+
+
+def reference_of(rows: list[Row], singles: dict[tuple, list[int]], i: int) -> int | None:
+    """The single-device row row i compares with (evaluate.pick_single: the same run, else the only latency)."""
+    found = singles.get((rows[i].source, rows[i].cal_key), [])
+    k = pick_single([(str(rows[j].row["other_config"]), rows[j].measured) for j in found],
+                    str(rows[i].row["other_config"]))
+    return None if k is None else found[k]
+
+
 def speedup_rows(rows: list[Row], preds, members: list[int]) -> list[tuple[int, int, float, float]]:
     """(row, its single-device row, measured speedup, predicted speedup) for every multi-device row of `members`
     with a single-device row of the same table, model, machine, shape and compile mode; both speedups end to end
     (the priced serial stages added to the prediction, as the tables measure)."""
-    singles = {(r.source, r.cal_key): i for i, r in enumerate(rows) if r.single}
+    singles = single_rows(rows)
     out = []
     for i in members:
         r = rows[i]
-        ref = singles.get((r.source, r.cal_key))
+        ref = reference_of(rows, singles, i)
         if r.single or ref is None or r.plan.devices // r.plan.dp < 2:
             continue
         pred = (preds[ref][0] + rows[ref].serial_s) / (preds[i][0] + r.serial_s)
@@ -219,18 +237,19 @@ class Scorer:
         if key in self.cache:
             return self.cache[key]
         base = dataclasses.replace(self.tun, launch_us=launch, overlap_efficiency=overlap)
-        cal: dict[tuple, object] = {}
+        cal: dict[int, object] = {}
         if self.calibrate:
-            for r in self.rows:
+            for j, r in enumerate(self.rows):
                 if r.single:
                     try:
-                        cal[(r.source, r.cal_key)] = calibrate(r.model, r.hw, r.shape, r.measured - r.serial_s,
-                                                               base)
+                        cal[j] = calibrate(r.model, r.hw, r.shape, r.measured - r.serial_s, base)
                     except Exception:  # noqa: BLE001 - as evaluate --calibrate: no fit, no calibration
                         pass
+        singles = single_rows(self.rows)
         out = []
-        for r in self.rows:
-            tun = cal.get((r.source, r.cal_key))
+        for i, r in enumerate(self.rows):
+            ref = reference_of(self.rows, singles, i) if cal else None
+            tun = cal.get(ref) if ref is not None else None
             if tun is None:
                 scale = r.hw.mfu / mfu[r.hw.name] if r.hw.name in mfu else 1.0
                 tun = dataclasses.replace(base, compute_scale=base.compute_scale * scale)
