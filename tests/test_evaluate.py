@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import pytest
 from conftest import need_shared
@@ -228,3 +230,21 @@ def test_a_row_is_divided_by_the_one_device_time_of_its_own_run():
                  (2, "U2", round(439 / 319, 4))):
         assert want in got
     assert len(res["speedups"]) == 24
+
+
+def test_a_row_with_no_own_one_device_run_says_so(tmp_path):
+    """Two one-device runs of one shape (plain 23.5 s, cache 15 s) and multi-GPU rows: the plain U2 R2 row takes the
+    plain run (23.5 / 8.5); the rows run some third way take none, and evaluate says which lines, on stderr."""
+    from conftest import run_script
+
+    head = ("source_repo,source_path,model,hardware,interconnect,n_devices,resolution_or_seq,steps,ulysses,ring,"
+            "pipefusion,cfg,tp,other_config,latency_s,notes\n")
+    body = "".join(f"r,p.md,FLUX.1-dev,L20,PCIe,{n},1024x1024,28,{u},{r},1,1,1,{oc},{lat},kind=table\n"
+                   for n, u, r, oc, lat in [(1, 1, 1, "", 23.5), (1, 1, 1, "cache on", 15), (4, 4, 1, "other", 8.2),
+                                            (4, 2, 2, "", 8.5), (4, 1, 4, "compile not stated", 9.1)])
+    (tmp_path / "t.csv").write_text(head + body, encoding="utf-8")
+    proc = run_script("plan.py", "evaluate", "--tables", str(tmp_path), "--in-sample-only", "--json")
+    doc = json.loads(proc.stdout)
+    assert [(r["config"], round(r["measured_speedup"], 4)) for r in doc["speedups"]] == [("U2 R2", round(23.5 / 8.5, 4))]
+    assert ("t.csv: line(s) 4, 6: several one-device runs of the row's shape, none with its other_config; "
+            "no speedup taken") in proc.stderr

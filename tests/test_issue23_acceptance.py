@@ -182,3 +182,27 @@ def test_flux_4xl20_ulysses4_reaches_the_short_list_at_the_fast_all_to_all_corne
     names = list(bds)
     members = [names[i] for i in uncertainty.joint_short_list([bds[n] for n in names], frozenset())]
     assert "U4" in members
+
+
+def test_measured_all_to_all_alone_is_a_measured_part():
+    from ditpar.plan.inputs.calibration import measured_links
+
+    recs = [{"link": "intra_domain", "figure": "all-to-all busbw, group 4", "measured": True},
+            {"link": "intra_domain", "figure": "ring busbw (all-reduce/all-gather/P2P pattern)", "measured": False},
+            {"link": "inter_domain", "figure": "all-to-all busbw, group 8", "measured": True},
+            {"link": "inter_domain", "figure": "link bandwidth", "measured": True}]
+    assert measured_links(recs, None) == frozenset({"intra_domain:alltoall", "inter_domain"})
+
+
+def test_conclusion_names_the_nccl_transport_when_a_pcie_all_to_all_decides():
+    """FLUX.1-dev on 4 x L20: Ulysses-4 is on the short list on the strength of the preset's 4-card all-to-all, which
+    depends on NCCL's transport; the conclusion says how to tell and how to say it, and stops once it is said."""
+    from conftest import run_script
+
+    said = "NCCL_DEBUG=INFO prints 'via SHM' or 'via P2P/IPC'"
+    text = run_script("plan.py", "--model", "FLUX.1-dev", "--hardware", "L20", "--devices", "4").stdout
+    assert said in text and "--set links.intra_domain.alltoall_GBps.4=18 (or =2)" in text
+    told = run_script("plan.py", "--model", "FLUX.1-dev", "--hardware", "L20", "--devices", "4",
+                      "--set", "links.intra_domain.alltoall_GBps.4=18").stdout
+    assert said not in told
+    assert said not in run_script("plan.py", "--model", "FLUX.1-dev", "--hardware", "H100", "--devices", "8").stdout

@@ -131,7 +131,7 @@ def after_ranking(args, box: Box, results, model, hw, shape, tun, write_matrix=N
             break
     b = challengers[0] if challengers else None
     _align_ab_gate(feas[:2], shortlist.to_measure(short))
-    out = {"short_list": short, "sensitivity": sens, "short_list_text": shortlist.describe(short, sens, hw),
+    out = {"short_list": short, "sensitivity": sens, "short_list_text": shortlist.describe(short, sens, hw, measured),
            "measure": [r.plan.name for r in shortlist.to_measure(short)], "compare": [], "matrix": None}
     asked = []
     if args.compare:

@@ -72,6 +72,7 @@ def plan_record(r, model=None) -> dict:
             "step_s": bd.step_s, "compute_s": bd.compute_s, "compute_efficiency": bd.compute_efficiency,
             "exposed_comm_s": bd.exposed_comm_s,
             "exposed_by_link_s": dict(bd.exposed_by_link_s), "exposed_by_collective_s": dict(bd.exposed_by_family_s),
+            "exposed_alltoall_by_link_s": dict(bd.exposed_alltoall_by_link_s),
             "hidden_comm_s": bd.hidden_s, "host_bound_s": bd.host_bound_s, "pipeline_s": bd.pipeline_s,
             "bytes_per_layer_by_link": dict(bd.bytes_by_link_per_layer),
             "bytes_per_step_by_link": dict(bd.bytes_by_link_per_step),

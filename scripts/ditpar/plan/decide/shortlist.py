@@ -122,7 +122,27 @@ def to_measure(short: list) -> list:
     return short[:MAX_MEASURE]
 
 
-def describe(short: list, sens: dict | None, hw) -> str:
+def transport_note(short: list, hw, measured: frozenset[str] = frozenset()) -> str:
+    """A sentence when a short-listed plan's all-to-all rests on a PCIe all-to-all table figure that is not measured:
+    that figure depends on the transport NCCL picks (SHM or P2P through the CPU), which one flag tells the model."""
+    for r in short:
+        for part in uncertainty.exposed_parts(r.breakdown):
+            link = uncertainty.link_of(part)
+            if (part == "intra_domain" + uncertainty.ALLTOALL_PART and link in hw.links
+                    and part not in measured and link not in measured
+                    and 4 in dict(hw.links[link].alltoall_GBps)
+                    and hw.links[link].evidence != "measured" and "pcie" in hw.interconnect.lower()):
+                figure = dict(hw.links[link].alltoall_GBps)
+                sizes = ", ".join(f"{k} cards {v:g} GB/s" for k, v in figure.items())
+                return (f" {r.plan.name}'s all-to-all rests on the preset's {link} all-to-all figure ({sizes}), "
+                        "which on PCIe depends on the transport NCCL picks: through host memory (about 18 GB/s on 4 "
+                        "cards) or P2P through the CPU (about 2 GB/s); NCCL_DEBUG=INFO prints 'via SHM' or 'via "
+                        f"P2P/IPC', and --set links.{link}.alltoall_GBps.4=18 (or =2) tells the model "
+                        "(references/topology-and-bandwidth.md section 2).")
+    return ""
+
+
+def describe(short: list, sens: dict | None, hw, measured: frozenset[str] = frozenset()) -> str:
     """The conclusion's sentence on the short list."""
     if len(short) <= 1:
         if not short:
@@ -140,6 +160,7 @@ def describe(short: list, sens: dict | None, hw) -> str:
         text += (f" {len(short) - len(measure)} slower predictions could also be the fastest ({rest}"
                  f"{f' and {more} more' if more > 0 else ''}): measure them only if these {len(measure)} "
                  "come out within their spread of each other.")
+    text += transport_note(short, hw, measured)
     if sens is not None:
         f = sens["factor"]
         move = f"x{f:.3g}" if f >= 1 else f"/{1 / f:.3g}"

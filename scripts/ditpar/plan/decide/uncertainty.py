@@ -69,7 +69,7 @@ def band(latency_s: float, exposed_by_link_s: dict[str, float], measured_links: 
     evidence = evidence or {}
     low_move = high_move = preset = 0.0
     for k, v in exposed_by_link_s.items():
-        if link_of(k) in measured_links or v <= 0:
+        if link_of(k) in measured_links or k in measured_links or v <= 0:
             continue
         f = EVIDENCE_FACTOR.get(evidence.get(link_of(k), ""), factor)
         preset += v
@@ -126,7 +126,7 @@ def link_corners(bds, measured_links: set[str] | frozenset[str]) -> list[dict[st
     the other, the same for every plan (one box has one link speed), plus the preset itself. Corners suffice: a
     plan's latency is linear in each factor."""
     keys = sorted({k for bd in bds for k, v in exposed_parts(bd).items()
-                   if v > 0 and link_of(k) not in measured_links})
+                   if v > 0 and link_of(k) not in measured_links and k not in measured_links})
     corners: list[dict[str, float]] = [{}]
     for k in keys:
         f = _evidence_factor(bds, k)

@@ -246,9 +246,15 @@ def _ring_label(link) -> str:
 
 
 def measured_links(records: list[dict], hw) -> frozenset[str]:
-    """Link classes whose every figure is measured (their exposed time gets no preset widening)."""
+    """Link classes whose every figure is measured (their exposed time gets no preset widening), and
+    '<link>:alltoall' for a class whose all-to-all figures are all measured while another of its figures is not
+    (that part of its exposed time gets none: ditpar.plan.decide.uncertainty.exposed_parts)."""
     keys = {r["link"] for r in records}
-    return frozenset(k for k in keys if all(r["measured"] for r in records if r["link"] == k))
+    whole = {k for k in keys if all(r["measured"] for r in records if r["link"] == k)}
+    a2a = {f"{k}:alltoall" for k in keys - whole
+           if (own := [r for r in records if r["link"] == k and r["figure"].startswith("all-to-all")])
+           and all(r["measured"] for r in own)}
+    return frozenset(whole | a2a)
 
 
 def load_topology(path: str, hw):

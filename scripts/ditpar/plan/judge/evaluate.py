@@ -425,7 +425,7 @@ def evaluate_tables(frames: dict[str, object], tun: Tunables | None = None, cali
         _, base_correct = _pairs(meas, base_pred)
         scenarios.append(ScenarioResult(key, len(grp), kendall_tau(meas, pred), pairs, correct,
                                         _top1(meas, pred), base_correct, _top1(meas, base_pred)))
-    speedups = _speedup_errors(usable)
+    speedups, no_reference = _speedup_errors(usable)
     total_pairs = sum(s.pairs for s in scenarios)
     top = [s for s in scenarios if s.top1 is not None]
     taus = sorted(s.tau for s in scenarios if s.tau is not None)
@@ -447,6 +447,7 @@ def evaluate_tables(frames: dict[str, object], tun: Tunables | None = None, cali
     warnings = [f"{table}: line(s) {', '.join(str(x) for x in grp['csv_line'])}: latency_s is not a positive "
                 f"number (got {', '.join(repr(str(v)) for v in grp['latency_s'].head(3))}); left out of the evaluation"
                 for table, grp in unmeasured.groupby("table", sort=False)]
+    warnings += no_reference
     return {"summary": summary, "scenarios": scenarios, "speedups": speedups, "scored": data, "warnings": warnings}
 
 
@@ -462,10 +463,12 @@ def _median(xs: list[float]) -> float | None:
     return xs[mid] if len(xs) % 2 else 0.5 * (xs[mid - 1] + xs[mid])
 
 
-def _speedup_errors(usable) -> list[dict]:
+def _speedup_errors(usable) -> tuple[list[dict], list[str]]:
     """Relative error of predicted vs measured speedup over the single-device row of the same
-    table, model, machine, shape, steps and compile mode, run the same way (`pick_single`)."""
+    table, model, machine, shape, steps and compile mode, run the same way (`pick_single`); and one warning per
+    table naming the rows left without a speedup because several one-device runs fit and none is theirs."""
     out = []
+    unmatched: dict[str, list] = {}
     ref_key = ["table", "model", "hardware", "interconnect", "resolution_or_seq", "steps", "compiled"]
     usable = usable.assign(compiled=usable["other_config"].map(compiled),
                            ndev=usable["n_devices"].map(_int_or_none))
@@ -477,6 +480,8 @@ def _speedup_errors(usable) -> list[dict]:
         found = refs.get(tuple(r[k] for k in ref_key), [])
         i = pick_single([(str(x["other_config"]), x["measured"]) for x in found], str(r["other_config"]))
         if i is None:
+            if found:
+                unmatched.setdefault(r["table"], []).append(r.get("csv_line", "?"))
             continue
         ref = found[i]
         meas = ref["measured"] / r["measured"]
@@ -485,7 +490,9 @@ def _speedup_errors(usable) -> list[dict]:
                     "n_devices": int(r["ndev"]), "resolution_or_seq": r["resolution_or_seq"],
                     "config": _config_label(r), "measured_speedup": meas, "predicted_speedup": pred,
                     "rel_error": abs(pred - meas) / meas})
-    return out
+    warnings = [f"{table}: line(s) {', '.join(str(x) for x in lines)}: several one-device runs of the row's shape, none "
+                "with its other_config; no speedup taken" for table, lines in unmatched.items()]
+    return out, warnings
 
 
 def _config_label(r) -> str:
