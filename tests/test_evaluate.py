@@ -185,6 +185,8 @@ def test_rows_without_a_measured_latency_are_named_not_dropped():
     ("test configuration on 8xL40 (config and compile mode not stated)", False),
     ("not stated (pytorch vs torch.compile/onediff not said for the text)", False),
     ("single series (not stated whether compiled)", False), ("eager", False),
+    ("torch.compile disabled", False), ("compile: off", False), ("eager (compile off)", False),
+    ("compiled=False", False), ("without torch.compile", False),
 ])
 def test_compiled_reads_negated_mentions_as_eager(text, want):
     """Unseen round 5 (vLLM-Omni's 'no compile stated') found rows saying compile was NOT used scored as compiled;
@@ -248,3 +250,12 @@ def test_a_row_with_no_own_one_device_run_says_so(tmp_path):
     assert [(r["config"], round(r["measured_speedup"], 4)) for r in doc["speedups"]] == [("U2 R2", round(23.5 / 8.5, 4))]
     assert ("t.csv: line(s) 4, 6: several one-device runs of the row's shape, none with its other_config; "
             "no speedup taken") in proc.stderr
+
+
+@pytest.mark.parametrize("text,off", [
+    ("does not exercise CFG; one branch", True), ("CFG disabled", True), ("guidance off", True), ("cfg: off", True),
+    ("true CFG off (single branch)", True), ("no CFG)", True),
+    ("CFG guidance on", False), ("vLLM-Omni (no CFG parallel)", False), ("true_cfg_scale 4.0", False),
+])
+def test_guidance_off_statements_are_read_as_one_branch(text, off):
+    assert bool(ev.NO_CFG.search(text)) is off

@@ -111,10 +111,11 @@ def scenario_config(other_config: str) -> str:
 
 
 #: a mention of compile that says it was not used or not stated ("no compile", "compile not stated", "config and
-#: compile mode not stated", "not stated whether compiled", "pytorch vs torch.compile ... not said"): eager is the
-#: default, so such a row is not compiled
+#: compile mode not stated", "not stated whether compiled", "pytorch vs torch.compile ... not said", "compile off",
+#: "torch.compile disabled", "compiled=False"): eager is the default, so such a row is not compiled
 NOT_COMPILED = re.compile(r"\b(?:no|without|not)\s+(?:torch\.)?compil\w*|\bcompil\w*(?:\s+mode)?\s+not\s+stated"
-                          r"|not\s+stated\s+whether\s+compil\w*|\bvs\.?\s+(?:torch\.)?compil\w*", re.I)
+                          r"|not\s+stated\s+whether\s+compil\w*|\bvs\.?\s+(?:torch\.)?compil\w*"
+                          r"|\bcompil\w*\s*(?:[:=]\s*)?(?:off|disabled|false|none|no)\b", re.I)
 
 
 def compiled(other_config: str) -> bool:
@@ -148,8 +149,9 @@ def row_plan(row, model, hw) -> tuple[Plan | None, str]:
 
 #: a row whose other_config says classifier-free guidance is off (one branch per step) although the preset runs it;
 #: "no CFG parallel" is about the plan, not the guidance, and does not match
-NO_CFG = re.compile(r"\bno cfg\b(?!\s+parallel)|\bcfg off\b|\bwithout cfg\b(?!\s+parallel)|does not exercise cfg"
-                    r"|\bone (?:cfg )?branch\b", re.I)
+NO_CFG = re.compile(r"\bno cfg\b(?!\s+parallel)|\bwithout cfg\b(?!\s+parallel)|does not exercise cfg"
+                    r"|\b(?:cfg|guidance)\s*(?:[:=]\s*)?(?:off|disabled|false|none)\b|\b(?:one|single) (?:cfg )?branch\b",
+                    re.I)
 
 
 def row_context(row):
