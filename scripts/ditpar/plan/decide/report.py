@@ -189,8 +189,9 @@ def render(results, model, hw, shape, tun, conclusion: str, top: int, show_all: 
              f"(text encoder and VAE decode: the serial-stages line); host cost {tun.launch_us:g} us per op: {runtime_label(tun)}"]
     if stages is not None:
         lines.append(serial_line(stages))
-        if speedup_range_line(stages, results):
-            lines.append(speedup_range_line(stages, results))
+        expected = speedup_range_line(stages, results)
+        if expected:
+            lines.append(expected)
     if feas and cards_note(hw, feas[0].plan.devices):
         lines.append(cards_note(hw, feas[0].plan.devices))
     lines.append("")

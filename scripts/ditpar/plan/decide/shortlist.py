@@ -125,20 +125,20 @@ def to_measure(short: list) -> list:
 def transport_note(short: list, hw, measured: frozenset[str] = frozenset()) -> str:
     """A sentence when a short-listed plan's all-to-all rests on a PCIe all-to-all table figure that is not measured:
     that figure depends on the transport NCCL picks (SHM or P2P through the CPU), which one flag tells the model."""
+    link = "intra_domain"
+    part = link + uncertainty.ALLTOALL_PART
+    figure = dict(hw.links[link].alltoall_GBps) if link in hw.links else {}
+    if (4 not in figure or {part, link} & measured or hw.links[link].evidence == "measured"
+            or "pcie" not in hw.interconnect.lower()):
+        return ""
     for r in short:
-        for part in uncertainty.exposed_parts(r.breakdown):
-            link = uncertainty.link_of(part)
-            if (part == "intra_domain" + uncertainty.ALLTOALL_PART and link in hw.links
-                    and part not in measured and link not in measured
-                    and 4 in dict(hw.links[link].alltoall_GBps)
-                    and hw.links[link].evidence != "measured" and "pcie" in hw.interconnect.lower()):
-                figure = dict(hw.links[link].alltoall_GBps)
-                sizes = ", ".join(f"{k} cards {v:g} GB/s" for k, v in figure.items())
-                return (f" {r.plan.name}'s all-to-all rests on the preset's {link} all-to-all figure ({sizes}), "
-                        "which on PCIe depends on the transport NCCL picks: through host memory (about 18 GB/s on 4 "
-                        "cards) or P2P through the CPU (about 2 GB/s); NCCL_DEBUG=INFO prints 'via SHM' or 'via "
-                        f"P2P/IPC', and --set links.{link}.alltoall_GBps.4=18 (or =2) tells the model "
-                        "(references/topology-and-bandwidth.md section 2).")
+        if uncertainty.exposed_parts(r.breakdown).get(part, 0.0) > 0:
+            sizes = ", ".join(f"{k} cards {v:g} GB/s" for k, v in figure.items())
+            return (f" {r.plan.name}'s all-to-all rests on the preset's {link} all-to-all figure ({sizes}), "
+                    "which on PCIe depends on the transport NCCL picks: through host memory (about 18 GB/s on 4 "
+                    "cards) or P2P through the CPU (about 2 GB/s); NCCL_DEBUG=INFO prints 'via SHM' or 'via "
+                    f"P2P/IPC', and --set links.{link}.alltoall_GBps.4=18 (or =2) tells the model "
+                    "(references/topology-and-bandwidth.md section 2).")
     return ""
 
 

@@ -40,6 +40,15 @@ HALF_WIDTH_GRID = (MEASUREMENT_FLOOR, *(round(0.01 * i, 2) for i in range(3, 101
 SPEEDUP_RANGE_LEVEL = 0.8
 SPEEDUP_RANGE_LOG2 = (-0.356, 0.273)
 
+# A part of a link class's exposed time that moves on its own figure (`exposed_parts`): '<link>:alltoall'
+ALLTOALL_PART = ":alltoall"
+
+
+def link_of(part: str) -> str:
+    """The link class of an exposed-time part key ('intra_domain:alltoall' -> 'intra_domain')."""
+    return part.split(":", 1)[0]
+
+
 @dataclass(frozen=True)
 class Band:
     low_s: float
@@ -81,14 +90,6 @@ def band(latency_s: float, exposed_by_link_s: dict[str, float], measured_links: 
     low = latency_s * math.exp(-half_width) - low_move
     high = latency_s * math.exp(half_width) + high_move
     return Band(max(low, 0.0), high, preset)
-
-
-ALLTOALL_PART = ":alltoall"
-
-
-def link_of(part: str) -> str:
-    """The link class of an exposed-time part key ('intra_domain:alltoall' -> 'intra_domain')."""
-    return part.split(":", 1)[0]
 
 
 def exposed_parts(bd) -> dict[str, float]:
