@@ -120,3 +120,30 @@ def test_evaluate_cli_hold_out_flag(tmp_path):
     assert "ideal linear (n)" in out and "band coverage" in out
     bad = run_script("plan.py", "evaluate", "--tables", str(tmp_path), "--hold-out", "gpu", check=2)
     assert "--hold-out" in bad.stderr
+
+
+def test_table_offset_removed_by_hand():
+    """Each table's median of log2(pred / measured) is taken off its own rows: table a (0.9, 0.1, 0.2) has median
+    0.2, table b (-0.4, 0.0) has -0.2; the centred errors are 0.7, 0.1, 0.0 and 0.2, 0.2; 4 of 5 within
+    log2(1.25) = 0.32, where the raw errors have 3 of 5."""
+    signed = [("a", 0.9), ("a", 0.1), ("a", 0.2), ("b", -0.4), ("b", 0.0)]
+    assert heldout.table_offset_removed(signed) == pytest.approx([0.7, 0.1, 0.0, 0.2, 0.2])
+    res = heldout.SourceResult("pooled", {}, speedup_log2=[abs(e) for _, e in signed], speedup_signed=signed)
+    d = res.as_dict()
+    assert d["speedup_within_25pct"] == pytest.approx(0.6)
+    assert d["speedup_within_25pct_table_offset_removed"] == pytest.approx(0.8)
+    assert d["speedup_median_abs_log2_table_offset_removed"] == pytest.approx(0.2)
+    assert d["speedup_median_log2"] == pytest.approx(0.1)
+
+
+def test_signed_speedup_errors_follow_their_source_table():
+    """Held out by hardware class, every scored row keeps its source table and the sign of its error: the
+    absolute values are the fold's speedup errors, row for row."""
+    from ditpar.plan.cost import Tunables
+    res = heldout.evaluate_heldout(frames(), Tunables(), by="hardware")
+    for unit, table in zip(res["sources"], ("a.csv", "b.csv"), strict=True):
+        assert [t for t, _ in unit.speedup_signed] == [table] * len(unit.speedup_log2)
+        assert [abs(e) for _, e in unit.speedup_signed] == pytest.approx(unit.speedup_log2)
+    pooled = res["pooled"]
+    assert pooled.speedup_signed == res["sources"][0].speedup_signed + res["sources"][1].speedup_signed
+    assert "each table's" in heldout.render(res)
