@@ -292,8 +292,11 @@ def run_score(args) -> int:
 
     frame = evaluate.read_table(args.candidates)
     out = evaluate.score_table(frame, _tunables(args))
-    cli.write_csv(args.out, out)
     scored = int((out["predicted_latency_s"] != "").sum())
+    if not scored:   # nothing to write: a table of notes alone would pass for an answer
+        why = evaluate.top_reasons(list(out["score_note"])) if len(out) else "no data rows, only a header"
+        raise InputError(f"--candidates {args.candidates}: no row could be scored ({why})")
+    cli.write_csv(args.out, out)
     summary = {"rows": len(out), "scored": scored, "out": args.out,
                "not_scored": out.loc[out["predicted_latency_s"] == "", "score_note"].value_counts().to_dict()}
     if args.json:

@@ -63,6 +63,13 @@ def _csv_cell(text: str, column: str, value: str, row: int = 0) -> str:
     return "".join(lines)
 
 
+def _all_cells(text: str, column: str, value: str) -> str:
+    """Replace one column in every row of a simple CSV."""
+    for row in range(len(text.splitlines()) - 1):
+        text = _csv_cell(text, column, value, row)
+    return text
+
+
 def _csv_header(text: str, old: str, new: str | None) -> str:
     """Rename (or with new=None drop) one column."""
     lines = [ln.rstrip("\r\n").split(",") for ln in text.splitlines()]
@@ -326,6 +333,9 @@ def plan_cases(base: Path) -> list[Case]:
         "missing-column": _csv_header(table.split("\n", 1)[0] + "\n", "n_devices", None),
         "empty": "",
         "truncated-row": table.splitlines(keepends=True)[0] + table.splitlines(keepends=True)[1][:60] + "\n",
+        # nothing scorable: score and evaluate refuse rather than answer with no rows (issue 23, session 27)
+        "header-only": table.splitlines(keepends=True)[0],
+        "no-row-scorable": _all_cells(table, "model", "NoSuchModel-9B"),
     }
     for name, text in tables.items():
         path = folder / f"score-{name}.csv"

@@ -178,6 +178,22 @@ def test_rows_without_a_measured_latency_are_named_not_dropped():
     assert res["summary"]["pairs"] == 1        # only the two measured rows form a pair
 
 
+def test_a_table_that_adds_nothing_is_named_and_nothing_at_all_is_refused():
+    """A table none of whose rows is scored (unknown model in 2 rows, no latency in 1) is named in a warning with
+    its reasons counted; when no table adds a row, evaluate refuses instead of printing empty figures."""
+    good = pd.DataFrame([_row(ulysses="8"), _row(pipefusion="8", latency_s="0.9")])
+    bad = pd.DataFrame([_row(model="NoSuchModel"), _row(model="NoSuchModel", ring="8"), _row(latency_s="n/a")])
+    res = ev.evaluate_tables({"good.csv": good, "bad.csv": bad})
+    left = [w for w in res["warnings"] if w.startswith("bad.csv: left out")]
+    assert len(left) == 1 and "3 row(s), none with both" in left[0]
+    assert "2 x not scored: unknown model 'NoSuchModel'" in left[0] and "1 x latency_s is not a positive" in left[0]
+    assert not any(w.startswith("good.csv") for w in res["warnings"])
+    with pytest.raises(ev.InputError, match=r"nothing to evaluate in bad.csv: 3 row\(s\)"):
+        ev.evaluate_tables({"bad.csv": bad})
+    with pytest.raises(ev.InputError, match="no data rows, only a header"):
+        ev.evaluate_tables({"empty.csv": pd.DataFrame(columns=ev.COLUMNS)})
+
+
 @pytest.mark.parametrize("text,want", [
     ("torch.compile", True), ("torch.compile; cache-dit NATIVE_DIFFUSER", True),
     ("torch.compile (compile for 4- and 8-GPU)", True),

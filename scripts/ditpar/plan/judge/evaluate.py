@@ -413,6 +413,8 @@ def evaluate_tables(frames: dict[str, object], tun: Tunables | None = None, cali
     data.loc[~(data["measured"] > 0), "measured"] = float("nan")
     data["predicted"] = pd.to_numeric(data["predicted_latency_s"], errors="coerce")
     usable = data[data["measured"].notna() & data["predicted"].notna()].copy()
+    if usable.empty:
+        raise InputError(f"--tables: nothing to evaluate in {', '.join(frames)}: {nothing_scored(data)}")
     usable["other_config"] = usable["other_config"].map(scenario_config)
     scenarios: list[ScenarioResult] = []
     for key, grp in usable.groupby(["table", *SCENARIO_KEY], sort=False):
@@ -450,6 +452,9 @@ def evaluate_tables(frames: dict[str, object], tun: Tunables | None = None, cali
                 f"number (got {', '.join(repr(str(v)) for v in grp['latency_s'].head(3))}); left out of the evaluation"
                 for table, grp in unmeasured.groupby("table", sort=False)]
     warnings += no_reference
+    for name in frames:   # a table that adds nothing to the figures says so, with why
+        if name not in set(usable["table"]):
+            warnings.append(f"{name}: left out of the evaluation: {nothing_scored(data[data['table'] == name])}")
     return {"summary": summary, "scenarios": scenarios, "speedups": speedups, "scored": data, "warnings": warnings}
 
 
@@ -501,6 +506,24 @@ def _config_label(r) -> str:
     parts = [f"{k[0].upper()}{int(float(r[k]))}" for k in ("cfg", "ulysses", "ring", "pipefusion", "tp")
              if float(r[k]) > 1]
     return " ".join(parts) or "single"
+
+
+def top_reasons(reasons: list[str], k: int = 3) -> str:
+    """The k commonest reasons, counted: '36 x why; 6 x other why'."""
+    counts: dict[str, int] = {}
+    for why in reasons:
+        counts[why] = counts.get(why, 0) + 1
+    return "; ".join(f"{n} x {why}" for why, n in sorted(counts.items(), key=lambda kv: -kv[1])[:k])
+
+
+def nothing_scored(data) -> str:
+    """Why no row of `data` (scored rows of one or more tables) has both a measured and a predicted latency."""
+    if data.empty:
+        return "no data rows, only a header"
+    reasons = [str(note) if str(note).startswith("not scored") else "latency_s is not a positive number"
+               for note, meas, pred in zip(data["score_note"], data["measured"], data["predicted"], strict=True)
+               if math.isnan(meas) or math.isnan(pred)]
+    return f"{len(data)} row(s), none with both a measured latency_s and a prediction ({top_reasons(reasons)})"
 
 
 def load_tables(directory: str | Path, include_micro: bool = False) -> dict[str, object]:
