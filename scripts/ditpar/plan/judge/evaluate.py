@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -452,8 +453,9 @@ def evaluate_tables(frames: dict[str, object], tun: Tunables | None = None, cali
                 f"number (got {', '.join(repr(str(v)) for v in grp['latency_s'].head(3))}); left out of the evaluation"
                 for table, grp in unmeasured.groupby("table", sort=False)]
     warnings += no_reference
+    counted = set(usable["table"])
     for name in frames:   # a table that adds nothing to the figures says so, with why
-        if name not in set(usable["table"]):
+        if name not in counted:
             warnings.append(f"{name}: left out of the evaluation: {nothing_scored(data[data['table'] == name])}")
     return {"summary": summary, "scenarios": scenarios, "speedups": speedups, "scored": data, "warnings": warnings}
 
@@ -510,10 +512,7 @@ def _config_label(r) -> str:
 
 def top_reasons(reasons: list[str], k: int = 3) -> str:
     """The k commonest reasons, counted: '36 x why; 6 x other why'."""
-    counts: dict[str, int] = {}
-    for why in reasons:
-        counts[why] = counts.get(why, 0) + 1
-    return "; ".join(f"{n} x {why}" for why, n in sorted(counts.items(), key=lambda kv: -kv[1])[:k])
+    return "; ".join(f"{n} x {why}" for why, n in Counter(reasons).most_common(k))
 
 
 def nothing_scored(data) -> str:
