@@ -292,11 +292,9 @@ def run_score(args) -> int:
 
     frame = evaluate.read_table(args.candidates)
     out = evaluate.score_table(frame, _tunables(args))
-    scored = int((out["predicted_latency_s"] != "").sum())
-    if not scored:   # nothing to write: a table of notes alone would pass for an answer
-        why = evaluate.top_reasons(list(out["score_note"])) if len(out) else "no data rows, only a header"
-        raise InputError(f"--candidates {args.candidates}: no row could be scored ({why})")
+    evaluate.require_scored(out, f"--candidates {args.candidates}")
     cli.write_csv(args.out, out)
+    scored = int((out["predicted_latency_s"] != "").sum())
     summary = {"rows": len(out), "scored": scored, "out": args.out,
                "not_scored": out.loc[out["predicted_latency_s"] == "", "score_note"].value_counts().to_dict()}
     if args.json:

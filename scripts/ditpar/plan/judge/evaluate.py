@@ -515,10 +515,22 @@ def top_reasons(reasons: list[str], k: int = 3) -> str:
     return "; ".join(f"{n} x {why}" for why, n in Counter(reasons).most_common(k))
 
 
+HEADER_ONLY = "no data rows, only a header"
+
+
+def require_scored(out, label: str) -> None:
+    """Refuse a scored table (score_table's output) in which no row got a prediction: its notes alone would pass
+    for an answer."""
+    if len(out) and (out["predicted_latency_s"] != "").any():
+        return
+    why = top_reasons(list(out["score_note"])) if len(out) else HEADER_ONLY
+    raise InputError(f"{label}: no row could be scored ({why})")
+
+
 def nothing_scored(data) -> str:
     """Why no row of `data` (scored rows of one or more tables) has both a measured and a predicted latency."""
     if data.empty:
-        return "no data rows, only a header"
+        return HEADER_ONLY
     reasons = [str(note) if str(note).startswith("not scored") else "latency_s is not a positive number"
                for note, meas, pred in zip(data["score_note"], data["measured"], data["predicted"], strict=True)
                if math.isnan(meas) or math.isnan(pred)]
