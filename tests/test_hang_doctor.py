@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -76,7 +77,8 @@ def dumps(tmp_path_factory) -> dict[str, Path]:
     for name, world in WORLD.items():
         out = base / name
         for folder, suffix in ((out, ""), (Path(f"{out}_json"), ".json")):
-            files = sorted(p.name for p in folder.glob("fr_rank_*")) if folder.is_dir() else []
+            # every file, dotfiles included: a write cut short leaves .fr_rank_N.XXXX, which torch's fr_trace reads
+            files = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
             expected = [f"fr_rank_{r}{suffix}" for r in range(world)]
             logs = "\n".join((base / f"{name}.rank{r}.log").read_text()[-1500:] for r in range(world))
             assert files == expected, f"{name}: dumps {files}, expected {expected}\n{logs}"
@@ -419,3 +421,30 @@ def test_nccl_shaped_dump_uses_entry_states(tmp_path):
     assert (g["last_completed_seq"], g["last_common_seq"], g["first_divergent_seq"]) == (2, 2, 3)
     assert (g["missing_ranks"], g["cause"], g["by_rank"]["0"]["state"]) == ([1], "rank_missing_or_dead", "started")
     assert "pg_status" in proc.stderr
+
+
+def test_hang_watch_dumps_never_overlap(tmp_path, monkeypatch):
+    """The watcher fires at 0.05 s and its on_dump (an exit, in a hung test process) runs until 0.35 s; the block
+    raises at 0.1 s. The main thread's dump waits for the watcher's dump and on_dump to finish: an exit in
+    on_dump can then never cut the main thread's write short and leave its temporary file behind."""
+    from ditpar.hang import record
+
+    spans: list[tuple[str, float, float]] = []
+
+    def fake_dump(dump_dir, prefix=record.DEFAULT_PREFIX, *a, **k):
+        start = time.monotonic()
+        time.sleep(0.02)
+        spans.append(("dump", start, time.monotonic()))
+        return Path(dump_dir) / f"{prefix}0"
+
+    def on_dump(_path):
+        start = time.monotonic()
+        time.sleep(0.3)
+        spans.append(("on_dump", start, time.monotonic()))
+
+    monkeypatch.setattr(record, "dump", fake_dump)
+    with pytest.raises(ValueError), record.hang_watch(tmp_path, after_s=0.05, on_dump=on_dump):
+        time.sleep(0.1)
+        raise ValueError("boom")
+    assert [name for name, _, _ in spans] == ["dump", "on_dump", "dump"]
+    assert spans[2][1] >= spans[1][2]   # the main thread's dump began after on_dump ended

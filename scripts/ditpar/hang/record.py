@@ -150,6 +150,11 @@ def hang_watch(dump_dir: str | os.PathLike[str], *, after_s: float | None = None
         old_handler = signal.signal(signum, lambda *_: None)
         old_fd = signal.set_wakeup_fd(sig_w.fileno(), warn_on_full_buffer=False)
 
+    # one dump at a time: the watcher's dump and on_dump (which may exit the process) and the main thread's dump
+    # when the block raises never overlap, so an exit never cuts a write short and leaves its temporary file in
+    # the dump folder (torch's fr_trace reads every file that holds the prefix, and fails on it)
+    dumping = threading.Lock()
+
     def watch() -> None:
         deadline = None if after_s is None else time.monotonic() + after_s
         fired = False
@@ -165,9 +170,10 @@ def hang_watch(dump_dir: str | os.PathLike[str], *, after_s: float | None = None
             if not ready and not fired:
                 fired = wanted = True
             if wanted:
-                path = dump(dump_dir, prefix)
-                if on_dump is not None:
-                    on_dump(path)
+                with dumping:
+                    path = dump(dump_dir, prefix)
+                    if on_dump is not None:
+                        on_dump(path)
 
     thread = threading.Thread(target=watch, name="ditpar-hang-watch", daemon=True)
     thread.start()
@@ -175,7 +181,8 @@ def hang_watch(dump_dir: str | os.PathLike[str], *, after_s: float | None = None
         yield
     except BaseException:
         try:
-            dump(dump_dir, prefix)
+            with dumping:
+                dump(dump_dir, prefix)
         except Exception as exc:  # the block's own error matters more than a failed dump
             import sys
 
