@@ -28,13 +28,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
+import io
 import os
 import stat
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from ditpar.errors import InputError
 
@@ -187,6 +188,33 @@ def read_input(path: str | os.PathLike[str], work_file: bool = False) -> bytes:
             return fh.read()
     except OSError as exc:
         raise InputError(os_error_text(exc, text)) from None
+
+
+def open_input(path: str | os.PathLike[str]) -> BinaryIO:
+    """A binary handle on an input named by the user, for readers that stream a large file: a regular
+    file opened as it is, a FIFO or pipe read once into memory (never a hang), anything else refused."""
+    text = os.fspath(path)
+    why = input_problem(text, "file", streams=True)
+    if why:
+        raise InputError(why)
+    register_input(text)
+    try:
+        if is_stream(text):
+            return io.BytesIO(_read_stream(text))
+        return open(text, "rb")  # noqa: SIM115 - the caller closes it
+    except OSError as exc:
+        raise InputError(os_error_text(exc, text)) from None
+
+
+def regular_input(path: str | os.PathLike[str]) -> str:
+    """The path of an input that a library opens by name itself (SQLite): a regular file, registered;
+    a FIFO, device, folder or dangling link is one InputError, never a hang."""
+    text = os.fspath(path)
+    why = input_problem(text, "file")
+    if why:
+        raise InputError(why)
+    register_input(text)
+    return text
 
 
 def _read_stream(path: str) -> bytes:

@@ -1,0 +1,181 @@
+"""One loader per document format (JSON, TOML, Python literals, plain data from a pickle): every way a
+parser can fail on hostile input (nesting 100,000 deep, a 5,000-digit integer, NaN where JSON allows
+none, memory) ends as one InputError naming the file, never as a traceback, a hang or a full memory.
+
+Inputs reach these loaders through :func:`ditpar.files.read_input` (FIFOs read once, devices refused).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from typing import Any
+
+from ditpar import files
+from ditpar.errors import InputError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+MAX_DEPTH = 64            # nesting of any document the tools read (a Flight Recorder dump nests 5 deep)
+MAX_INT_DIGITS = 40       # digits of an integer in a document (int64 has 19; 2**128 has 39)
+MAX_LITERAL_CHARS = 1_000_000   # a Python literal in a cell (a rank list of 100,000 ranks is 700 kB)
+MAX_NODES = 20_000_000    # values in one document once shared references are counted as often as reached
+
+
+class _BigNumber(ValueError):
+    pass
+
+
+def _int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise _BigNumber(f"an integer of {len(text.lstrip('-'))} digits; no field takes more than "
+                         f"{MAX_INT_DIGITS}")
+    return int(text)
+
+
+def _constant(name: str) -> Any:
+    raise _BigNumber(f"{name}, which JSON does not allow (write a number or null)")
+
+
+def json_text(text: str | bytes, where: str, *, parse_float: Any = None, max_depth: int = MAX_DEPTH) -> Any:
+    """Parse one JSON document; every failure (syntax, depth, huge integer, NaN, memory) is one InputError."""
+    if isinstance(text, bytes):
+        text = files.decode_text(text, where)
+    elif text.startswith("\ufeff"):
+        text = text[1:]
+    try:
+        doc = json.loads(text, parse_int=_int, parse_constant=_constant, parse_float=parse_float)
+    except _BigNumber as exc:
+        raise InputError(f"{where}: holds {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{where}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    except RecursionError:
+        raise InputError(f"{where}: nests too deeply to be a document the tools read "
+                         f"(more than {max_depth} levels)") from None
+    except MemoryError:
+        raise InputError(f"{where}: too large to parse in memory") from None
+    except ValueError as exc:  # e.g. Python's own limit on integer digits, a float hook refusing a value
+        raise InputError(f"{where}: not valid JSON ({exc})") from None
+    check_depth(doc, where, max_depth)
+    return doc
+
+
+def load_json(path: str | os.PathLike[str], *, parse_float: Any = None, max_depth: int = MAX_DEPTH) -> Any:
+    """A user's JSON file (or FIFO), read through files.read_input and parsed by :func:`json_text`."""
+    where = os.fspath(path)
+    return json_text(files.read_input_text(where), where, parse_float=parse_float, max_depth=max_depth)
+
+
+def toml_text(text: str, where: str, *, max_depth: int = MAX_DEPTH) -> dict[str, Any]:
+    """Parse one TOML document; every failure (syntax, depth, huge integer, memory) is one InputError."""
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{where}: not valid TOML ({exc})") from None
+    except RecursionError:
+        raise InputError(f"{where}: nests too deeply to be a file the tools read "
+                         f"(more than {max_depth} levels)") from None
+    except MemoryError:
+        raise InputError(f"{where}: too large to parse in memory") from None
+    except ValueError as exc:  # Python's limit on integer digits
+        raise InputError(f"{where}: not valid TOML ({exc})") from None
+    check_depth(doc, where, max_depth)
+    _no_huge_integers(doc, where)
+    return doc
+
+
+def load_toml(path: str | os.PathLike[str], *, max_depth: int = MAX_DEPTH) -> dict[str, Any]:
+    """A user's TOML file (or FIFO), read through files.read_input and parsed by :func:`toml_text`."""
+    where = os.fspath(path)
+    return toml_text(files.read_input_text(where), where, max_depth=max_depth)
+
+
+def python_literal(text: str, where: str, *, max_chars: int = MAX_LITERAL_CHARS,
+                   max_depth: int = MAX_DEPTH) -> Any:
+    """A Python literal written into a cell ('[0, 1, 2]'), parsed without evaluating code; a long, deep,
+    huge or malformed one is an InputError, never a MemoryError or RecursionError."""
+    import ast
+
+    if len(text) > max_chars:
+        raise InputError(f"{where}: a literal of {len(text):,} characters; at most {max_chars:,} are read")
+    if text.count("[") + text.count("(") + text.count("{") > max_depth and _depth_of_text(text) > max_depth:
+        raise InputError(f"{where}: nests more than {max_depth} levels; not a value the tools read")
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError) as exc:
+        raise InputError(f"{where}: not a Python literal ({type(exc).__name__}: {exc})".rstrip()) from None
+    except (RecursionError, MemoryError):
+        raise InputError(f"{where}: too deep or too large to read as a literal") from None
+    check_depth(value, where, max_depth)
+    _no_huge_integers(value, where)
+    return value
+
+
+def _depth_of_text(text: str) -> int:
+    depth = deepest = 0
+    for ch in text:
+        if ch in "[({":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "])}":
+            depth -= 1
+    return deepest
+
+
+def check_depth(value: Any, where: str, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_NODES) -> None:
+    """Refuse a document that nests deeper than max_depth, contains itself, or holds more than max_nodes
+    values once every shared reference is counted as often as it is reached (a 1 kB pickle can stand for
+    2**40 leaves). Iterative and memoised per object, so the check neither overflows nor expands anything."""
+    memo: dict[int, tuple[int, int]] = {}   # id -> (levels below and including it, values it stands for)
+    open_ids: set[int] = set()              # containers on the path from the root to the one entered
+    stack: list[tuple[Any, bool]] = [(value, False)]
+    while stack:
+        item, leaving = stack.pop()
+        if not isinstance(item, (dict, list, tuple)):
+            continue
+        key = id(item)
+        children = list(item.values()) if isinstance(item, dict) else item
+        if leaving:
+            levels = 1 + max((memo[id(c)][0] for c in children if id(c) in memo), default=0)
+            count = 1 + len(item) * isinstance(item, dict) + sum(memo[id(c)][1] if id(c) in memo else 1
+                                                                 for c in children)
+            open_ids.discard(key)
+            memo[key] = (levels, count)
+            if levels > max_depth:
+                raise InputError(f"{where}: nests more than {max_depth} levels; not a document the tools read")
+            if count > max_nodes:
+                raise InputError(f"{where}: holds more than {max_nodes:,} values once shared references "
+                                 f"are expanded; not a document the tools read")
+            continue
+        if key in memo:
+            continue
+        if key in open_ids:
+            raise InputError(f"{where}: refers to itself (a value contains itself); not plain data")
+        if len(open_ids) >= max_depth:
+            raise InputError(f"{where}: nests more than {max_depth} levels; not a document the tools read")
+        open_ids.add(key)
+        stack.append((item, True))
+        stack.extend((c, False) for c in children if isinstance(c, (dict, list, tuple)))
+
+
+def _no_huge_integers(value: Any, where: str) -> None:
+    """TOML and Python literals take integers of any size; none of ours exceeds MAX_INT_DIGITS digits."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, bool):
+            continue
+        if isinstance(item, int) and abs(item) >= 10**MAX_INT_DIGITS:
+            raise InputError(f"{where}: holds an integer of more than {MAX_INT_DIGITS} digits; "
+                             "no field takes one so large")
+        if isinstance(item, float) and not math.isfinite(item):
+            continue  # the caller's own range checks name the key
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
