@@ -31,6 +31,40 @@ from ditpar.files import (  # noqa: F401 - the scripts' names for them
 
 SCHEMA_PREFIX = "dit-parallel-opt"
 
+# control characters a terminal acts on (escape sequences, carriage return, backspace, bell, C1): text from an
+# input (a model name, a group name, a kernel name) can never colour, move or overwrite what a tool prints
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def inert(text: str) -> str:
+    """text with every terminal control character (not newline or tab) shown as a visible \\xNN escape."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group(0)):02x}", text) if _CONTROL.search(text) else text
+
+
+class _InertStream(io.TextIOBase):
+    """A text stream that writes through to another with terminal control characters made visible."""
+
+    def __init__(self, target: Any) -> None:
+        super().__init__()
+        self._target = target
+
+    def write(self, text: str) -> int:  # type: ignore[override]
+        self._target.write(inert(text))
+        return len(text)
+
+    def flush(self) -> None:
+        self._target.flush()
+
+    def fileno(self) -> int:
+        return self._target.fileno()
+
+    def isatty(self) -> bool:
+        return self._target.isatty()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self._target, "encoding", "utf-8")
+
 
 def finite_float(text: str) -> float:
     """argparse type for every float flag: a finite number (NaN and infinities are usage errors)."""
@@ -223,13 +257,13 @@ def run(prog: str, body: Callable[[], int | None]) -> None:
     outer = files.begin()
     code = 2
     try:
-        with contextlib.redirect_stdout(held):
+        with contextlib.redirect_stdout(held), contextlib.redirect_stderr(_InertStream(sys.stderr)):
             code = _call(prog, body)
-        if code in (0, 1):
-            code = _call(prog, files.commit_all) or code
+            if code in (0, 1):
+                code = _call(prog, files.commit_all) or code
     finally:
         files.end(outer)
-        _flush_held(held.getvalue(), real_stdout)
+        _flush_held(inert(held.getvalue()), real_stdout)
     raise SystemExit(code)
 
 

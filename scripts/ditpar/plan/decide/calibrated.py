@@ -237,13 +237,13 @@ def emit_matrix(path: str, plans: list, write_matrix, model=None, shape=None, fr
             fields.append(f"framework={rec['framework']}")
         fields += [f"{k}={v}" for k, v in r.plan.as_dict().items() if k != "patches"]
         if rec["framework"]:
-            fields.append(shlex.quote("launch=" + rec["launch"]))
-        configs.append(f"--config {_config_name(r.plan)} " + " ".join(fields))
+            fields.append("launch=" + rec["launch"])
+        configs.append(" ".join(shlex.quote(w) for w in ["--config", _config_name(r.plan), *fields]))
     used = sorted({rec["framework"] for rec in runs.values() if rec["framework"]})
     lacking = [n for n, rec in runs.items() if not rec["framework"]]
     fallback = f"--launch {shlex.quote(FALLBACK_LAUNCH)} " if lacking else ""
     cmd = (f"python scripts/fewstep.py run {' '.join(configs)} --few-steps {FEW_STEPS} --anchor-steps {ANCHOR_STEPS} "
-           f"--repeats {REPEATS} --matrix {path} --logdir runs/plan-ab {fallback}"
+           f"--repeats {REPEATS} --matrix {shlex.quote(path)} --logdir runs/plan-ab {fallback}"
            f"--dit-regex 'rank(?P<rank>\\d+) diffuse took (?P<dit_s>[0-9.]+)s'")
     notes = []
     if len(used) > 1:

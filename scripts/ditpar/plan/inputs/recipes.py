@@ -24,6 +24,11 @@ PLACEHOLDERS = ("model", "model_id", "script", "steps", "devices", "world", "uly
                 "args", "flags", "config_inline")
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 _STEPS_MARK = "\x00STEPS\x00"
+# values that come from the model (a user's own model file may name it anything) or are computed text: the
+# renderer quotes them for where they land (shell words in a launch line, string literals in Python or JSON),
+# so a template writes them bare, never inside quotes of its own
+QUOTED = ("model", "model_id", "config_inline")
+_PRE_QUOTED = re.compile(r"""(['"])\{(""" + "|".join(QUOTED) + r""")\}\1""")
 
 
 @dataclass(frozen=True)
@@ -75,6 +80,10 @@ def _check_placeholders(text: str, where: str) -> None:
     for name in _PLACEHOLDER.findall(text):
         if name not in PLACEHOLDERS:
             raise InputError(f"{where}: unknown placeholder {{{name}}}; known: {', '.join(PLACEHOLDERS)}")
+    quoted = _PRE_QUOTED.search(text)
+    if quoted:
+        raise InputError(f"{where}: write {{{quoted.group(2)}}} without quotes around it ({quoted.group(0)}): "
+                         "the renderer quotes it for the shell, Python or JSON itself")
 
 
 def parse_recipes(data: dict, path: Path) -> tuple[tuple[Recipe, ...], dict[str, str]]:
@@ -148,8 +157,31 @@ def _uses(plan) -> set[str]:
     return {f for f in ("ulysses", "ring", "kv_allgather", "tp", "pipefusion", "cfg", "dp") if plan.degree(f) > 1}
 
 
-def _fill(text: str, values: dict[str, str]) -> str:
-    return _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), text)
+def _fill(text: str, values: dict[str, str], quote=None) -> str:
+    """Placeholders replaced by their values; `quote` turns each QUOTED value into an inert literal of the
+    text's language (shell word, Python or JSON string), so no name can end the literal and run as code."""
+    def value(m: re.Match[str]) -> str:
+        name = m.group(1)
+        if name not in values:
+            return m.group(0)
+        return quote(values[name]) if quote is not None and name in QUOTED else values[name]
+
+    return _PLACEHOLDER.sub(value, text)
+
+
+def shell_word(text: str) -> str:
+    """One shell word for any text: a safe name as it is, anything else in single quotes."""
+    import shlex
+
+    return shlex.quote(text)
+
+
+def string_literal(text: str) -> str:
+    """A double-quoted string literal that Python and JSON both read back as `text` (escapes for quotes,
+    backslashes and control characters)."""
+    import json
+
+    return json.dumps(text)
 
 
 def _flags(pieces: list[str]) -> str:
@@ -193,10 +225,10 @@ def render(fw, recipe: Recipe, model, shape, plan, *, pad: bool = False, sharded
     pieces = [p for p in (_fill(recipe.args[k], values) for k in keys) if p]
     values["args"] = recipe.join.join(pieces)
     values["flags"] = _flags(pieces) if recipe.kind != "shell" else values["args"]
-    config = _fill(recipe.config, values) if recipe.config else ""
+    config = _fill(recipe.config, values, string_literal) if recipe.config else ""
     if recipe.kind == "json":
         values["config_inline"] = " ".join(config.split())
-    launch = _fill(recipe.launch, values)
+    launch = _fill(recipe.launch, values, shell_word)
     if steps == "{steps}":
         launch = launch.replace("{", "{{").replace("}", "}}").replace(_STEPS_MARK, "{steps}")
         config = config.replace(_STEPS_MARK, "{steps}")
