@@ -214,3 +214,60 @@ def test_a_preset_file_the_run_reads_is_never_an_output(tmp_path):
         proc = run_script("plan.py", "--model", "FLUX.1-dev", "--hardware", "H100", "--devices", "4",
                           "--csv", str(victim), check=2, env={TEMPLATES_ENV: str(tpl)})
         assert "is an input of this run" in proc.stderr and victim.read_bytes() == before
+
+
+@pytest.mark.parametrize("mode", [0o600, 0o640, 0o664])
+def test_a_replaced_output_keeps_its_mode(data, capsys, mode):
+    (data / "old.csv").write_text("old\n")
+    os.chmod(data / "old.csv", mode)
+    code, err = _run(lambda: cli.write_output("old.csv", "new\n"), capsys)
+    assert code == 0, err
+    assert (data / "old.csv").read_text() == "new\n"
+    assert os.stat(data / "old.csv").st_mode & 0o7777 == mode
+
+
+def test_a_new_output_gets_the_umask_mode(data, capsys):
+    old = os.umask(0o027)
+    try:
+        code, err = _run(lambda: cli.write_output("fresh.csv", "x\n"), capsys)
+    finally:
+        os.umask(old)
+    assert code == 0, err
+    assert os.stat(data / "fresh.csv").st_mode & 0o7777 == 0o640
+
+
+def test_a_read_only_output_is_refused_and_left_alone(data, capsys):
+    (data / "locked.csv").write_text("keep\n")
+    os.chmod(data / "locked.csv", 0o444)
+    err = _refused(["in.csv", "--csv", "locked.csv"], capsys)
+    assert "locked.csv: is read-only (mode 0444)" in err
+    assert (data / "locked.csv").read_text() == "keep\n"
+    assert os.stat(data / "locked.csv").st_mode & 0o7777 == 0o444
+
+
+@pytest.mark.parametrize("cell, written", [
+    ("=HYPERLINK(\"http://x\")", "'=HYPERLINK(\"http://x\")"), ("+cmd|' /C calc'!A0", "'+cmd|' /C calc'!A0"),
+    ("-2+3", "'-2+3"), ("@SUM(A1)", "'@SUM(A1)"), ("\tx", "'\tx"), ("-1.5", "-1.5"), ("+3", "+3"),
+    ("-", "-"), ("FLUX.1-dev", "FLUX.1-dev"), ("", ""),
+])
+def test_csv_text_cells_never_run_as_spreadsheet_formulas(cell, written, tmp_path):
+    import pandas as pd
+
+    out = tmp_path / "t.csv"
+    cli.write_csv(out, pd.DataFrame({"name": [cell], "latency_s": [-1.25]}))
+    back = pd.read_csv(out, dtype=str, keep_default_na=False)
+    assert back["name"][0] == written and back["latency_s"][0] == "-1.25"
+
+
+def test_score_out_applies_the_csv_policy_to_copied_cells(tmp_path):
+    import csv
+
+    table = tmp_path / "t.csv"
+    head = ("source_repo,source_path,model,hardware,interconnect,n_devices,resolution_or_seq,steps,ulysses,ring,"
+            "pipefusion,cfg,tp,other_config,latency_s,notes\n")
+    row = "me,t.csv,FLUX.1-dev,H100,NVLink,{n},1024x1024,28,{n},1,1,1,1,eager,{s},{note}\n"
+    table.write_text(head + row.format(n=1, s=10.0, note="=1+1") + row.format(n=2, s=5.5, note="@x"))
+    out = tmp_path / "scored.csv"
+    run_script("plan.py", "score", "--candidates", str(table), "--out", str(out), check=0)
+    notes = [r["notes"] for r in csv.DictReader(out.open())]
+    assert notes == ["'=1+1", "'@x"]

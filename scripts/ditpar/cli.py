@@ -385,8 +385,30 @@ def print_json(tool: str, payload: Mapping[str, Any]) -> None:
     sys.stdout.write(dumps_json(json_document(tool, payload)) + "\n")
 
 
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(value: Any) -> Any:
+    """A CSV cell a spreadsheet shows as text: a text cell that a spreadsheet would run as a formula (it
+    begins with = + - @, a tab or a carriage return) gets a leading apostrophe; numbers, numeric text
+    ('-1.5', '+3') and the lone '-' of an empty figure stay as they are (README, "Every script ...")."""
+    if not isinstance(value, str) or not value.startswith(_FORMULA_START) or value == "-":
+        return value
+    try:
+        float(value)
+    except ValueError:
+        return "'" + value
+    return value
+
+
 def write_csv(path: str | os.PathLike[str], frame: Any) -> None:
-    """Write a pandas DataFrame as CSV, atomically."""
+    """Write a pandas DataFrame as CSV, atomically; text cells pass through :func:`spreadsheet_safe`."""
+    from pandas.api.types import is_numeric_dtype
+
+    frame = frame.copy()
+    for i in range(frame.shape[1]):
+        if not is_numeric_dtype(frame.dtypes.iloc[i]):
+            frame.iloc[:, i] = frame.iloc[:, i].map(spreadsheet_safe)
     write_output(path, frame.to_csv(index=False, lineterminator="\n"))
 
 

@@ -418,7 +418,7 @@ def prepare(path: str | os.PathLike[str], data: str | bytes) -> _Pending:
     why = refusal(target)
     if why:
         raise InputError(why)
-    return _Pending(target, "file", tmp=_write_temp(target, os.path.dirname(target) or ".", data))
+    return _Pending(target, "file", tmp=_write_temp(target, os.path.dirname(target) or ".", data, st))
 
 
 def refusal(target: str) -> str | None:
@@ -439,6 +439,9 @@ def refusal(target: str) -> str | None:
         return f"{target}: {why}"
     if os.path.islink(target):
         return _link_refusal(target)
+    if st is not None and (not st.st_mode & 0o222 or not os.access(target, os.W_OK)):
+        return (f"{target}: is read-only (mode {stat.S_IMODE(st.st_mode):04o}) for this user; an output never "
+                "replaces a file its owner protected (make it writable or name another file)")
     directory = os.path.dirname(target) or "."
     if not os.path.isdir(directory):
         return f"{target}: folder {directory} does not exist"
@@ -466,14 +469,18 @@ def _umask() -> int:
     return mask
 
 
-def _write_temp(target: str, directory: str, data: str | bytes) -> str:
-    """Write data into a temporary file beside target, with the mode a new file gets (umask)."""
+def _write_temp(target: str, directory: str, data: str | bytes, old: os.stat_result | None = None) -> str:
+    """Write data into a temporary file beside target: with the mode (and, where allowed, the owner) of the
+    file it replaces, else the mode a new file gets (umask), so a private 600 file stays private."""
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", dir=directory)
     except OSError as exc:
         raise InputError(f"{target}: cannot write ({exc.strerror})") from None
     try:
-        os.fchmod(fd, 0o666 & ~_umask())
+        if old is not None:
+            with contextlib.suppress(OSError):   # only root may give a file away; others keep their own
+                os.fchown(fd, old.st_uid, old.st_gid)
+        os.fchmod(fd, stat.S_IMODE(old.st_mode) if old is not None else 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as fh:
             fh.write(_bytes(data))
     except OSError as exc:

@@ -399,10 +399,12 @@ def cells_csv(payload: dict[str, Any]) -> str:
     import csv
     import io
 
+    from ditpar.cli import spreadsheet_safe
+
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=list(CELL_COLUMNS), extrasaction="ignore",
                             lineterminator="\n")
     writer.writeheader()
     for row in cell_table_rows(payload):
-        writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
+        writer.writerow({k: ("" if v is None else spreadsheet_safe(v)) for k, v in row.items()})
     return buf.getvalue()
