@@ -111,8 +111,7 @@ def test_unreadable_files(tmp_path, monkeypatch):
     missing = tmp_path / "none.json"
     with pytest.raises(InputError) as err:
         list(jsonstream.iter_trace(missing))
-    assert str(err.value).startswith(f"{missing}: cannot open (FileNotFoundError: ")
-    assert str(err.value).endswith("; expected a JSON trace")
+    assert str(err.value) == f"{missing}: no such file or folder"
     bad_gz = _write(tmp_path, b"not gzip at all", "t.json.gz")
     with pytest.raises(InputError) as err:
         list(jsonstream.iter_trace(bad_gz))
@@ -135,10 +134,10 @@ def test_many_small_events_cut_anywhere(tmp_path, monkeypatch, chunk):
 def test_load_json(tmp_path):
     good = _write(tmp_path, '{"x": 1712345678901234.567, "y": [1, 2]}', "g.json")
     assert jsonstream.load_json(good, "a test file") == {"x": "1712345678901234.567", "y": [1, 2]}
-    cases = [("m.json", None, "cannot read (FileNotFoundError: "),
-             ("b.json", '{"x": 1,\n "y": }', "invalid JSON at line 2 (Expecting value); expected a test file"),
-             ("d.json", "[" * 100_000 + "]" * 100_000, "invalid JSON (nested too deeply); expected a test file"),
-             ("u.json", b'{"x": "\xff"}', "cannot read (UnicodeDecodeError: ")]
+    cases = [("m.json", None, "no such file or folder"),
+             ("b.json", '{"x": 1,\n "y": }', "not valid JSON (Expecting value at line 2 column 7); expected a test file"),
+             ("d.json", "[" * 100_000 + "]" * 100_000, "nests too deeply to be a document the tools read"),
+             ("u.json", b'{"x": "\xff"}', "is not UTF-8 text (byte 0xff at offset 7)")]
     for name, text, message in cases:
         path = tmp_path / name if text is None else _write(tmp_path, text, name)
         with pytest.raises(InputError) as err:

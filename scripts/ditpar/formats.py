@@ -42,14 +42,20 @@ def _constant(name: str) -> Any:
     raise _BigNumber(f"{name}, which JSON does not allow (write a number or null)")
 
 
-def json_text(text: str | bytes, where: str, *, parse_float: Any = None, max_depth: int = MAX_DEPTH) -> Any:
-    """Parse one JSON document; every failure (syntax, depth, huge integer, NaN, memory) is one InputError."""
+def json_text(text: str | bytes, where: str, *, parse_float: Any = None, max_depth: int = MAX_DEPTH,
+              walk: bool = True, nonfinite: bool = False) -> Any:
+    """Parse one JSON document; every failure (syntax, depth, huge integer, NaN, memory) is one InputError.
+
+    walk=False skips the nesting walk for large profiler files (JSON holds no shared reference or cycle, and
+    nesting past the parser's own limit is still caught); max_depth then bounds nothing beyond that limit.
+    nonfinite=True reads NaN and Infinity as Python writes them (profilers' own summary files hold them)."""
     if isinstance(text, bytes):
         text = files.decode_text(text, where)
     elif text.startswith("\ufeff"):
         text = text[1:]
     try:
-        doc = json.loads(text, parse_int=_int, parse_constant=_constant, parse_float=parse_float)
+        doc = json.loads(text, parse_int=_int, parse_constant=float if nonfinite else _constant,
+                         parse_float=parse_float)
     except _BigNumber as exc:
         raise InputError(f"{where}: holds {exc}") from None
     except json.JSONDecodeError as exc:
@@ -61,7 +67,8 @@ def json_text(text: str | bytes, where: str, *, parse_float: Any = None, max_dep
         raise InputError(f"{where}: too large to parse in memory") from None
     except ValueError as exc:  # e.g. Python's own limit on integer digits, a float hook refusing a value
         raise InputError(f"{where}: not valid JSON ({exc})") from None
-    check_depth(doc, where, max_depth)
+    if walk:
+        check_depth(doc, where, max_depth)
     return doc
 
 

@@ -8,7 +8,6 @@ atomically after each run, so an interrupted matrix is valid and the next call r
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -21,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ditpar import files
+from ditpar import files, formats
 from ditpar.cli import dumps_json, write_atomic
 from ditpar.errors import InputError
 from ditpar.fewstep.logs import (
@@ -439,7 +438,7 @@ class Runner:
         if timed_out:
             self.failed.append(f"{key} timed out after {self.s.timeout_s:g} s")
             return "timeout", f"killed after {self.s.timeout_s:g} s"
-        text = log.read_text(encoding="utf-8", errors="replace")
+        text = files.read_input(log, work_file=True).decode("utf-8", errors="replace")   # this run's own log
         try:
             requests = self.x.extract(text, log, cfg.ranks, rc == 0, want)
         except ExtractError as exc:
@@ -450,7 +449,7 @@ class Runner:
             self.failed.append(f"{key}: exit {rc}")
             return "failed", f"exit {rc}"
         if self.s.expect:
-            contract_text = contract_log.read_text(encoding="utf-8", errors="replace")
+            contract_text = files.read_input(contract_log, work_file=True).decode("utf-8", errors="replace")
             missing = missing_contract(self.s.expect, cfg, contract_text)
             if missing:
                 why = f"contract: --expect {missing!r} not found in {contract_log}"
@@ -553,12 +552,12 @@ def _record_from_row(r: Any) -> dict[str, Any]:
 
 def _read_manifest(logdir: Path) -> dict[str, Any]:
     path = logdir / "manifest.json"
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{path}: missing; {logdir} is not a folder written by fewstep run") from None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise InputError(f"{path}: unreadable ({exc})") from None
+    if not os.path.lexists(path):
+        raise InputError(f"{path}: missing; {logdir} is not a folder written by fewstep run")
+    doc = formats.json_text(files.read_input(path, work_file=True), str(path))
+    if not isinstance(doc, dict):
+        raise InputError(f"{path}: expected a JSON object (fewstep run's manifest), got {type(doc).__name__}")
+    return doc
 
 
 def parse_only(logdir: Path, matrix: Path, dit_regex: str | None = None, dit_unit: str | None = None,
@@ -587,14 +586,14 @@ def parse_only(logdir: Path, matrix: Path, dit_regex: str | None = None, dit_uni
         raise InputError(f"{logdir}/manifest.json: few_steps / anchor_steps missing") from None
     latest: dict[tuple[str, str, int], dict[str, Any]] = {}
     for meta_path in sorted(logdir.glob("*/runs/*.json")):
+        meta = formats.json_text(files.read_input(meta_path), str(meta_path))
         try:
-            meta = json.loads(meta_path.read_text(encoding="utf-8"))
             if meta.get("kind") != "measured" or meta.get("rc") != 0 or meta.get("timed_out"):
                 continue
             key = (str(meta["config"]), str(meta["tier"]), int(meta["repeat"]))
             attempt = int(meta["attempt"])
-        except (OSError, json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-            raise InputError(f"{meta_path}: unreadable run record ({exc})") from None
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            raise InputError(f"{meta_path}: unreadable run record ({type(exc).__name__}: {exc})") from None
         meta["_path"] = meta_path
         if key not in latest or attempt > int(latest[key]["attempt"]):
             latest[key] = meta
@@ -621,7 +620,7 @@ def parse_only(logdir: Path, matrix: Path, dit_regex: str | None = None, dit_uni
         if expect:
             where = meta["_path"].parent.parent / str(meta["server_log"]) if meta.get(
                 "mode") == "server" else log
-            missing = missing_contract(expect, cfg, where.read_text(encoding="utf-8", errors="replace"))
+            missing = missing_contract(expect, cfg, files.decode_log(files.read_input(where), str(where)))
             if missing:
                 progress.write(f"fewstep run: skipped {'/'.join(map(str, key))}: contract "
                                f"{missing!r} not in {where}\n")

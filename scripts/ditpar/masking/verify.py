@@ -8,12 +8,13 @@ An item with nothing to compare is NO EVIDENCE, never PASS.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from ditpar import files
 from ditpar.core.events import end_ns
 from ditpar.core.intervals import Intervals
 from ditpar.core.profile import ProfileSet
@@ -139,11 +140,10 @@ def check_not_overlapped(off: ProfileSet | None, on: ProfileSet | None) -> dict[
 
 def sha256_file(path: str) -> str:
     """Hex sha256 of a file; missing or unreadable files are input errors."""
-    p = Path(path)
-    if not p.is_file():
+    if not os.path.lexists(path):
         raise InputError(f"{path}: output file not found")
     h = hashlib.sha256()
-    with p.open("rb") as fh:
+    with files.open_input(path) as fh:   # a FIFO read once, a device or folder named: never a hang
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()

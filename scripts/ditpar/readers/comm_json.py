@@ -9,10 +9,11 @@ so the reader's checks and messages see exactly what the whole-file parse would 
 
 from __future__ import annotations
 
-import json
 import re
 
 import msgspec
+
+from ditpar import formats
 
 TIME_INFO = "Communication Time Info"
 BANDWIDTH_INFO = "Communication Bandwidth Info"
@@ -67,8 +68,8 @@ def _prune(raw: msgspec.Raw, time_fields: tuple[str, ...], transports: tuple[str
 def _value(raw: msgspec.Raw) -> object:
     """One JSON value as ``json.loads(parse_float=str)`` gives it."""
     data = bytes(raw)
-    if _INTEGER.fullmatch(data):
+    if _INTEGER.fullmatch(data) and len(data) <= formats.MAX_INT_DIGITS:
         return int(data)
     if _NUMBER.fullmatch(data):
         return data.decode("ascii")
-    return json.loads(data, parse_float=str)
+    return formats.json_text(data, "a communication.json value", parse_float=str, walk=False, nonfinite=True)

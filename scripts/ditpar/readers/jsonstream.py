@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
+from ditpar import files, formats
 from ditpar.errors import InputError
 
 _CHUNK = 1 << 22  # characters read at a time
@@ -31,10 +32,8 @@ class _Buffer:
 
     def __init__(self, path: Path):
         self.path = path
-        try:
-            raw = gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")  # noqa: SIM115
-        except OSError as exc:
-            raise InputError(f"{path}: cannot open ({_why(exc)}); expected a JSON trace") from None
+        handle = files.open_input(path)   # a FIFO read once, a device or folder refused: never a hang
+        raw = gzip.GzipFile(fileobj=handle, mode="rb") if path.name.endswith(".gz") else handle
         self.fh = io.TextIOWrapper(raw, encoding="utf-8", errors="strict")
         self.text = ""
         self.pos = 0
@@ -282,12 +281,6 @@ def load_json(path: str | Path, what: str) -> Any:
     """Load a small JSON file (metadata, communication.json) with floats kept as text."""
     path = Path(path)
     try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-        return json.loads(data.decode("utf-8"), parse_float=str)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read ({_why(exc)}); expected {what}") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: invalid JSON at line {exc.lineno} ({exc.msg}); expected {what}") from None
-    except RecursionError:
-        raise InputError(f"{path}: invalid JSON (nested too deeply); expected {what}") from None
+        return formats.json_text(files.read_input(path), str(path), parse_float=str, walk=False, nonfinite=True)
+    except InputError as exc:
+        raise InputError(f"{exc}; expected {what}") from None

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ditpar import limits
+from ditpar import formats, limits
 from ditpar.errors import InputError, NoEvidenceError
 from ditpar.files import input_problem, read_input_text
 from ditpar.scope.recorder import SCHEMA, STAGES, check_layout
@@ -113,10 +113,7 @@ def load_records(paths: Iterable[str | Path], tag: str | None = None) -> list[di
             if not line.strip():
                 continue
             where = f"{file}:{lineno}"
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{where}: not JSON ({exc.msg})") from None
+            rec = formats.json_text(line, where)
             _validate(rec, where)
             key = json.dumps(rec, sort_keys=True)
             if key in seen:
