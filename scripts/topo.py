@@ -4,7 +4,8 @@
 A domain is a set of cards joined by the fast fabric (NVLink, HCCS, SIO, UB), or on PCIe-only boxes
 the cards of one CPU socket. One rule decides legal groups, for the listing and for --group alike:
 a group of k cards is legal when its slowest internal link is the fastest class that any k cards of
-the machine can have. The listing shows one tiling per size; --group checks a group you intend to use.
+the machine can have. The listing shows one tiling per size; --group checks a group you intend to use
+(exit 1 when it is not legal).
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ def body() -> int:
             "legal_rule": LEGAL_RULE, "best_class": {str(k): topo.best_class(k) for k in groups},
             "summary": topo.summary(), "group_check": group, "warnings": topo.warnings,
         })
-        return 0
+        return _verdict_code(group)
     s = topo.summary()
     print(f"{source}: {topo.fmt} matrix, {len(topo.devices)} devices, "
           f"{s['n_domains']} domain(s) of {s['domain_size'] or 'unequal size'}; "
@@ -94,7 +95,12 @@ def body() -> int:
         where = "crosses domains" if group["crosses_domains"] else "inside one domain"
         verdict = "legal" if group["legal"] else "NOT legal: " + "; ".join(group["not_legal_because"])
         print(f"group {','.join(map(str, group['ranks']))}: {verdict}; slowest link {group['slowest_class']}; {where}")
-    return 0
+    return _verdict_code(group)
+
+
+def _verdict_code(group: dict | None) -> int:
+    """--group is a check: 1 when the group is not legal (the listing alone always ends 0)."""
+    return 1 if group is not None and not group["legal"] else 0
 
 
 def main() -> None:

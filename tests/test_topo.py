@@ -93,8 +93,10 @@ def test_group_check_cross_and_inside():
 
 
 def test_cli_json_keys_and_group_warning():
-    proc = run_script("topo.py", str(DATA / "npu_910a_2x4_islands.txt"), "--group", "0,1,4,5", "--json", check=0)
+    # 0,1,4,5 crosses the two HCCS islands: not legal, so the check fails (exit 1) with the JSON still printed
+    proc = run_script("topo.py", str(DATA / "npu_910a_2x4_islands.txt"), "--group", "0,1,4,5", "--json", check=1)
     doc = json.loads(proc.stdout)
+    assert doc["group_check"]["legal"] is False
     assert doc["schema"] == "dit-parallel-opt/topo/v1"
     assert doc["domains"] == [Q0, Q1]
     assert doc["groups"]["2"] == [[0, 1], [2, 3], [4, 5], [6, 7]]
@@ -242,3 +244,10 @@ def test_plan_topo_mismatch_exits_2_with_one_line():
     proc = run_script("plan.py", "--model", "FLUX.1-dev", "--hardware", "A100 PCIe", "--devices", "8", "--topo",
                       str(DATA / "nvidia_h100_nv18.txt"), check=2)
     assert proc.stderr.count("\n") == 1 and "NVLink box" in proc.stderr and "is PCIe" in proc.stderr
+
+
+def test_a_group_that_is_not_legal_fails_the_check_in_text_too():
+    proc = run_script("topo.py", str(DATA / "npu_910a_2x4_islands.txt"), "--group", "0,1,4,5", check=1)
+    assert "group 0,1,4,5: NOT legal" in proc.stdout
+    run_script("topo.py", str(DATA / "npu_910a_2x4_islands.txt"), "--group", "0,1,2,3", check=0)
+    run_script("topo.py", str(DATA / "npu_910a_2x4_islands.txt"), check=0)   # a listing is no check
