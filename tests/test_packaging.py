@@ -42,3 +42,16 @@ def test_readme_and_ci_install_the_cpu_build():
     line = next(x for x in ci.splitlines() if cpu_index in x)
     assert line.rstrip().endswith("\\")
     assert "||" in ci.split(cpu_index, 1)[1].splitlines()[1]
+
+
+def test_the_quick_start_test_line_falls_back_to_pypi_torch():
+    """Without the PyTorch CPU index (only PyPI reachable) the test line still installs a torch and goes on."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = readme.split("## Quick start", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    lines = [ln for ln in block.splitlines() if ln.strip()]
+    assert len(lines) == 2, lines                       # exactly two commands
+    test_line = lines[1]
+    cpu, fallback = test_line.split("||", 1)
+    assert "--index-url https://download.pytorch.org/whl/cpu" in cpu
+    assert fallback.split(";", 1)[0].strip() == "python3 -m pip install torch"
+    assert test_line.rstrip().endswith("python3 -m pytest -q")
