@@ -327,7 +327,7 @@ def test_e2e_matrix_is_marked_and_its_fixed_cost_reported(tmp_path):
     # the fixed part shows up as drift: r = (1.5/10) / (0.9/4) = 0.667 for A
     assert {r["code"] for r in doc["reasons"]} == {"drift"}
     text = run_script("fewstep.py", "analyze", str(path), check=None).stdout
-    assert text.startswith("TIMING: end to end, not DiT-only.") and "55.6 % of the few-tier time of A" in text
+    assert text.startswith("TIMING: end to end, not DiT-only (the matrix's timing column).") and "55.6 % of the few-tier time of A" in text
     assert text.count("end-to-end times:") == 1
 
 
@@ -335,7 +335,11 @@ def test_timing_flag_and_column_must_agree(tmp_path):
     bare = write(tmp_path, _e2e_records(None), "bare.csv")
     doc = json.loads(run_script("fewstep.py", "analyze", str(bare), "--timing", "e2e", "--json", check=None).stdout)
     assert doc["timing"] == "e2e" and doc["timing_cost"] is not None
-    assert json.loads(run_script("fewstep.py", "analyze", str(bare), "--json", check=None).stdout)["timing"] == "dit"
+    assert doc["timing_source"] == "--timing"
+    plain = json.loads(run_script("fewstep.py", "analyze", str(bare), "--json", check=None).stdout)
+    assert plain["timing"] == "dit" and plain["timing_source"].startswith("assumed: the matrix has no timing column")
+    text = run_script("fewstep.py", "analyze", str(bare), check=None).stdout
+    assert text.startswith("TIMING: DiT-only, the denoising stage (assumed: the matrix has no timing column")
     dit = write(tmp_path, _e2e_records("dit"), "dit.csv")
     proc = run_script("fewstep.py", "analyze", str(dit), "--timing", "e2e", check=2)
     assert "timing column says dit" in proc.stderr

@@ -311,7 +311,7 @@ def test_reference_worked_example_is_real_output(tmp_path):
     doc = (ROOT / "references" / "fewstep-validation.md").read_text()
     block = doc[doc.index("$ python scripts/fewstep.py run \\\n  --config tp1-usp2"):]
     block = block[:block.index("```")]
-    expected = block[block.index("cells (per-step"):].rstrip("\n")
+    expected = block[block.index("TIMING: DiT-only"):].rstrip("\n")
     configs = [["--config", "tp1-usp2", "devices=2", "cost=0.100", "fixed=0.06"],
                ["--config", "tp2-usp1", "devices=2", "cost=0.110", "fixed=0"],
                ["--config", "tp1-usp4", "devices=4", "cost=0.060", "fixed=0"],

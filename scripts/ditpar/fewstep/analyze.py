@@ -193,6 +193,13 @@ def timing_of(rows: Sequence[Row], declared: str | None) -> str:
     return declared
 
 
+def timing_source(rows: Sequence[Row], declared: str | None) -> str:
+    """Where the timing came from: the matrix's own column, --timing, or assumed (neither said)."""
+    if rows and rows[0].timing:
+        return "the matrix's timing column"
+    return "--timing" if declared is not None else "assumed: the matrix has no timing column and no --timing was given"
+
+
 def e2e_cost(drift: Sequence[Mapping[str, Any]], steps: Mapping[str, int | None]) -> dict[str, Any]:
     """What end-to-end times cost: the step-independent part per config and its share of each tier."""
     rows = []
@@ -229,6 +236,7 @@ def analyze(rows: Sequence[Row], gates: Gates | None = None,
     gates.check()
     if not rows:
         raise InputError("matrix has no rows")
+    declared_timing = timing
     timing = timing_of(rows, timing)
     planned = dict(planned or {})
     configs = sorted({r.config for r in rows} | set(planned))
@@ -280,6 +288,7 @@ def analyze(rows: Sequence[Row], gates: Gates | None = None,
         "ranking": ranking,
         "unranked_configs": alone,
         "timing": timing,
+        "timing_source": timing_source(rows, declared_timing),
         "timing_cost": e2e_cost(drift, steps) if timing == "e2e" else None,
     }
 
@@ -366,7 +375,11 @@ def render_text(payload: dict[str, Any]) -> str:
     drift_cols = [c for c in DRIFT_COLUMNS if have_share or not c.startswith("share")]
     parts = []
     if payload.get("timing") == "e2e":
-        parts += ["TIMING: end to end, not DiT-only. " + payload["timing_cost"]["note"], ""]
+        parts += [f"TIMING: end to end, not DiT-only ({payload['timing_source']}). "
+                  + payload["timing_cost"]["note"], ""]
+    else:
+        parts += [f"TIMING: DiT-only, the denoising stage ({payload['timing_source']}); if the times are whole "
+                  "requests, say --timing e2e", ""]
     parts += [f"cells (per-step = median over repeats of max-over-ranks DiT time / steps; "
              f"steps few={payload['steps']['few']} anchor={payload['steps']['anchor']})",
              format_table(_shown(cell_table_rows(payload)), cell_cols), "",
