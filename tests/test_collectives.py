@@ -342,3 +342,14 @@ def test_headline_shares_and_blank_cell_notes():
     notes = blank_cell_notes(rep.table)
     assert any(n.startswith("bytes blank in 1 of 1 rows") for n in notes)
     assert any(n.startswith("transit_us blank") and "never 0" in n for n in notes)
+
+
+def test_a_long_training_kernel_name_is_cut_around_what_matched():
+    from ditpar.analysis.collectives import evidence_excerpt
+
+    name = ("void at::native::vectorized_elementwise_kernel<4, at::native::sigmoid_kernel_cuda("
+            "at::TensorIteratorBase&)::{lambda()#1}, at::detail::Array<char*, 2> > sigmoid_backward_out")
+    cut = evidence_excerpt(name)
+    assert "sigmoid_backward_out" in cut and cut.startswith("...") and len(cut) == 90 + 3
+    assert evidence_excerpt("adamw_step") == "adamw_step"
+    assert evidence_excerpt("backward_" + "x" * 200).endswith("...")

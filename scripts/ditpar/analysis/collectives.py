@@ -66,7 +66,16 @@ def training_line(total: int, hit_counts: pd.Series) -> str | None:
         return None
     example = hit_counts.sort_values(ascending=False, kind="stable").index[0]
     return (f"{hits} of {total} compute kernels are backward/gradient/optimizer kernels "
-            f"(e.g. {str(example)[:70]}): a training step")
+            f"(e.g. {evidence_excerpt(str(example))}): a training step")
+
+
+def evidence_excerpt(name: str, width: int = 90) -> str:
+    """A long kernel name cut so that the words that matched TRAINING_KERNELS stay in view."""
+    if len(name) <= width:
+        return name
+    match = TRAINING_KERNELS.search(name)
+    start = 0 if match is None else max(0, min(match.start() - width // 3, len(name) - width))
+    return ("..." if start else "") + name[start:start + width] + ("..." if start + width < len(name) else "")
 
 #: columns of the per (rank, family, group) table, in print order
 TABLE_COLUMNS = [
