@@ -120,7 +120,7 @@ class Dims:
 class ClassSpec:
     """One diffusers transformer class: how its keys map, and the pipeline defaults its config does not hold."""
 
-    family: str
+    family: str                  # a family the framework profiles list, else 'custom' (only their '*' forms run it)
     source: str                  # the file read in diffusers
     read: Callable[[_Config], Dims]
     kind: str                    # image | video
@@ -167,8 +167,10 @@ def _flux(c: _Config, mlp: float = 4.0, mats: int = 2) -> Dims:
 
 
 def _flux2(c: _Config) -> Dims:
-    # Flux2FeedForward: linear_in to 2 x inner (SwiGLU), inner = mlp_ratio x dim: three matrices' worth
-    return _flux(c, mlp=3.0, mats=3)
+    # Flux2FeedForward: linear_in to 2 x inner (SwiGLU), inner = mlp_ratio x dim: three matrices' worth;
+    # the AdaLN modulation is shared by all blocks (Flux2Modulation on the model), none per block
+    d = _flux(c, mlp=3.0, mats=3)
+    return Dims(d.heads, d.kv_heads, d.head_dim, d.hidden, d.ffn, 3, d.blocks, d.patch, c.int("in_channels", 128, lo=1))
 
 
 def _joint(c: _Config, mlp: float = 4.0) -> Dims:
@@ -271,11 +273,11 @@ CLASSES: dict[str, ClassSpec] = {
         "flux", _t("transformer_flux.py"), _flux, "image", 512,
         PIPELINES + "flux/pipeline_flux.py (max_sequence_length 512)", "joint", False, (1024, 1024, 1, 28), packed=True),
     "ChromaTransformer2DModel": ClassSpec(
-        "flux", _t("transformer_chroma.py"), _flux, "image", 512,
+        "custom", _t("transformer_chroma.py"), _flux, "image", 512,
         PIPELINES + "chroma/pipeline_chroma.py (max_sequence_length 512)", "joint", True, (1024, 1024, 1, 35),
         packed=True),
     "Flux2Transformer2DModel": ClassSpec(
-        "flux2", _t("transformer_flux2.py"), _flux2, "image", 512,
+        "flux", _t("transformer_flux2.py"), _flux2, "image", 512,
         PIPELINES + "flux2/pipeline_flux2.py (max_sequence_length 512)", "joint", False, (1024, 1024, 1, 50),
         packed=True),
     "QwenImageTransformer2DModel": ClassSpec(
@@ -283,7 +285,7 @@ CLASSES: dict[str, ClassSpec] = {
         PIPELINES + "qwenimage/pipeline_qwenimage.py (max_sequence_length 512, an upper bound)", "joint", True,
         (1328, 1328, 1, 50), packed=True),
     "HiDreamImageTransformer2DModel": ClassSpec(
-        "hidream", _t("transformer_hidream_image.py"), _hidream, "image", 128,
+        "custom", _t("transformer_hidream_image.py"), _hidream, "image", 128,
         PIPELINES + "hidream_image/pipeline_hidream_image.py (max_sequence_length 128)", "joint", True,
         (1024, 1024, 1, 50), packed=True),
     "SD3Transformer2DModel": ClassSpec(
@@ -298,16 +300,16 @@ CLASSES: dict[str, ClassSpec] = {
         "sana", _t("sana_transformer.py"), _sana, "image", 300,
         PIPELINES + "sana/pipeline_sana.py (max_sequence_length 300)", "cross", True, (1024, 1024, 1, 20)),
     "ZImageTransformer2DModel": ClassSpec(
-        "z-image", _t("transformer_z_image.py"), _z_image, "image", 512,
+        "custom", _t("transformer_z_image.py"), _z_image, "image", 512,
         PIPELINES + "z_image/pipeline_z_image.py (max_sequence_length 512)", "joint", True, (1024, 1024, 1, 50)),
     "WanTransformer3DModel": ClassSpec(
         "wan", _t("transformer_wan.py"), _wan, "video", 512,
         PIPELINES + "wan/pipeline_wan.py (max_sequence_length 512)", "cross", True, (1280, 720, 81, 50)),
     "WanVACETransformer3DModel": ClassSpec(
-        "wan", _t("transformer_wan_vace.py"), _wan, "video", 512,
+        "custom", _t("transformer_wan_vace.py"), _wan, "video", 512,
         PIPELINES + "wan/pipeline_wan_vace.py (max_sequence_length 512)", "cross", True, (1280, 720, 81, 50)),
     "SkyReelsV2Transformer3DModel": ClassSpec(
-        "wan", _t("transformer_skyreels_v2.py"), _wan, "video", 512,
+        "custom", _t("transformer_skyreels_v2.py"), _wan, "video", 512,
         PIPELINES + "skyreels_v2/pipeline_skyreels_v2.py (max_sequence_length 512)", "cross", True,
         (960, 544, 97, 50)),
     "HunyuanVideoTransformer3DModel": ClassSpec(
@@ -315,7 +317,7 @@ CLASSES: dict[str, ClassSpec] = {
         PIPELINES + "hunyuan_video/pipeline_hunyuan_video.py (max_sequence_length 256)", "joint", False,
         (1280, 720, 129, 50)),
     "HunyuanVideo15Transformer3DModel": ClassSpec(
-        "hunyuanvideo", _t("transformer_hunyuan_video15.py"), _joint, "video", 1000,
+        "custom", _t("transformer_hunyuan_video15.py"), _joint, "video", 1000,
         PIPELINES + "hunyuan_video1_5/pipeline_hunyuan_video1_5.py (tokenizer_max_length 1000)", "joint", True,
         (1280, 720, 121, 50)),
     "CogVideoXTransformer3DModel": ClassSpec(
@@ -324,9 +326,9 @@ CLASSES: dict[str, ClassSpec] = {
         (720, 480, 49, 50)),
     "LTXVideoTransformer3DModel": ClassSpec(
         "ltx", _t("transformer_ltx.py"), _cross, "video", 128,
-        PIPELINES + "ltx/pipeline_ltx.py (max_sequence_length 128)", "cross", True, (704, 480, 161, 50)),
+        PIPELINES + "ltx/pipeline_ltx.py (max_sequence_length 128)", "cross", True, (704, 512, 161, 50)),
     "CosmosTransformer3DModel": ClassSpec(
-        "cosmos", _t("transformer_cosmos.py"), _cosmos, "video", 512,
+        "custom", _t("transformer_cosmos.py"), _cosmos, "video", 512,
         PIPELINES + "cosmos/pipeline_cosmos_text2world.py (max_sequence_length 512)", "cross", True,
         (1280, 704, 121, 36)),
 }
@@ -623,6 +625,10 @@ def load(path_text: str, *, heads: int | None = None, kv_heads: int | None = Non
         width, height = c.int("sample_width", 90) * 8, c.int("sample_height", 60) * 8
         frames = c.int("sample_frames", 49)
     kind = spec.kind
+    image_cross = 0
+    if spec.read is _wan and c.has("image_dim"):   # I2V: 257 CLIP image tokens cross-attended (Wan2.1-I2V preset)
+        image_cross = 257
+        notes.append("image_dim set: 257 CLIP image tokens in cross-attention")
     # VAE
     if vae_path is not None and vae_path.exists():
         vae = _vae(_load(vae_path), kind)
@@ -631,7 +637,9 @@ def load(path_text: str, *, heads: int | None = None, kv_heads: int | None = Non
         st = (4, 8, 8) if kind == "video" else (1, 8, 8)
         lat = dims.in_channels // 4 if spec.packed else dims.in_channels
         vae = _Vae(st, lat, kind == "video", None, "no vae/config.json: the class's usual VAE assumed")
-        vae_guesses = [f"vae_stride = {list(st)}", f"latent_channels = {lat}"]
+        warn(f"{t_path}: no vae/config.json beside it: assumed vae_stride = {list(st)}, latent_channels = {lat} "
+             f"(the usual VAE of {cls}); VAE decode not priced")
+        vae_guesses = []
     elif tokens is not None:
         vae = _Vae((1, 1, 1), dims.in_channels, False, None, "--tokens gives the image/video tokens")
         vae_guesses = []
@@ -677,7 +685,7 @@ def load(path_text: str, *, heads: int | None = None, kv_heads: int | None = Non
         latent_channels=vae.latent_channels, patch=patch, vae_stride=vae.stride,
         vae_temporal_causal=vae.causal, cfg_default=spec.cfg, default_width=width, default_height=height,
         default_frames=frames if kind == "video" else 1, default_steps=steps, sources=sources,
-        attention=dims.attention, experts=experts, ffn_matrices=dims.ffn_matrices, family=spec.family,
+        image_cross_tokens=image_cross, attention=dims.attention, experts=experts, ffn_matrices=dims.ffn_matrices, family=spec.family,
         text_encoder_params_b=te_params / 1e9, vae=vae.spec, notes="; ".join(notes), path=str(t_path))
 
 
@@ -686,8 +694,14 @@ def _model_name(path: Path, t_path: Path, c: _Config) -> str:
     framework entries that name checkpoints apply); else the config's _name_or_path."""
     from ditpar.plan.inputs import presets
 
-    folder = path if path.is_dir() else (t_path.parent.parent if t_path.parent.name == "transformer" else t_path.parent)
-    raw = folder.name or str(c.data.get("_name_or_path") or "model")
+    if path.is_dir():
+        raw = path.resolve().name
+    elif t_path.parent.name == "transformer":
+        raw = t_path.resolve().parent.parent.name
+    elif t_path.stem != "config":
+        raw = t_path.stem
+    else:
+        raw = str(c.data.get("_name_or_path") or t_path.resolve().parent.name or "model")
     try:
         hit = presets._lookup(presets.model_registry(), raw)
     except InputError:
@@ -708,3 +722,19 @@ def fields(model: ModelPreset) -> dict[str, Any]:
                                                   "dtype": model.vae.dtype}
     out["sources"] = dict(model.sources)
     return out
+
+
+def looks_like_config(cell: str) -> bool:
+    """Whether a table's model cell names a config folder or file rather than a preset name."""
+    p = Path(cell)
+    return cell.endswith(".json") or (p.is_dir() and ((p / "model_index.json").exists() or (p / "config.json").exists()))
+
+
+def resolve(cell: str, warn: Callable[[str], None] | None = None) -> ModelPreset:
+    """A model cell of a latency table (plan.py score / evaluate): a config folder or .json file, else a preset
+    name (presets.resolve_model)."""
+    from ditpar.plan.inputs import presets
+
+    if looks_like_config(cell):
+        return load(cell, warn=warn or (lambda _line: None))
+    return presets.resolve_model(cell)
