@@ -101,9 +101,9 @@ def _toml_value(v) -> str:
 def _preset_from_fields(fields: dict, path) -> None:
     """templates/PRESETS.md 'From a config': model_fields as a preset file, the steps a user takes."""
     lines = []
-    skip = {"blocks", "vae", "sources", "text_encoder_params_b", "family", "experts"}
+    skip = {"blocks", "vae", "sources", "family"}
     for k, v in fields.items():
-        if k not in skip and v is not None:
+        if k not in skip and v is not None and not (k == "text_encoder_params_b" and v == 0):
             lines.append(f"{k} = {_toml_value(v)}")
     lines.append("[blocks]")
     lines += [f"{k} = {v}" for k, v in fields["blocks"].items()]
