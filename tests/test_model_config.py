@@ -327,3 +327,39 @@ def test_every_mapped_class_reads_its_defaults(cls, tmp_path):
     assert fields["attention"] == toml.get("attention", "softmax")
     assert fields["cfg_default"] == toml["cfg_default"]
     assert fields["params_b"] == pytest.approx(toml["params_b"], rel=0.25)
+
+
+FLUX_T = (FLUX / "transformer" / "config.json").read_text()
+DAMAGED = {
+    "empty": b"",
+    "truncated": FLUX_T[: len(FLUX_T) // 2].encode(),
+    "nan": FLUX_T.replace('"num_layers": 19', '"num_layers": NaN').encode(),
+    "huge-int": FLUX_T.replace('"num_layers": 19', '"num_layers": ' + "9" * 60).encode(),
+    "heads-text": FLUX_T.replace('"num_attention_heads": 24', '"num_attention_heads": "24"').encode(),
+    "heads-negative": FLUX_T.replace('"num_attention_heads": 24', '"num_attention_heads": -24').encode(),
+    "layers-huge": FLUX_T.replace('"num_layers": 19', '"num_layers": 1000000').encode(),
+    "list": b"[1, 2, 3]",
+    "deep": b"[" * 100_000 + b"]" * 100_000,
+    "non-utf8": FLUX_T.encode()[:80] + b"\xff\xfe\x00",
+    "kv-not-dividing": GQA.read_text().replace('"n_kv_heads": 4', '"n_kv_heads": 5').encode(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DAMAGED))
+def test_damaged_config_is_one_line_exit_2(name, tmp_path):
+    cfg = tmp_path / "config.json"
+    cfg.write_bytes(DAMAGED[name])
+    proc = run_script("plan.py", "--model-config", str(cfg), *BOX, check=2)
+    lines = proc.stderr.strip().splitlines()
+    assert "Traceback" not in proc.stderr and len(lines) == 1 and str(cfg) in lines[0], proc.stderr
+
+
+def test_a_folder_named_config_json_and_a_broken_model_index(tmp_path):
+    (tmp_path / "config.json").mkdir()
+    proc = run_script("plan.py", "--model-config", str(tmp_path / "config.json"), *BOX, check=2)
+    assert len(proc.stderr.strip().splitlines()) == 1
+    folder = tmp_path / "m"
+    shutil.copytree(FLUX, folder)
+    (folder / "model_index.json").write_text('{"transformer": ["diffusers"]}')
+    proc = run_script("plan.py", "--model-config", str(folder), *BOX, check=2)
+    assert len(proc.stderr.strip().splitlines()) == 1 and "model_index.json" in proc.stderr

@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ditpar import formats
+from ditpar import formats, limits
 from ditpar.errors import InputError
+from ditpar.plan.inputs import schema
 from ditpar.plan.inputs.presets import ModelPreset, VaeSpec
 
 DIFFUSERS = "huggingface/diffusers@58eb52c0803ea9af3abec60841c2a093bdf1f951"
@@ -137,8 +138,8 @@ def _ffn_mult(c: _Config, hidden: int, key: str = "mlp_ratio", default: float = 
 
 
 def _heads(c: _Config, hkey: str = "num_attention_heads", dkey: str = "attention_head_dim") -> tuple[int, int, int]:
-    heads = c.int(hkey, flag="heads", lo=1)
-    head_dim = c.int(dkey, lo=1)
+    heads = c.int(hkey, flag="heads", lo=1, hi=limits.MAX_HEADS)
+    head_dim = c.int(dkey, lo=1, hi=4096)
     kv = c.supplied.get("kv_heads") or heads
     return heads, kv, head_dim
 
@@ -162,7 +163,7 @@ def _flux(c: _Config, mlp: float = 4.0, mats: int = 2) -> Dims:
     hidden = heads * hd
     ffn = int(hidden * c.num("mlp_ratio", mlp))
     return Dims(heads, kv, hd, hidden, ffn, mats,
-                {"joint": c.int("num_layers", flag="layers", lo=1), "single": c.int("num_single_layers", 0)},
+                {"joint": c.int("num_layers", flag="layers", lo=1, hi=limits.MAX_LAYERS), "single": c.int("num_single_layers", 0)},
                 _patch(c), c.int("in_channels", 64, lo=1), modulation=12.0)
 
 
@@ -178,7 +179,7 @@ def _joint(c: _Config, mlp: float = 4.0) -> Dims:
     heads, kv, hd = _heads(c)
     hidden = heads * hd
     return Dims(heads, kv, hd, hidden, int(hidden * c.num("mlp_ratio", mlp)), 2,
-                {"joint": c.int("num_layers", flag="layers", lo=1)}, _patch(c), c.int("in_channels", 16, lo=1),
+                {"joint": c.int("num_layers", flag="layers", lo=1, hi=limits.MAX_LAYERS)}, _patch(c), c.int("in_channels", 16, lo=1),
                 modulation=12.0)
 
 
@@ -193,7 +194,7 @@ def _wan(c: _Config) -> Dims:
     heads, kv, hd = _heads(c)
     hidden = heads * hd
     vace = len(c.data.get("vace_layers") or [])
-    blocks = {"cross": c.int("num_layers", flag="layers", lo=1) + vace}
+    blocks = {"cross": c.int("num_layers", flag="layers", lo=1, hi=limits.MAX_LAYERS) + vace}
     return Dims(heads, kv, hd, hidden, c.int("ffn_dim", lo=1), 2, blocks, _patch(c), c.int("in_channels", 16, lo=1),
                 notes=f"{vace} VACE blocks counted as Wan blocks" if vace else "")
 
@@ -201,7 +202,7 @@ def _wan(c: _Config) -> Dims:
 def _cogvideox(c: _Config) -> Dims:
     heads, kv, hd = _heads(c)
     hidden = heads * hd
-    return Dims(heads, kv, hd, hidden, 4 * hidden, 2, {"single": c.int("num_layers", flag="layers", lo=1)},
+    return Dims(heads, kv, hd, hidden, 4 * hidden, 2, {"single": c.int("num_layers", flag="layers", lo=1, hi=limits.MAX_LAYERS)},
                 _patch(c), c.int("in_channels", 16, lo=1), modulation=12.0)
 
 
@@ -209,7 +210,7 @@ def _cross(c: _Config, ffn: Callable[[int], int] = lambda d: 4 * d, mats: int = 
     """Self-attention, cross-attention to the text, FFN (PixArt, LTX-Video, Cosmos)."""
     heads, kv, hd = _heads(c)
     hidden = heads * hd
-    return Dims(heads, kv, hd, hidden, ffn(hidden), mats, {"cross": c.int("num_layers", flag="layers", lo=1)},
+    return Dims(heads, kv, hd, hidden, ffn(hidden), mats, {"cross": c.int("num_layers", flag="layers", lo=1, hi=limits.MAX_LAYERS)},
                 _patch(c), c.int("in_channels", 4, lo=1), attention=attention)
 
 
@@ -234,22 +235,22 @@ def _hidream(c: _Config) -> Dims:
     expert, shared = swiglu(4 * hidden), swiglu(2 * hidden)
     routed, top_k = c.int("num_routed_experts", 4, lo=1), c.int("num_activated_experts", 2, lo=1)
     return Dims(heads, kv, hd, hidden, top_k * expert + shared, 3,
-                {"joint": c.int("num_layers", flag="layers", lo=1), "single": c.int("num_single_layers", 0)},
+                {"joint": c.int("num_layers", flag="layers", lo=1, hi=limits.MAX_LAYERS), "single": c.int("num_single_layers", 0)},
                 (1, 2, 2), c.int("in_channels", 64, lo=1), ffn_params=routed * expert + shared, modulation=12.0,
                 notes=f"MoE FFN: {top_k} of {routed} routed experts + a shared one per token")
 
 
 def _z_image(c: _Config) -> Dims:
     """Z-Image: single-stream blocks over text + image tokens (GQA: n_kv_heads), refiners before them."""
-    heads = c.int("n_heads", flag="heads", lo=1)
+    heads = c.int("n_heads", flag="heads", lo=1, hi=limits.MAX_HEADS)
     hidden = c.int("dim", lo=1)
     if hidden % heads:
         raise InputError(f"{c.path}: key 'dim' ({hidden}) is not a multiple of 'n_heads' ({heads})")
-    kv = c.supplied.get("kv_heads") or c.int("n_kv_heads", heads, lo=1)
+    kv = c.supplied.get("kv_heads") or c.int("n_kv_heads", heads, lo=1, hi=limits.MAX_HEADS)
     patch = c.ints("all_patch_size", (2,))[0]
     tpatch = c.ints("all_f_patch_size", (1,))[0]
     refiners = c.int("n_refiner_layers", 2)
-    blocks = {"single": c.int("n_layers", flag="layers", lo=1)}
+    blocks = {"single": c.int("n_layers", flag="layers", lo=1, hi=limits.MAX_LAYERS)}
     if refiners:
         blocks["self"] = refiners
     return Dims(heads, kv, hidden // heads, hidden, int(hidden / 3 * 8), 3, blocks, (tpatch, patch, patch),
@@ -379,6 +380,8 @@ def _paths(path: Path) -> tuple[Path, Path | None, list[tuple[str, Path]], _Conf
         if not index_path.exists():
             if (path / "config.json").exists():
                 return path / "config.json", None, [], None, 1
+            if (path / "transformer" / "config.json").exists():   # a folder holding transformer/ (and vae/)
+                return _paths(path / "transformer" / "config.json")
             raise InputError(f"{path}: neither model_index.json (a diffusers model folder) nor config.json")
         index = _load(index_path)
         if "transformer" not in index.data:
@@ -389,7 +392,8 @@ def _paths(path: Path) -> tuple[Path, Path | None, list[tuple[str, Path]], _Conf
                              f"transformers only")
         got = _component(index, path, "transformer")
         if got is None:
-            raise InputError(f"{index_path}: key 'transformer' is null")
+            raise InputError(f"{index_path}: key 'transformer' is not [library, class name]: "
+                             f"{index.data.get('transformer')!r}")
         vae = _component(index, path, "vae")
         encoders = [(k, p) for k in sorted(index.data) if k.startswith("text_encoder")
                     for _c, p in [_component(index, path, k) or ("", None)] if p is not None]
@@ -554,7 +558,7 @@ def _block_params(kind: str, dims: Dims) -> float:
 
 def _unknown(c: _Config, cls: str) -> tuple[ClassSpec, Dims]:
     """A class not in CLASSES: the generic keys, every guess named."""
-    heads = c.int("num_attention_heads", flag="heads", lo=1) if not c.has("n_heads") else c.int("n_heads", lo=1)
+    heads = c.int("num_attention_heads", flag="heads", lo=1, hi=limits.MAX_HEADS) if not c.has("n_heads") else c.int("n_heads", lo=1)
     if c.has("attention_head_dim"):
         hd = c.int("attention_head_dim", lo=1)
     elif c.has("dim") or c.has("hidden_size"):
@@ -566,7 +570,7 @@ def _unknown(c: _Config, cls: str) -> tuple[ClassSpec, Dims]:
                                         else c.int("n_kv_heads", heads) if c.has("n_kv_heads") else heads)
     hidden = heads * hd
     layer_key = next((k for k in ("num_layers", "n_layers", "depth", "num_hidden_layers") if c.has(k)), "num_layers")
-    layers = c.int(layer_key, flag="layers", lo=1)
+    layers = c.int(layer_key, flag="layers", lo=1, hi=limits.MAX_LAYERS)
     singles = c.int("num_single_layers", 0)
     if singles or c.has("joint_attention_dim"):
         blocks, mode = ({"joint": layers, "single": singles} if singles else {"joint": layers}), "joint"
@@ -678,15 +682,34 @@ def load(path_text: str, *, heads: int | None = None, kv_heads: int | None = Non
         warn(f"{t_path}: class {cls or '?'} read from generic keys or defaults; guessed: " + "; ".join(c.guessed))
     if vae.spec is None:
         notes.append("VAE decode not priced (decoder not read)")
-    return ModelPreset(
+    blocks = {k: n for k, n in dims.blocks.items() if n}
+    if not blocks:
+        raise InputError(f"{t_path}: no transformer blocks (every layer count is 0); give --layers N")
+    if dims.heads % dims.kv_heads:
+        raise InputError(f"{t_path}: {dims.kv_heads} K/V heads do not divide {dims.heads} query heads; "
+                         f"give --kv-heads N")
+    model = ModelPreset(
         name=name, aliases=(), kind=kind, params_b=params / 1e9, hidden=dims.hidden, heads=dims.heads,
-        kv_heads=dims.kv_heads, head_dim=dims.head_dim, ffn=dims.ffn, blocks=dict(dims.blocks),
+        kv_heads=dims.kv_heads, head_dim=dims.head_dim, ffn=dims.ffn, blocks=blocks,
         text_joint_tokens=text_tokens if joint and not cross else 0, text_cross_tokens=text_tokens if cross else 0,
         latent_channels=vae.latent_channels, patch=patch, vae_stride=vae.stride,
         vae_temporal_causal=vae.causal, cfg_default=spec.cfg, default_width=width, default_height=height,
         default_frames=frames if kind == "video" else 1, default_steps=steps, sources=sources,
         image_cross_tokens=image_cross, attention=dims.attention, experts=experts, ffn_matrices=dims.ffn_matrices, family=spec.family,
         text_encoder_params_b=te_params / 1e9, vae=vae.spec, notes="; ".join(notes), path=str(t_path))
+    _check(model, t_path)
+    return model
+
+
+def _check(model: ModelPreset, where: Path) -> None:
+    """The model read holds to the preset schema's ranges (plan/inputs/schema.py MODEL), as a preset file must."""
+    data = {k: v for k, v in fields(model).items() if k != "vae" and not (k == "text_encoder_params_b" and not v)}
+    data = {**{k: v for k, v in data.items() if not k.endswith("params_b")},   # the widths first: they explain
+            **{k: v for k, v in data.items() if k.endswith("params_b")}}        # a parameter count out of range
+    try:
+        schema.check(data, schema.MODEL, where)
+    except InputError as exc:
+        raise InputError(f"{exc} (as read from the config, in preset terms: templates/PRESETS.md 2)") from None
 
 
 def _model_name(path: Path, t_path: Path, c: _Config) -> str:
