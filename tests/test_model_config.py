@@ -363,3 +363,59 @@ def test_a_folder_named_config_json_and_a_broken_model_index(tmp_path):
     (folder / "model_index.json").write_text('{"transformer": ["diffusers"]}')
     proc = run_script("plan.py", "--model-config", str(folder), *BOX, check=2)
     assert len(proc.stderr.strip().splitlines()) == 1 and "model_index.json" in proc.stderr
+
+
+CLIP_L = json.loads((FLUX / "text_encoder" / "config.json").read_text())
+T5_XXL = json.loads((FLUX / "text_encoder_2" / "config.json").read_text())
+# stabilityai/stable-diffusion-3-medium-diffusers text_encoder_2/config.json (OpenCLIP bigG text tower), main keys
+CLIP_G = {"architectures": ["CLIPTextModelWithProjection"], "hidden_size": 1280, "intermediate_size": 5120,
+          "num_attention_heads": 20, "num_hidden_layers": 32, "vocab_size": 49408, "max_position_embeddings": 77,
+          "projection_dim": 1280, "model_type": "clip_text_model"}
+# Qwen/Qwen-Image text_encoder/config.json (Qwen2.5-VL-7B-Instruct), the keys the estimate reads
+QWEN_VL = {"architectures": ["Qwen2_5_VLForConditionalGeneration"], "hidden_size": 3584, "intermediate_size": 18944,
+           "num_attention_heads": 28, "num_hidden_layers": 28, "num_key_value_heads": 4, "vocab_size": 152064,
+           "tie_word_embeddings": False, "model_type": "qwen2_5_vl",
+           "vision_config": {"depth": 32, "hidden_size": 1280, "intermediate_size": 3420, "out_hidden_size": 3584}}
+
+
+def _folder(tmp_path, name: str, pipeline: str, transformer: dict, vae: dict, encoders: dict) -> str:
+    root = tmp_path / name
+    index = {"_class_name": pipeline, "transformer": ["diffusers", transformer["_class_name"]],
+             "vae": ["diffusers", vae["_class_name"]]}
+    for part, cfg in (("transformer", transformer), ("vae", vae), *encoders.items()):
+        (root / part).mkdir(parents=True)
+        (root / part / "config.json").write_text(json.dumps(cfg))
+        if part.startswith("text_encoder"):
+            index[part] = ["transformers", cfg["architectures"][0]]
+    (root / "model_index.json").write_text(json.dumps(index))
+    return str(root)
+
+
+def test_sd3_medium_folder_with_three_text_encoders(tmp_path):
+    """stabilityai/stable-diffusion-3-medium-diffusers: transformer, vae and its three text encoders."""
+    folder = _folder(tmp_path, "stable-diffusion-3-medium", "StableDiffusion3Pipeline",
+                     {"_class_name": "SD3Transformer2DModel", "attention_head_dim": 64, "caption_projection_dim": 1536,
+                      "in_channels": 16, "joint_attention_dim": 4096, "num_attention_heads": 24, "num_layers": 24,
+                      "out_channels": 16, "patch_size": 2, "pooled_projection_dim": 2048, "pos_embed_max_size": 192,
+                      "sample_size": 128},
+                     {"_class_name": "AutoencoderKL", "block_out_channels": [128, 256, 512, 512], "latent_channels": 16,
+                      "layers_per_block": 2, "use_post_quant_conv": False, "use_quant_conv": False},
+                     {"text_encoder": CLIP_L, "text_encoder_2": CLIP_G, "text_encoder_3": T5_XXL})
+    got, err = _plan("--model-config", folder)
+    want, _ = _plan("--model", "SD3-medium")
+    toml = _preset("sd3-medium")
+    assert got["model"] == "SD3-medium" and err == ""
+    assert got["model_fields"]["text_encoder_params_b"] == pytest.approx(toml["text_encoder_params_b"], rel=0.02)
+    lat = {(p["name"], p["framework"]): p["predicted_latency_s"] for p in want["plans"]}
+    assert len(lat) == len(got["plans"])
+    for p in got["plans"]:
+        if p["predicted_latency_s"] is not None:
+            assert p["predicted_latency_s"] == pytest.approx(lat[(p["name"], p["framework"])], rel=0.02)
+
+
+def test_qwen_image_text_encoder_estimate():
+    from ditpar.plan.inputs import model_config
+
+    n, how = model_config._lm_params(QWEN_VL, ROOT / "config.json")
+    assert n / 1e9 == pytest.approx(_preset("qwen-image")["text_encoder_params_b"], rel=0.02)
+    assert "vision tower" in how
