@@ -419,3 +419,11 @@ def test_qwen_image_text_encoder_estimate():
     n, how = model_config._lm_params(QWEN_VL, ROOT / "config.json")
     assert n / 1e9 == pytest.approx(_preset("qwen-image")["text_encoder_params_b"], rel=0.02)
     assert "vision tower" in how
+
+
+def test_help_example_runs_as_written():
+    text = run_script("plan.py", "--help", check=0).stdout
+    line = next(x.strip() for x in text.splitlines() if "--model-config tests/" in x)
+    words = line.split()[2:]   # after "python scripts/plan.py"
+    proc = run_script("plan.py", *words, "--json", check=0)
+    assert json.loads(proc.stdout)["model"] == "FLUX.1-dev"
