@@ -2,7 +2,8 @@
 """Rank every legal parallel plan for a DiT on a machine, with the seven gates and a conclusion.
 
   plan.py --model M --hardware H --devices N [--resolution WxH] [--frames T] [--steps K] [--no-cfg]
-          [--framework NAME ...] [--allow-approximate] [--model-file my.toml] [--heads --kv-heads --layers --tokens]
+          [--framework NAME ...] [--allow-approximate] [--model-file my.toml | --model-config DIR]
+          [--heads --kv-heads --layers --tokens]
   plan.py score --candidates IN.csv --out OUT.csv     (adds predicted_latency_s, score_note, predicted_low_s, predicted_high_s)
   plan.py evaluate --tables DIR                       (ranking agreement with published tables)
 """
@@ -21,6 +22,7 @@ from ditpar.errors import InputError  # noqa: E402
 
 PROG = "plan.py"
 EXAMPLE = 'python scripts/plan.py --model Wan2.1-T2V-14B --hardware "Atlas 800I A2" --devices 8'
+CONFIG_EXAMPLE = "python scripts/plan.py --model-config tests/data/model_configs/FLUX.1-dev --hardware H100 --devices 8"
 SCORE_EXAMPLE = "python scripts/plan.py score --candidates benchmarks/published/xdit_flux.csv --out flux_scored.csv"
 EVALUATE_EXAMPLE = "python scripts/plan.py evaluate --tables benchmarks/published"
 SUBCOMMANDS = ("subcommands (each has its own --help):\n"
@@ -101,6 +103,10 @@ def _framework_args(p) -> None:
                    help="let approximate plans (PipeFusion: stale activations) rank first")
     g.add_argument("--model-file", default=None, metavar="TOML",
                    help="in-house model description (templates/models/custom-example.toml); replaces --model")
+    g.add_argument("--model-config", default=None, metavar="PATH",
+                   help="a model without a preset: its diffusers folder (model_index.json, transformer/, vae/, "
+                        "text_encoder*/ config.json files; no weights) or one transformer config.json; replaces "
+                        "--model; --json's model_fields shows what was read")
     g.add_argument("--heads", type=int, default=None, help="override the model's query heads")
     g.add_argument("--kv-heads", type=int, default=None, help="override the model's K/V heads")
     g.add_argument("--layers", type=int, default=None, help="override the model's transformer blocks")
@@ -133,9 +139,9 @@ def _tunables(args):
 
 def plan_parser():
     p = cli.make_parser(PROG, __doc__.strip().splitlines()[0],
-                        f"{EXAMPLE}\n  {SCORE_EXAMPLE}\n  {EVALUATE_EXAMPLE}\n\n{SUBCOMMANDS}")
+                        f"{EXAMPLE}\n  {CONFIG_EXAMPLE}\n  {SCORE_EXAMPLE}\n  {EVALUATE_EXAMPLE}\n\n{SUBCOMMANDS}")
     p.add_argument("--model", default=None, help="model preset name or alias (templates/models); "
-                   "or --model-file")
+                   "or --model-file, --model-config")
     p.add_argument("--hardware", required=True, help="hardware preset name or alias (templates/hardware)")
     p.add_argument("--interconnect", default=None, help="NVLink | PCIe | HCCS, ', 2 nodes' for two nodes")
     p.add_argument("--devices", type=int, required=True, help="devices for one request")
@@ -220,17 +226,22 @@ def run_plan(args) -> int:
     from ditpar.plan.cost import make_shape
     from ditpar.plan.decide import report
     from ditpar.plan.decide.rank import calibrate, conclusion, rank_plans
-    from ditpar.plan.inputs import custom_model, frameworks, presets
+    from ditpar.plan.inputs import custom_model, frameworks, model_config, presets
 
     width, height = _check_request(args)
-    if (args.model is None) == (args.model_file is None):
-        raise InputError("give exactly one of --model NAME and --model-file FILE.toml")
-    model = custom_model.load(args.model_file) if args.model_file else presets.resolve_model(args.model)
+    if sum(x is not None for x in (args.model, args.model_file, args.model_config)) != 1:
+        raise InputError("give exactly one of --model NAME, --model-file FILE.toml and --model-config PATH")
+    read_notes: list[str] = []   # what --model-config guessed, said once the answer stands
+    if args.model_config:
+        model = model_config.load(args.model_config, heads=args.heads, kv_heads=args.kv_heads, layers=args.layers,
+                                  tokens=args.tokens, warn=lambda line: read_notes.append(f"plan.py: warning: {line}\n"))
+    else:
+        model = custom_model.load(args.model_file) if args.model_file else presets.resolve_model(args.model)
     model = custom_model.override(model, heads=args.heads, kv_heads=args.kv_heads, layers=args.layers)
     fws = frameworks.resolve_frameworks(args.framework)
     hw = presets.resolve_hardware(args.hardware, args.interconnect, args.devices)
     # said once the answer stands (an input error stays the run's one stderr line)
-    notes = [f"plan.py: note: --hardware {args.hardware!r} resolved to {hw.name}; {other} also fits that name "
+    notes = read_notes + [f"plan.py: note: --hardware {args.hardware!r} resolved to {hw.name}; {other} also fits that name "
              f"(as {alias!r}): name the box to choose it\n" for other, alias in presets.other_matches(args.hardware, hw.name)]
     shape = make_shape(model, width, height, args.frames, args.steps, cfg=False if args.no_cfg else None)
     shape = custom_model.with_tokens(shape, args.tokens)
@@ -268,6 +279,7 @@ def run_plan(args) -> int:
     payload = report.payload(results, model, hw, shape, tun, text, fws, args.allow_approximate)
     calibrated.extend_payload(payload, results, extra, box)
     payload["serial_stages"] = report.serial_record(stages, results)
+    payload["model_fields"] = model_config.fields(model)
     if meas:
         measured.extend_payload(payload, results, meas)
     from ditpar.plan.decide import run_recipe

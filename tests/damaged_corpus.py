@@ -320,6 +320,19 @@ def plan_cases(base: Path) -> list[Case]:
     cases.append(Case("plan-toml:dir", "plan.py", ["--model", "FLUX.1-dev", "--hardware", str(folder / "x.toml"),
                                                    "--devices", "4"]))
     (folder / "x.toml").mkdir()
+    # --model-config: a diffusers config.json (tests/test_model_config.py has the rest)
+    flux = (DATA / "model_configs" / "FLUX.1-dev" / "transformer" / "config.json").read_text(encoding="utf-8")
+    configs = {"truncated": flux[: len(flux) // 2], "nan": flux.replace('"num_layers": 19', '"num_layers": NaN'),
+               "huge": flux.replace('"num_layers": 19', '"num_layers": ' + "9" * 60), "empty": ""}
+    for name, text in configs.items():
+        path = folder / f"config-{name}" / "config.json"
+        path.parent.mkdir()
+        path.write_text(text, encoding="utf-8")
+        cases.append(Case(f"plan-model-config:{name}", "plan.py",
+                          ["--model-config", str(path), "--hardware", "H100", "--devices", "8", "--json"]))
+    (folder / "config-dir").mkdir()
+    cases.append(Case("plan-model-config:dir", "plan.py",
+                      ["--model-config", str(folder / "config-dir"), "--hardware", "H100", "--devices", "8"]))
     # score / evaluate tables
     table = PUBLISHED.read_text(encoding="utf-8")
     tables = {

@@ -157,10 +157,11 @@ NO_CFG = re.compile(r"\bno cfg\b(?!\s+parallel)|\bwithout cfg\b(?!\s+parallel)|d
 
 def row_context(row):
     """(model, hw, shape, plan, notes) of a row, or (None, ..., reason) when it cannot be scored."""
-    from ditpar.plan.inputs import presets
+    from ditpar.plan.inputs import model_config, presets
 
+    read: list[str] = []   # what a config folder in the model cell left to guesses
     try:
-        model = presets.resolve_model(str(row["model"]))
+        model = model_config.resolve(str(row["model"]), warn=read.append)
         hw = presets.resolve_hardware(str(row["hardware"]), str(row["interconnect"]) or None,
                                       _int_or_none(row["n_devices"]))
     except DitParError as exc:
@@ -168,7 +169,7 @@ def row_context(row):
     plan, why = row_plan(row, model, hw)
     if plan is None:
         return None, None, None, None, why
-    notes = []
+    notes = [f"model config: {line}" for line in read]
     try:
         width, height, frames = parse_resolution(row["resolution_or_seq"])
         steps, step_note = _steps(row["steps"], model)
