@@ -28,7 +28,7 @@ GAP_COLS = ["rank", "step", "start_ns", "end_ns", "dur_us", "released_us", "runn
 def build_parser():
     parser = cli.make_parser(
         PROG, __doc__.strip().splitlines()[0],
-        "python scripts/bubbles.py run/rank0_ascend_pt --family alltoall --consumer FlashAttention --plot t.png",
+        "python scripts/bubbles.py run/rank0_ascend_pt --family alltoall --consumer FlashAttention --plot /tmp/bubbles.png",
     )
     parser.add_argument("paths", nargs="+", metavar="PATH", help="profile folder(s) or file(s), one or many ranks")
     parser.add_argument("--rank", type=int, action="append", help="analyse only this rank (repeatable)")

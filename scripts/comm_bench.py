@@ -17,7 +17,7 @@ from ditpar.errors import CheckFailed, InputError  # noqa: E402
 
 PROG = "comm_bench.py"
 EXAMPLE = ("torchrun --nproc-per-node 8 scripts/comm_bench.py --ops all_to_all,all_to_all_uneven,"
-           "all_to_all_padded --min-bytes 1M --max-bytes 64M --csv a2a.csv --plot a2a.png\n"
+           "all_to_all_padded --min-bytes 1M --max-bytes 64M --csv /tmp/a2a.csv --plot /tmp/a2a.png\n"
            "  torchrun --nproc-per-node 8 scripts/comm_bench.py --simultaneous "
            "--groups '0,1,2,3@all_to_all;4,5,6,7@all_to_all' --min-bytes 1M --max-bytes 64M")
 

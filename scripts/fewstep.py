@@ -17,7 +17,7 @@ from ditpar import cli
 from ditpar.errors import InputError, NoEvidenceError
 
 PROG = "fewstep.py"
-EXAMPLE = """python scripts/fewstep.py analyze templates/fewstep-matrix.csv --plot fewstep.png
+EXAMPLE = """python scripts/fewstep.py analyze templates/fewstep-matrix.csv --plot /tmp/fewstep.png
   python scripts/fewstep.py run --config A devices=2 tp=1 usp=2 --config B devices=2 tp=2 usp=1 \\
       --few-steps 4 --anchor-steps 10 --repeats 3 --logdir runs/fs \\
       --launch 'torchrun --nproc-per-node {devices} gen.py --tp {tp} --usp {usp} --steps {steps}' \\

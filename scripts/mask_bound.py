@@ -20,7 +20,7 @@ MAX_PLOT_CHUNKS = 256  # a Gantt chart beyond this is unreadable and slow to dra
 TOOL = "mask_bound"
 
 EXAMPLE = """python scripts/mask_bound.py calc --comm-us 700 --compute-us 538 --chunks 7 --reverse-share 0.25
-  python scripts/mask_bound.py simulate --comm-us 700 --compute-us 538 --chunks 7 --reverse-share 0.25 --plot gantt.png
+  python scripts/mask_bound.py simulate --comm-us 700 --compute-us 538 --chunks 7 --reverse-share 0.25 --plot /tmp/gantt.png
   python scripts/mask_bound.py profile ON_DIR --off OFF_DIR --family alltoall --consumer 'FlashAttention' --layers 50
   python scripts/mask_bound.py verify --off OFF_DIR --on ON_DIR --family alltoall --chunks 7 --outputs off.bin on.bin"""
 
@@ -99,7 +99,7 @@ def build_parser():
     p = sub.add_parser("simulate", help="discrete-event simulation of the chunked pipeline, Gantt chart",
                        description="Simulate one compute and one communication stream for each issue order.",
                        epilog="example:\n  python scripts/mask_bound.py simulate --comm-us 700 --compute-us 538 "
-                              "--chunks 7 --reverse-share 0.25 --plot gantt.png",
+                              "--chunks 7 --reverse-share 0.25 --plot /tmp/gantt.png",
                        formatter_class=parser.formatter_class)
     _layer_args(p)
     p.add_argument("--order", default="forward-first,pipelined",

@@ -23,7 +23,7 @@ from ditpar.errors import InputError  # noqa: E402
 PROG = "plan.py"
 EXAMPLE = 'python scripts/plan.py --model Wan2.1-T2V-14B --hardware "Atlas 800I A2" --devices 8'
 CONFIG_EXAMPLE = "python scripts/plan.py --model-config tests/data/model_configs/FLUX.1-dev --hardware H100 --devices 8"
-SCORE_EXAMPLE = "python scripts/plan.py score --candidates benchmarks/published/xdit_flux.csv --out flux_scored.csv"
+SCORE_EXAMPLE = "python scripts/plan.py score --candidates benchmarks/published/xdit_flux.csv --out /tmp/flux_scored.csv"
 EVALUATE_EXAMPLE = "python scripts/plan.py evaluate --tables benchmarks/published"
 SUBCOMMANDS = ("subcommands (each has its own --help):\n"
                "  score     add predicted_latency_s and score_note to a latency table\n"

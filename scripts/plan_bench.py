@@ -20,7 +20,7 @@ from ditpar.errors import InputError  # noqa: E402
 
 PROG = "plan_bench.py"
 EXAMPLE = ('torchrun --nproc-per-node 8 scripts/plan_bench.py --model FLUX.1-dev --plans U8 "U4 R2" "U2 TP4" '
-           "--csv bench_plans.csv\n  python scripts/plan.py --model FLUX.1-dev --hardware H100 --devices 8 --json > plan.json"
+           "--csv /tmp/bench_plans.csv\n  python scripts/plan.py --model FLUX.1-dev --hardware H100 --devices 8 --json > plan.json"
            "\n  torchrun --nproc-per-node 8 scripts/plan_bench.py --from-plan plan.json --json > measured.json"
            "\n  python scripts/plan.py --model FLUX.1-dev --hardware H100 --devices 8 --measured measured.json")
 

@@ -1,4 +1,4 @@
-"""benchmarks/mutation_score.py on a tiny module: a mutant the test catches is killed, one it cannot
+"""tools/mutation/mutation_score.py on a tiny module: a mutant the test catches is killed, one it cannot
 see survives, an equivalent one listed in the TOML is left out of the score, and no file is edited."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def test_tiny_module_killed_survived_and_equivalent(tmp_path):
     eq = tmp_path / "eq.toml"
     eq.write_text(f'[[equivalent]]\nmodule = "{mod}"\nfunction = "positive"\nchange = "\'>\' -> \'>=\'"\ncode = "return x > 0"\n'
                   'reason = "positive(0) is not asked"\n')
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "mutation_score.py"), "--module", str(mod),
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "mutation" / "mutation_score.py"), "--module", str(mod),
                            "--tests", str(test), "--equivalent", str(eq), "--json", "--quiet"],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr

@@ -104,14 +104,14 @@ def test_score_missing_column_exits_2(tmp_path):
 
 
 def test_worked_example_matches_the_tool():
-    """references/parallel-selection.md section 7's main job is the tool's own output, line for line (issue 24:
+    """references/plan-output.md section 1.1's main job is the tool's own output, line for line (issue 24:
     an example that no longer matched the tool sent agents astray). Rerun the command and paste when it moves."""
     import re
 
-    text = (ROOT / "references" / "parallel-selection.md").read_text(encoding="utf-8")
+    text = (ROOT / "references" / "plan-output.md").read_text(encoding="utf-8")
     cmd = '$ python scripts/plan.py --model Wan2.1-T2V-14B --hardware "Atlas 800I A2" --devices 8\n'
     m = re.search(re.escape("```\n" + cmd) + r"(.*?)```\n", text, re.S)
-    assert m, "section 7's worked example block is missing"
+    assert m, "section 1.1's worked example block is missing"
     got = run_script("plan.py", "--model", "Wan2.1-T2V-14B", "--hardware", "Atlas 800I A2", "--devices", "8",
                      check=0).stdout
     assert got.rstrip("\n") == m.group(1).rstrip("\n")

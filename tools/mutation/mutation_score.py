@@ -2,7 +2,7 @@
 """Mutation score of the core: how many deliberately wrong answers the tests catch, per module.
 
 Example:
-    python3 benchmarks/mutation_score.py --module scripts/ditpar/core/intervals.py --sample 20 --seed 1
+    python3 tools/mutation/mutation_score.py --module scripts/ditpar/core/intervals.py --sample 20 --seed 1
 
 Choice of tool: a small self-written AST mutator, not cosmic-ray or mutmut (neither is installed here,
 so there is no `mutation` extra: the script needs only the standard library and pytest from `test`).
@@ -23,7 +23,7 @@ replacement, number +1/-1, True/False swap, ``continue`` <-> ``break``) plus sta
   count against the score: a wrong answer there is noticed by nothing); coverage is line tracing of
   the unmutated run, in the test process and in the scripts its tests start.
 Score = killed / (mutants - equivalent), equivalent ones listed with their reason in
-benchmarks/mutation_equivalent.toml (matched on module, function, change and source line, not on
+tools/mutation/mutation_equivalent.toml (matched on module, function, change and source line, not on
 the line number; ``occurrence = k`` picks the k-th such mutant on the line, by column).
 ``--sample N --seed S`` draws N mutants per module reproducibly (same code, same draw).
 """
@@ -47,7 +47,7 @@ try:
 except ImportError:   # Python 3.10
     import tomli as tomllib
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EQUIVALENT = Path(__file__).resolve().with_name("mutation_equivalent.toml")
 ENV_MUTANT = "DITPAR_MUTANT"          # "module.name|path|index" read by the import hook
 ENV_TRACE = "DITPAR_MUTATION_TRACE"   # "path|outdir": scripts the tests start record the lines of path they run
@@ -452,7 +452,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sample", type=int, metavar="N", help="draw N mutants per module")
     ap.add_argument("--seed", type=int, default=0, metavar="S", help="seed of the draw (default 0)")
     ap.add_argument("--equivalent", type=Path, default=EQUIVALENT, metavar="TOML",
-                    help="file of survivors judged equivalent (default benchmarks/mutation_equivalent.toml)")
+                    help="file of survivors judged equivalent (default tools/mutation/mutation_equivalent.toml)")
     ap.add_argument("--json", action="store_true", help="JSON on stdout")
     ap.add_argument("--quiet", action="store_true", help="no per-mutant progress on stderr")
     args = ap.parse_args(argv)
