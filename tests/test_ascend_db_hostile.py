@@ -167,3 +167,35 @@ def test_rank_from_a_huge_file_name_is_bounded(tmp_path):
         db.close()
     assert str(err.value) == (f"{path}: rank in the file name: '99999999' is out of range; "
                               "expected an integer 0..1048575")
+
+
+def test_two_steps_with_the_same_zero_length_span_are_named(tmp_path):
+    rank = write_db_rank(RANK0, tmp_path / RANK0.name)
+    con = sqlite3.connect(_db(rank))
+    (s1, _), _ = con.execute("SELECT startNs, endNs FROM STEP_TIME ORDER BY rowid").fetchall()
+    con.execute("UPDATE STEP_TIME SET startNs = ?, endNs = ?", (s1, s1))
+    con.commit()
+    con.close()
+    with pytest.raises(InputError) as err:
+        load_profiles(rank, workers=1)
+    assert str(err.value) == (f"{_db(rank)}: table STEP_TIME rows 1 and 2: the same span ({s1}..{s1} and {s1}..{s1} "
+                              "ns); expected one ProfilerStep span after another")
+
+
+def test_a_compute_info_row_given_twice_is_refused_naming_its_rows(tmp_path):
+    """Repeated rows are refused, not counted once with a warning: torch_npu keys TASK and
+    COMPUTE_TASK_INFO by globalTaskId, so a copy is damage (the kernel would count twice)."""
+    rank = write_db_rank(RANK0, tmp_path / RANK0.name)
+    con = sqlite3.connect(_db(rank))
+    con.executescript("CREATE TABLE C2 AS SELECT * FROM COMPUTE_TASK_INFO ORDER BY globalTaskId; "
+                      "DROP TABLE COMPUTE_TASK_INFO; ALTER TABLE C2 RENAME TO COMPUTE_TASK_INFO;")
+    n, gid = con.execute("SELECT COUNT(*), MAX(globalTaskId) FROM COMPUTE_TASK_INFO").fetchone()
+    con.execute("INSERT INTO COMPUTE_TASK_INFO SELECT * FROM COMPUTE_TASK_INFO WHERE globalTaskId = ?", (gid,))
+    start = con.execute("SELECT startNs FROM TASK WHERE globalTaskId = ?", (gid,)).fetchone()[0]
+    con.commit()
+    con.close()
+    with pytest.raises(InputError) as err:
+        load_profiles(rank, workers=1)
+    assert str(err.value) == (f"{_db(rank)}: table COMPUTE_TASK_INFO rows {n} and {n + 1}: globalTaskId {gid} twice "
+                              f"(startNs {start}); expected one row per task (a repeated row would count the kernel "
+                              "twice)")

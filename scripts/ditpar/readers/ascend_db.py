@@ -757,7 +757,7 @@ def _host_spans(db: _Db) -> tuple[list[int | None], np.ndarray, np.ndarray] | No
         first.setdefault(key, i)
     order = np.argsort(start, kind="stable")
     s, e = start[order], end[order]
-    clash = np.flatnonzero(s[1:] < e[:-1])
+    clash = np.flatnonzero((s[1:] < e[:-1]) | ((s[1:] == s[:-1]) & (e[1:] == e[:-1])))  # zero-length twins too
     if clash.size:
         a, b = int(order[clash[0]]), int(order[clash[0] + 1])
         what = "the same span" if (start[a], end[a]) == (start[b], end[b]) else "overlapping spans"
