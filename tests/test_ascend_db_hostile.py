@@ -199,3 +199,17 @@ def test_a_compute_info_row_given_twice_is_refused_naming_its_rows(tmp_path):
     assert str(err.value) == (f"{_db(rank)}: table COMPUTE_TASK_INFO rows {n} and {n + 1}: globalTaskId {gid} twice "
                               f"(startNs {start}); expected one row per task (a repeated row would count the kernel "
                               "twice)")
+
+
+def test_unknown_schema_quotes_the_field_it_checks(tmp_path):
+    """SCHEMA_VERSION_MAJOR is what is checked: the message quotes it (before, it quoted SCHEMA_VERSION,
+    which here still reads '1.0.0' and so named a version the reader knows)."""
+    rank = write_db_rank(RANK0, tmp_path / RANK0.name)
+    con = sqlite3.connect(_db(rank))
+    con.execute("UPDATE META_DATA SET value = '7' WHERE name = 'SCHEMA_VERSION_MAJOR'")
+    con.commit()
+    con.close()
+    with pytest.raises(InputError) as err:
+        load_profiles(rank, workers=1)
+    assert str(err.value) == (f"{_db(rank)}: table META_DATA: SCHEMA_VERSION_MAJOR '7' (SCHEMA_VERSION '1.0.0'); "
+                              "this reader knows major version(s) ['1']")

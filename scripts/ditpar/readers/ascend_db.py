@@ -406,8 +406,8 @@ def _check_schema(db: _Db) -> dict[str, str]:
     major = meta.get("SCHEMA_VERSION_MAJOR")
     if major is not None and major.strip() not in KNOWN_SCHEMA_MAJOR:
         # the field checked is SCHEMA_VERSION_MAJOR: quote it (SCHEMA_VERSION may say something else)
-        full = f" (SCHEMA_VERSION {meta['SCHEMA_VERSION']!r})" if "SCHEMA_VERSION" in meta else ""
-        raise InputError(f"{db.path}: table META_DATA: SCHEMA_VERSION_MAJOR {major!r}{full}; "
+        full = f" (SCHEMA_VERSION {_shown(meta['SCHEMA_VERSION'])})" if "SCHEMA_VERSION" in meta else ""
+        raise InputError(f"{db.path}: table META_DATA: SCHEMA_VERSION_MAJOR {_shown(major)}{full}; "
                          f"this reader knows major version(s) {list(KNOWN_SCHEMA_MAJOR)}")
     return meta
 

@@ -152,7 +152,7 @@ def _digits(value: object, where: str) -> str:
     """A rank cell as its digits (limits.integer then bounds it); anything else is named."""
     text = "" if value is None else str(value).strip()
     if not re.fullmatch(r"\d{1,12}", text):
-        raise InputError(f"{where}: {value!r}: expected a global rank (an integer 0..{limits.MAX_RANK_ID})")
+        raise InputError(f"{where}: {_short(value)}: expected a global rank (an integer 0..{limits.MAX_RANK_ID})")
     return text
 
 
@@ -162,7 +162,7 @@ def _step(value: object, where: str) -> int | None:
     if not text or text == "step":
         return None
     if not m:
-        raise InputError(f"{where}: step {value!r}: expected an integer or empty")
+        raise InputError(f"{where}: step {_short(value)}: expected an integer or empty")
     return int(m.group(1))
 
 
@@ -175,9 +175,9 @@ def _number(value: object, where: str) -> float:
     try:
         x = float(str(value).strip())
     except ValueError:
-        raise InputError(f"{where}: expected a time in us, got {value!r}") from None
+        raise InputError(f"{where}: expected a time in us, got {_short(value)}") from None
     if not (np.isfinite(x) and 0 <= x <= MAX_US):
-        raise InputError(f"{where}: expected a finite time in 0..{MAX_US:g} us, got {value!r}")
+        raise InputError(f"{where}: expected a finite time in 0..{MAX_US:g} us, got {_short(value)}")
     return x
 
 
