@@ -200,12 +200,12 @@ def _read_comm_json(path: Path) -> pd.DataFrame:
     rows = []
     for rank_set, steps in data.items():
         for step_key, ops in _object(steps, path, "step").items():
-            step = _step(step_key, f"{path}: {rank_set}")
+            step = _step(step_key, f"{path}: {_short(rank_set)}")
             for op_key, per_rank in _object(ops, path, "op").items():
                 if str(op_key).startswith(TOTAL):
                     continue
                 for rank, op in _object(per_rank, path, "rank").items():
-                    where = f"{path}: {rank_set}.{step_key}.{op_key}: key {rank!r}"
+                    where = f"{path}: {_short(rank_set)}.{_short(step_key)}.{_short(op_key)}: key {_short(rank)}"
                     rank_id = limits.integer(_digits(rank, where), where, 0, limits.MAX_RANK_ID)
                     row = _checked(ascend._comm_row(path, step, str(op_key), op, {}), f"{path}: op {op_key!r}",
                                    op["Communication Time Info"])
@@ -242,13 +242,13 @@ def _read_matrix_json(path: Path) -> pd.DataFrame:
     rows = []
     for rank_set, steps in data.items():
         for step_key, ops in _object(steps, path, "step").items():
-            step = _step(step_key, f"{path}: {rank_set}")
+            step = _step(step_key, f"{path}: {_short(rank_set)}")
             for op_key, links in _object(ops, path, "op").items():
                 name, _, group_hash = str(op_key).partition("@")
                 if name != TOTAL:
                     continue
                 for link, info in _object(links, path, "link").items():
-                    where = f"{path}: {op_key} link {link!r}"
+                    where = f"{path}: {_short(op_key)} link {_short(link)}"
                     if not isinstance(info, dict):
                         raise InputError(f"{where}: expected an object")
                     rows.append(_link_row(step, group_hash, str(link), info.get("Transport Type"),
