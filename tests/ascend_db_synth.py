@@ -135,3 +135,50 @@ def _write_analysis(step_trace_csv: Path, path: Path) -> None:
                     [(r["Step"], *[float(r[k]) for k in keys]) for r in rows])
     con.commit()
     con.close()
+
+
+#: the many-spans rank: span i is [T0 + i*SPAN_NS, T0 + i*SPAN_NS + 900]
+T0 = 1_764_000_000_000_000_000
+SPAN_NS = 1000
+
+
+def write_many_spans(text_rank: Path, target: Path, n: int) -> Path:
+    """A db rank (tables as write_db_rank writes them) with ``n`` ProfilerStep spans whose answers follow
+    from the arithmetic below, not from the reader: with s = T0 + i*SPAN_NS, span i (step id i + 1,
+    rows written in reverse order) is [s, s + 900]; its launch lies at [s + 10, s + 20]; its compute
+    kernel runs [s + 500, s + 1500] (past the span, into the next one's time); every third span also
+    has a non-compute task [s + 1600, s + 1700] on the same launch; one HCCL op per span starts at
+    s + 600. Window i is then [s + 500, s + 1700 if i % 3 == 0 else s + 1500]; the op at s + 600 lies in
+    window i - 1 too when (i - 1) % 3 == 0, and so belongs to step i (the first window holding it),
+    else to step i + 1. A last launch lies in the gap after the spans: its kernel gets no step."""
+    folder = write_db_rank(text_rank, target, with_analysis=False)
+    db = next((folder / OUT_DIR).glob("ascend_pytorch_profiler_*.db"))
+    con = sqlite3.connect(db)
+    for table in ("TASK", "COMPUTE_TASK_INFO", "CANN_API", "STEP_TIME", "COMMUNICATION_OP"):
+        con.execute(f"DELETE FROM {table}")
+    con.executemany("INSERT INTO STRING_IDS VALUES (?, ?)",
+                    [(900001, "aclnnMm_MatMulCommon_MatMulV2"), (900002, "MatMulV2"), (900003, "AI_CORE"),
+                     (900004, "hcom_allReduce__097_0_1"), (900005, "hcom_allReduce_"), (900006, "hccl_world_0")])
+    spans, launches, tasks, infos, ops = [], [], [], [], []
+    for i in range(n + 1):
+        s = T0 + i * SPAN_NS
+        conn = 10_000 + i
+        if i < n:
+            spans.append((i + 1, s, s + 900))
+            launches.append((s + 10, s + 20, 10000, 1, conn, 900001, 0))
+        else:  # a launch in no span
+            launches.append((s + 950, s + 960, 10000, 1, conn, 900001, 0))
+        tasks.append((s + 500, s + 1500, 0, conn, 2 * i, 1, 0, 0, 2, i, 0, 0))
+        infos.append((900001, 2 * i, 900003, 900002))
+        if i % 3 == 0 and i < n:
+            tasks.append((s + 1600, s + 1700, 0, conn, 2 * i + 1, 1, 0, 0, 8, i, 0, 0))
+        if i < n:
+            ops.append((900004, s + 600, s + 650, conn, 900006, i, 0, 0, FP16, 0, 1024, 900005, 0))
+    con.executemany("INSERT INTO STEP_TIME VALUES (?, ?, ?)", spans[::-1])
+    con.executemany("INSERT INTO CANN_API VALUES (?, ?, ?, ?, ?, ?, ?)", launches)
+    con.executemany("INSERT INTO TASK VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", tasks)
+    con.executemany("INSERT INTO COMPUTE_TASK_INFO (name, globalTaskId, taskType, opType) VALUES (?, ?, ?, ?)", infos)
+    con.executemany("INSERT INTO COMMUNICATION_OP VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", ops)
+    con.commit()
+    con.close()
+    return folder

@@ -1,6 +1,6 @@
-"""db step windows placed inside SQLite (one join of TASK to its launch) against the row-by-row path and
-against windows worked out here from the raw tables: the first start and the last end of every task
-launched inside each host span, the end never before the span's own end."""
+"""db step windows against windows worked out here from the raw tables: the first start and the last end of
+every task launched inside each host span, the end never before the span's own end; launches placed in
+spans by a binary search, communication ops in the first window that holds their start."""
 
 from __future__ import annotations
 
@@ -48,46 +48,55 @@ def _spread_tasks(db) -> None:
     con.close()
 
 
-def test_joined_windows_are_the_hand_windows_and_the_row_path(tmp_path, monkeypatch):
+def test_windows_are_the_hand_windows(tmp_path):
     rank = write_db_rank(RANK0, tmp_path / "a" / RANK0.name)
     _spread_tasks(_db(rank))
     expected = _windows_by_hand(_db(rank))
     assert len(expected) == 2 and expected[0][2] > 1764246877073869640  # the moved tasks set the ends
-    joined = load_profiles(rank, workers=1)
-    got = [(int(s), int(a), int(b)) for s, a, b in joined.steps[["step", "start_ns", "end_ns"]].itertuples(index=False)]
+    ps = load_profiles(rank, workers=1)
+    got = [(int(s), int(a), int(b)) for s, a, b in ps.steps[["step", "start_ns", "end_ns"]].itertuples(index=False)]
     assert got == expected
-    monkeypatch.setattr(ascend_db, "_span_case", lambda h_start, h_end: None)  # the row-by-row path
-    rows = load_profiles(rank, workers=1)
-    assert rows.steps.equals(joined.steps) and rows.events.equals(joined.events)
 
 
-def test_span_case_is_a_binary_search_of_disjoint_spans():
+def test_span_of_is_a_binary_search_of_disjoint_spans():
     """Each launch gets the span that holds it whole; one that straddles a border or lies between spans
-    gets NULL; overlapping or reversed spans give no expression (the row-by-row path)."""
+    gets -1 (a launch at a shared border belongs to the span that starts there)."""
     starts, ends = np.array([10, 20, 30, 45, 60], dtype=np.int64), np.array([20, 30, 40, 50, 70], dtype=np.int64)
-    sql = ascend_db._span_case(starts, ends)
-    con = sqlite3.connect(":memory:")
-    launches = {(10, 12): 0, (20, 20): 1, (25, 30): 1, (29, 31): None, (40, 41): None, (46, 50): 3,
-                (60, 70): 4, (70, 71): None, (5, 9): None, (33, 39): 2}
-    for (a, b), want in launches.items():
-        got = con.execute(f"SELECT {sql} FROM (SELECT ? AS startNs, ? AS endNs) A", (a, b)).fetchone()[0]
-        assert got == want, (a, b)
-    assert ascend_db._span_case(np.array([10, 15]), np.array([20, 30])) is None      # overlap
-    assert ascend_db._span_case(np.array([10]), np.array([5])) is None               # end before start
+    launches = {(10, 12): 0, (20, 20): 1, (25, 30): 1, (29, 31): -1, (40, 41): -1, (46, 50): 3,
+                (60, 70): 4, (70, 71): -1, (5, 9): -1, (33, 39): 2}
+    a = np.array([k[0] for k in launches], dtype=np.int64)
+    b = np.array([k[1] for k in launches], dtype=np.int64)
+    assert ascend_db._span_of(starts, ends, a, b).tolist() == list(launches.values())
 
 
-def test_launch_table_without_its_primary_key_takes_the_row_path(tmp_path, monkeypatch):
-    """A CANN_API whose connectionId is not its key could repeat a launch: no join, the same answer."""
+def test_first_window_takes_each_point_once_in_window_order():
+    """Overlapping windows: a point belongs to the first window (in step order) that holds it."""
+    w_start = np.array([0, 5, 20, 3], dtype=np.int64)
+    w_end = np.array([10, 25, 30, 4], dtype=np.int64)
+    points = np.array([9, 10, 3, 24, 25, 30, -1, 5, 29, 3], dtype=np.int64)
+    assert ascend_db._first_window(w_start, w_end, points).tolist() == [0, 1, 0, 1, 2, -1, -1, 0, 2, 0]
+    assert ascend_db._first_window(w_start, w_end, np.zeros(0, dtype=np.int64)).tolist() == []
+
+
+def test_launch_table_without_its_primary_key_gives_the_same_answer(tmp_path):
+    """A CANN_API whose connectionId is not its key: the same windows and events; a connection id that
+    two launches share is refused, naming both rows."""
     rank = write_db_rank(RANK0, tmp_path / RANK0.name)
     plain = load_profiles(rank, workers=1)
     con = sqlite3.connect(_db(rank))
     con.executescript("CREATE TABLE API2 AS SELECT * FROM CANN_API; DROP TABLE CANN_API; "
                       "ALTER TABLE API2 RENAME TO CANN_API;")
     con.close()
-    called = []
-    monkeypatch.setattr(ascend_db, "_joined_step_windows", lambda *a: called.append(a))
     again = load_profiles(rank, workers=1)
-    assert not called and again.steps.equals(plain.steps) and again.events.equals(plain.events)
+    assert again.steps.equals(plain.steps) and again.events.equals(plain.events)
+    con = sqlite3.connect(_db(rank))
+    con.execute("INSERT INTO CANN_API SELECT startNs, endNs, type, globalTid, connectionId, name, depth FROM CANN_API "
+                "WHERE rowid = 3")
+    n = con.execute("SELECT COUNT(*) FROM CANN_API").fetchone()[0]
+    con.commit()
+    con.close()
+    err = run_script("step_breakdown.py", str(rank), check=2).stderr.strip()
+    assert len(err.splitlines()) == 1 and f"table CANN_API rows 3 and {n}: connectionId" in err, err
 
 
 def test_a_text_stamp_in_a_launch_is_one_line_naming_cann_api(tmp_path):
@@ -112,5 +121,15 @@ def test_a_string_id_stored_as_text_is_named_by_the_unpacked_read(tmp_path, colu
     con.commit()
     con.close()
     err = run_script("step_breakdown.py", str(rank), check=2).stderr.strip()
-    assert len(err.splitlines()) == 1 and "table TASK" in err and "'x'" in err, err
-    assert len(plain) == 13
+    row = con_row(_db(rank), tid)
+    assert err.endswith(f"table COMPUTE_TASK_INFO row {row} column {column}: 'x': expected a STRING_IDS id in "
+                        "0..2**63-1 or empty"), err
+    assert len(err.splitlines()) == 1 and len(plain) == 13
+
+
+def con_row(db, tid: int) -> int:
+    """Position (from 1, storage order) of COMPUTE_TASK_INFO's row of task ``tid``."""
+    con = sqlite3.connect(db)
+    ids = [t for (t,) in con.execute("SELECT globalTaskId FROM COMPUTE_TASK_INFO ORDER BY rowid")]
+    con.close()
+    return ids.index(tid) + 1

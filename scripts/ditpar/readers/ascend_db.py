@@ -20,18 +20,20 @@ round trip. Table and column names are the ones torch_npu writes and msprof-anal
 
 from __future__ import annotations
 
-import json
 import math
+import os
 import re
 import sqlite3
 import struct
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
 import numpy as np
 import pandas as pd
 
+from ditpar import files, formats, limits
 from ditpar.core import classify
 from ditpar.core.events import make_events
 from ditpar.core.profile import (
@@ -43,7 +45,7 @@ from ditpar.core.profile import (
 )
 from ditpar.errors import InputError
 from ditpar.readers import ascend
-from ditpar.readers.common import check_times
+from ditpar.readers.common import LIMIT, check_times, duplicate_mask
 
 PROFILER_DB_GLOB = "ascend_pytorch_profiler*.db"
 ANALYSIS_DB = "analysis.db"
@@ -85,6 +87,122 @@ _ANALYSIS_TABLES = {
 }
 
 
+# --- what every column read must hold ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Col:
+    """One column's type and range. kind: "int" (a stored INTEGER), "int_text" (an INTEGER or a decimal
+    TEXT, as torch_npu writes STEP_TIME and msprof-analyze its rank columns), "num" (a finite INTEGER,
+    REAL or numeric TEXT), "text" (anything but a BLOB). ``null``: NULL (or empty text) allowed."""
+
+    kind: str
+    lo: float = 0
+    hi: float = 0
+    null: bool = False
+    what: str = "a value"
+
+    def expect(self) -> str:
+        """The words for a message: what the column holds and its range."""
+        if self.kind == "text":
+            return self.what
+        return f"{self.what} in {_bound(self.lo)}..{_bound(self.hi)}" + (" or empty" if self.null else "")
+
+
+def _bound(x: float) -> str:
+    for k in (62, 63, 64):
+        if x in (2**k - 1, 2**k):
+            return f"2**{k}" + ("-1" if x == 2**k - 1 else "")
+    return f"{x:g}" if isinstance(x, float) else str(x)
+
+
+INT64 = 2**63 - 1
+#: stamps in ns: 0..2**62 (146 years; keeps start + duration inside int64)
+NS = Col("int", 0, LIMIT - 1, what="an integer ns stamp")
+#: a STRING_IDS id (or NULL): the text is looked up, an id STRING_IDS lacks is refused where it is read
+STRING_ID = Col("int", 0, INT64, True, "a STRING_IDS id")
+#: analysis tables: times in us and ms, sizes in MB, bandwidth in GB/s (1e9 GB/s is far beyond any link)
+US = Col("num", 0, LIMIT / 1e3, what="a time in us")
+MS = Col("num", 0, LIMIT / 1e6, True, "a time in ms")
+MB = Col("num", 0, LIMIT / 1e6, what="a size in MB")
+MAX_GBPS = 1e9
+GBPS = Col("num", 0, MAX_GBPS, True, "a bandwidth in GB/s")
+STEP_LABEL = Col("text", what="a step label")
+RANK = Col("int_text", 0, limits.MAX_RANK_ID, what="a rank id")
+TEXT = Col("text", null=True, what="text")
+#: an element count of COMMUNICATION_OP: count x 16 bytes (the widest type) stays below 2**62
+MAX_COUNT = 2**58
+
+SCHEMA: dict[str, dict[str, Col]] = {
+    "TASK": {"startNs": NS, "endNs": NS, "deviceId": Col("int", 0, limits.MAX_DEVICES - 1, True, "a device id"),
+             "connectionId": Col("int", 0, INT64, True, "a connection id"),
+             "globalTaskId": Col("int", 0, INT64, what="a task id"),
+             "streamId": Col("int", 0, 2**32 - 1, True, "a stream id")},
+    "COMPUTE_TASK_INFO": {"name": STRING_ID, "globalTaskId": Col("int", 0, INT64, what="a task id"),
+                          "taskType": STRING_ID, "opType": STRING_ID},
+    "STRING_IDS": {"id": Col("int", 0, INT64, what="a string id"), "value": TEXT},
+    "COMMUNICATION_OP": {"opName": STRING_ID, "startNs": NS, "endNs": NS, "groupName": STRING_ID,
+                         "opType": STRING_ID, "count": Col("int", 0, MAX_COUNT, True, "an element count"),
+                         "dataType": Col("int", 0, 2**32 - 1, True, "an ENUM_HCCL_DATA_TYPE id")},
+    "STEP_TIME": {"id": Col("int_text", 0, 10**12 - 1, True, "a step number"),
+                  "startNs": Col("int_text", 0, LIMIT - 1, what="an integer ns stamp"),
+                  "endNs": Col("int_text", 0, LIMIT - 1, what="an integer ns stamp")},
+    "CANN_API": {"startNs": NS, "endNs": NS, "type": Col("int", 0, 2**32 - 1, what="an API type id"),
+                 "connectionId": Col("int", 0, INT64, True, "a connection id")},
+    "ENUM_HCCL_DATA_TYPE": {"id": Col("int", 0, 2**32 - 1, what="a data type id"), "name": TEXT},
+    "RANK_DEVICE_MAP": {"rankId": Col("int", 0, limits.MAX_RANK_ID, what="a rank id"),
+                        "deviceId": Col("int", 0, limits.MAX_DEVICES - 1, what="a device id")},
+    "META_DATA": {"name": TEXT, "value": TEXT},
+    # analysis.db
+    "StepTraceTime": {"step": Col("int_text", 0, 10**12 - 1, True, "a step number"),
+                      **{c: US for c in STEP_TRACE_TABLE}},
+    "CommAnalyzerTime": {"hccl_op_name": TEXT, "group_name": TEXT, "start_timestamp": US,
+                         **{c: MS for c in ("elapse_time", "transit_time", "wait_time", "synchronization_time",
+                                            "idle_time")}, "step": STEP_LABEL},
+    "CommAnalyzerBandwidth": {"hccl_op_name": TEXT, "transport_type": TEXT, "transit_size": MB},
+    "CommAnalyzerMatrix": {"hccl_op_name": TEXT, "group_name": TEXT, "src_rank": RANK, "dst_rank": RANK,
+                           "transport_type": TEXT, "transit_size": MB, "transit_time": MS, "bandwidth": GBPS,
+                           "step": STEP_LABEL},
+}
+
+
+def ident(name: str) -> str:
+    """An SQL identifier quoted for any name a hostile file may hold (double quotes doubled)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _num_text(value: object) -> float | None:
+    """SQLite helper: a TEXT cell as a finite number, else NULL (registered on every connection)."""
+    try:
+        x = float(str(value).strip())
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def _ok_sql(name: str, col: Col) -> str:
+    """An SQL expression that is 1 when the cell of ``name`` fits ``col`` and 0 otherwise (never NULL:
+    each comparison is reached only for a cell of the right type). Kept to plain typeof and BETWEEN
+    tests for the INTEGER kinds, so a million TASK rows are checked in a few tenths of a second."""
+    c = ident(name)
+    if col.kind == "text":
+        return f"(typeof({c}) <> 'blob')"
+    rng = f"BETWEEN {col.lo!r} AND {col.hi!r}"
+    if col.kind == "int":
+        ok = f"(typeof({c}) = 'integer' AND {c} {rng})"
+        return f"({c} IS NULL OR {ok})" if col.null else ok
+    if col.kind == "int_text":
+        digits = (f"(typeof({c}) = 'text' AND trim({c}) <> '' AND trim({c}) NOT GLOB '*[^0-9]*' "
+                  f"AND length(trim({c})) <= 18 AND CAST(trim({c}) AS INTEGER) {rng})")
+        ok = f"((typeof({c}) = 'integer' AND {c} {rng}) OR {digits})"
+    else:
+        ok = (f"((typeof({c}) IN ('integer', 'real') AND {c} {rng}) "
+              f"OR (typeof({c}) = 'text' AND COALESCE(ditpar_num({c}) {rng}, 0)))")
+    if col.null:
+        ok = f"({c} IS NULL OR (typeof({c}) = 'text' AND trim({c}) = '') OR {ok})"
+    return ok
+
+
 def find_db(out_dir: Path) -> Path | None:
     """The one ascend_pytorch_profiler*.db of a rank's output folder, or None."""
     found = sorted(out_dir.glob(PROFILER_DB_GLOB)) if out_dir.is_dir() else []
@@ -109,9 +227,11 @@ class _Db:
         wal = _check_header(path)
         try:
             self.con = sqlite3.connect(self._uri(path, wal), uri=True, timeout=1.0)
+            self.con.create_function("ditpar_num", 1, _num_text, deterministic=True)
             self.tables = {name: self._columns(name) for (name,) in
-                           self.con.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()}
-        except sqlite3.Error as exc:
+                           self.con.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
+                           if isinstance(name, str)}
+        except (sqlite3.Error, ValueError) as exc:  # ValueError: a name holding a NUL character
             raise InputError(f"{path}: cannot read as an SQLite database ({_reason(exc)})") from None
 
     def _uri(self, path: Path, wal: bool) -> str:
@@ -122,10 +242,12 @@ class _Db:
         if not wal:
             return f"file:{quote(str(path.resolve()))}?mode=ro"
         log = path.with_name(path.name + "-wal")
-        try:
+        logged = os.path.lexists(log)
+        if logged:  # a log that is a FIFO, device, folder or dangling link would block or fail the copy
+            why = files.input_problem(log)
+            if why:
+                raise InputError(f"{why} (the write-ahead log of {path.name})")
             logged = log.stat().st_size > 0
-        except OSError:
-            logged = False
         if not logged:
             return f"file:{quote(str(path.resolve()))}?mode=ro&immutable=1"
         import shutil
@@ -142,7 +264,7 @@ class _Db:
         return f"file:{quote(str(copy))}?mode=ro"
 
     def _columns(self, table: str) -> tuple[str, ...]:
-        return tuple(row[1] for row in self.con.execute(f'PRAGMA table_info("{table}")').fetchall())
+        return tuple(row[1] for row in self.con.execute(f"PRAGMA table_info({ident(table)})").fetchall())
 
     def require(self, table: str, columns: tuple[str, ...], optional: bool = False) -> bool:
         """True when the table has the columns; absent and optional: False; otherwise an InputError."""
@@ -155,6 +277,38 @@ class _Db:
             raise InputError(f"{self.path}: table {table}: missing column(s) {missing}; "
                              f"have {list(self.tables[table])}")
         return True
+
+    def check(self, table: str, schema: dict[str, Col] | None = None, where: str = "") -> None:
+        """Every row of ``table`` holds in each column of ``schema`` (default SCHEMA[table]) the type and
+        range given there; the first cell that does not is one InputError naming table, row, column, the
+        value and what was expected. One scan in SQLite (a million TASK rows: a fraction of a second).
+        ``where``: an SQL condition on the rows that are read (others are not checked)."""
+        cols = {c: k for c, k in (schema or SCHEMA[table]).items() if c in self.tables.get(table, ())}
+        if not cols:
+            return
+        tests = [_ok_sql(c, k) for c, k in cols.items()]
+        cond = " OR ".join(f"NOT {t}" for t in tests)
+        scope = f"({where}) AND " if where else ""
+        sql = (f"SELECT rowid, {', '.join(tests)}, {', '.join(ident(c) for c in cols)} FROM {ident(table)} "
+               f"WHERE {scope}({cond}) LIMIT 1")
+        bad = self.rows(table, sql)
+        if not bad:
+            return
+        rowid, oks, values = bad[0][0], bad[0][1:1 + len(cols)], bad[0][1 + len(cols):]
+        name, value = next((c, v) for c, ok, v in zip(cols, oks, values, strict=True) if not ok)
+        raise InputError(f"{self.path}: table {table} {self.row_of(table, rowid)} column {name}: "
+                         f"{_shown(value)}: expected {cols[name].expect()}")
+
+    def row_of(self, table: str, rowid: object) -> str:
+        """'row N' (N counted from 1 in the table's storage order) for a rowid."""
+        if type(rowid) is not int:
+            return "row ?"
+        got = self.rows(table, f"SELECT COUNT(*) FROM {ident(table)} WHERE rowid <= ?", (rowid,))
+        return f"row {got[0][0]}"
+
+    def empty(self, table: str) -> bool:
+        """True when the table has no row."""
+        return not self.rows(table, f"SELECT EXISTS (SELECT 1 FROM {ident(table)})")[0][0]
 
     def rows(self, table: str, sql: str, params: tuple = ()) -> list[tuple]:
         try:
@@ -191,9 +345,18 @@ def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
+def _shown(value: object) -> str:
+    """A cell for a message: its repr, cut to 60 characters."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _check_header(path: Path) -> bool:
     """A file shorter than its own header says (page size x page count) was cut off while copying.
-    Returns whether the db is in WAL mode (file format versions 2 at offsets 18 and 19, sqlite.org/fileformat)."""
+    Returns whether the db is in WAL mode (file format versions 2 at offsets 18 and 19, sqlite.org/fileformat).
+    Only a regular file is opened (files.regular_input): a FIFO would block the read, /dev/zero never end
+    SQLite's, a folder is named as one; the path is then registered as an input of the run."""
+    files.regular_input(path)
     try:
         size = path.stat().st_size
         with open(path, "rb") as fh:
@@ -214,18 +377,37 @@ def _check_header(path: Path) -> bool:
     return head[18] == 2 or head[19] == 2
 
 
-def _strings(db: _Db) -> dict[int, str]:
-    return {int(i): ("" if v is None else str(v)) for i, v in db.rows("STRING_IDS", "SELECT id, value FROM STRING_IDS")}
+def _strings(db: _Db, required: bool = True) -> dict[int, str]:
+    """STRING_IDS as {id: text}. Empty while names are to be looked up in it (``required``): an error naming
+    the table (every kernel would be nameless); an id given twice with two texts: an error naming both rows."""
+    db.check("STRING_IDS")
+    rows = db.rows("STRING_IDS", "SELECT rowid, id, value FROM STRING_IDS")
+    if not rows and required:
+        raise InputError(f"{db.path}: table STRING_IDS has no rows; expected the kernel and op names the other "
+                         "tables refer to (an export cut before its strings were written?)")
+    out: dict[int, str] = {}
+    first: dict[int, int] = {}
+    for n, (_, i, v) in enumerate(rows, 1):
+        text = "" if v is None else str(v)
+        if i in out and out[i] != text:
+            raise InputError(f"{db.path}: table STRING_IDS rows {first[i]} and {n}: id {i} stands for "
+                             f"{_shown(out[i])} and {_shown(text)}; expected one text per id")
+        out.setdefault(i, text)
+        first.setdefault(i, n)
+    return out
 
 
 def _check_schema(db: _Db) -> dict[str, str]:
     """META_DATA as a dict; a SCHEMA_VERSION_MAJOR this reader does not know is an input error."""
     if not db.require("META_DATA", _OPTIONAL["META_DATA"], optional=True):
         return {}
+    db.check("META_DATA")
     meta = {str(k): ("" if v is None else str(v)) for k, v in db.rows("META_DATA", "SELECT name, value FROM META_DATA")}
     major = meta.get("SCHEMA_VERSION_MAJOR")
     if major is not None and major.strip() not in KNOWN_SCHEMA_MAJOR:
-        raise InputError(f"{db.path}: table META_DATA: SCHEMA_VERSION {meta.get('SCHEMA_VERSION', major)!r}; "
+        # the field checked is SCHEMA_VERSION_MAJOR: quote it (SCHEMA_VERSION may say something else)
+        full = f" (SCHEMA_VERSION {_shown(meta['SCHEMA_VERSION'])})" if "SCHEMA_VERSION" in meta else ""
+        raise InputError(f"{db.path}: table META_DATA: SCHEMA_VERSION_MAJOR {_shown(major)}{full}; "
                          f"this reader knows major version(s) {list(KNOWN_SCHEMA_MAJOR)}")
     return meta
 
@@ -243,6 +425,26 @@ def _exact_ints(column: list, where: str) -> np.ndarray:
     return np.array(column, dtype=np.int64) if column else np.zeros(0, dtype=np.int64)
 
 
+def _optional_file(path: Path) -> bool:
+    """True when something is at ``path`` (a file, or anything that must then be named as not one: a
+    folder, FIFO or dangling link is an error from files.regular_input / read_input, never 'absent')."""
+    return os.path.lexists(path)
+
+
+def _metadata_groups(path: Path) -> dict[str, dict]:
+    """profiler_metadata.json parallel_group_info, read through files.read_input (formats.load_json)."""
+    data = formats.load_json(path)
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected a JSON object (torch_npu's profiler_metadata.json), "
+                         f"got {type(data).__name__}")
+    info = data.get("parallel_group_info")
+    if info is None:
+        return {}
+    if not isinstance(info, dict):
+        raise InputError(f"{path}: parallel_group_info: expected an object keyed by group name")
+    return {str(k): v for k, v in info.items() if isinstance(v, dict)}
+
+
 def read_rank(folder: Path) -> ascend.AscendRank:
     """Read one rank of a db export: ``folder`` is the ``*_ascend_pt`` folder or its ASCEND_PROFILER_OUTPUT."""
     out_dir = ascend.find_output_dir(folder)
@@ -255,31 +457,32 @@ def read_rank(folder: Path) -> ascend.AscendRank:
         for table, cols in _NEED.items():
             db.require(table, cols)
         meta = _check_schema(db)
+        db.check("TASK")
+        db.check("COMPUTE_TASK_INFO")
+        if db.empty("TASK"):
+            raise InputError(f"{path}: table TASK has no rows; expected the device tasks of the capture "
+                             "(an export cut before the device data was written?)")
         strings = _strings(db)
         rank, rank_from = ascend.rank_of(rank_dir)
         if rank is None:
             rank, rank_from = _db_rank(db, path)
         spans = _host_spans(db)
-        step_sql = _span_case(spans[1], spans[2]) if spans is not None and _launch_key_unique(db) else None
-        compute, coded = _compute_tasks(db, strings, step_sql)
+        compute, coded = _compute_tasks(db, strings)
         comm = _comm_ops(db, strings)
-        if step_sql is None:
-            windows = _step_windows(db, compute, comm, spans)
-        else:
-            windows = _joined_step_windows(db, compute, spans, step_sql)
+        windows = _step_windows(db, compute, comm, spans)
         events, unplaced = _events(compute, comm, windows, _device(db, compute), coded)
         meta_groups = _meta_groups(db, meta)
     finally:
         db.close()
     sources = [path]
     meta_path = rank_dir / "profiler_metadata.json"
-    if not meta_groups and meta_path.is_file():
-        meta_groups = ascend._parallel_groups(meta_path)
+    if not meta_groups and _optional_file(meta_path):
+        meta_groups = _metadata_groups(meta_path)
         sources.append(meta_path)
     step_trace = comm_ops = links = None
     hashes: dict[str, str] = {}
     analysis = out_dir / ANALYSIS_DB
-    if analysis.is_file():
+    if _optional_file(analysis):
         step_trace, comm_ops, links, hashes = read_analysis(analysis, comm)
         sources.append(analysis)
     # the communicator hash is msprof-analyze's double_hash of COMMUNICATION_OP.groupName; its last
@@ -309,7 +512,7 @@ def read_tables(folder: Path) -> ascend.AscendRank:
     if path is None:
         raise InputError(f"{out_dir}: no {PROFILER_DB_GLOB}")
     analysis = out_dir / ANALYSIS_DB
-    if not analysis.is_file():
+    if not _optional_file(analysis):  # a folder or FIFO there is named by _Db below, not taken as absent
         raise InputError(f"{out_dir}: no {ANALYSIS_DB}: the profiler's summary tables "
                          f"({', '.join(SUMMARY_TABLES)}) are not there; have {sorted(p.name for p in out_dir.iterdir())}"
                          "; read the task rows instead (without --profiler-tables)")
@@ -319,15 +522,15 @@ def read_tables(folder: Path) -> ascend.AscendRank:
         rank, rank_from = ascend.rank_of(rank_dir)
         if rank is None:
             rank, rank_from = _db_rank(db, path)
-        comm = (_comm_ops(db, _strings(db)) if db.require("STRING_IDS", _NEED["STRING_IDS"], optional=True)
-                else None)
+        comm = (_comm_ops(db, _strings(db, required=False))
+                if db.require("STRING_IDS", _NEED["STRING_IDS"], optional=True) else None)
         meta_groups = _meta_groups(db, meta)
     finally:
         db.close()
     sources = [path, analysis]
     meta_path = rank_dir / "profiler_metadata.json"
-    if not meta_groups and meta_path.is_file():
-        meta_groups = ascend._parallel_groups(meta_path)
+    if not meta_groups and _optional_file(meta_path):
+        meta_groups = _metadata_groups(meta_path)
         sources.append(meta_path)
     have = _Db(analysis)
     try:
@@ -353,12 +556,14 @@ def read_tables(folder: Path) -> ascend.AscendRank:
 
 def _db_rank(db: _Db, path: Path) -> tuple[int | None, str]:
     if db.require("RANK_DEVICE_MAP", _OPTIONAL["RANK_DEVICE_MAP"], optional=True):
-        ranks = {r for (r,) in db.rows("RANK_DEVICE_MAP", "SELECT rankId FROM RANK_DEVICE_MAP") if type(r) is int}
-        if len(ranks) == 1 and min(ranks) >= 0:
+        db.check("RANK_DEVICE_MAP")
+        ranks = {r for (r,) in db.rows("RANK_DEVICE_MAP", "SELECT rankId FROM RANK_DEVICE_MAP")}
+        if len(ranks) == 1:
             return min(ranks), "RANK_DEVICE_MAP rankId"
     m = re.fullmatch(r"ascend_pytorch_profiler_(\d+)\.db", path.name)
     if m:
-        return int(m.group(1)), f"{path.name} file name"
+        rank = limits.integer(m.group(1)[:12], f"{path}: rank in the file name", 0, limits.MAX_RANK_ID)
+        return rank, f"{path.name} file name"
     return None, "unknown"
 
 
@@ -368,67 +573,98 @@ def _device(db: _Db, compute: pd.DataFrame) -> int | None:
         if len(devices) == 1:
             return int(devices[0])
     if db.require("RANK_DEVICE_MAP", _OPTIONAL["RANK_DEVICE_MAP"], optional=True):
-        devs = {d for (d,) in db.rows("RANK_DEVICE_MAP", "SELECT deviceId FROM RANK_DEVICE_MAP") if type(d) is int}
+        db.check("RANK_DEVICE_MAP")
+        devs = {d for (d,) in db.rows("RANK_DEVICE_MAP", "SELECT deviceId FROM RANK_DEVICE_MAP")}
         if len(devs) == 1:
             return min(devs)
     return None
 
 
-def _compute_tasks(db: _Db, strings: dict[int, str], step_sql: str | None = None
+def _compute_tasks(db: _Db, strings: dict[int, str]
                    ) -> tuple[pd.DataFrame, dict[str, tuple[np.ndarray, list[str]]]]:
-    """TASK rows of compute kernels (COMPUTE_TASK_INFO), in start order, with their connection ids; with
-    ``step_sql`` (see _span_case) the index of the host span of each row's launch instead (``step_of``)."""
+    """TASK rows of compute kernels (COMPUTE_TASK_INFO), in start order, with their connection ids.
+    A task read twice (TASK or COMPUTE_TASK_INFO repeating a globalTaskId) is refused: see _no_repeated_task."""
     join = "FROM TASK T JOIN COMPUTE_TASK_INFO C ON C.globalTaskId = T.globalTaskId"
-    link = "COALESCE(T.connectionId, -2), "
-    if step_sql is not None:
-        join += f" LEFT JOIN CANN_API A ON A.connectionId = T.connectionId AND A.type = {NODE_API_TYPE}"
-        link = f"COALESCE({step_sql}, -1), "
-    head = f"SELECT T.startNs, T.endNs, COALESCE(T.deviceId, -1), COALESCE(T.streamId, -1), {link}"
+    head = ("SELECT T.startNs, T.endNs, COALESCE(T.deviceId, -1), COALESCE(T.streamId, -1), "
+            "COALESCE(T.connectionId, -2), T.globalTaskId, ")
     # the three string ids in one integer (fewer Python objects per row); a row whose ids do not fit gets
     # -1 and the whole read is made again with the ids apart
     fits = " AND ".join(f"(C.{c} IS NULL OR (typeof(C.{c}) = 'integer' AND C.{c} BETWEEN 0 AND {_ID_SPAN - 2}))"
                         for c in ("name", "opType", "taskType"))
     ids = (f"CASE WHEN {fits} THEN ((COALESCE(C.name, -1) + 1) * {_ID_SPAN} + COALESCE(C.opType, -1) + 1) "
            f"* {_ID_SPAN} + COALESCE(C.taskType, -1) + 1 ELSE -1 END")
-    packed = db.ints("TASK", f"{head}{ids} {join} ORDER BY T.startNs, T.globalTaskId", 6)
-    if not (packed[:, 5] < 0).any():
-        cols = np.empty((len(packed), 8), dtype=np.int64)
-        cols[:, :5] = packed[:, :5]
-        key = packed[:, 5]
+    packed = db.ints("TASK", f"{head}{ids} {join} ORDER BY T.startNs, T.globalTaskId", 7)
+    if not (packed[:, 6] < 0).any():
+        cols = np.empty((len(packed), 9), dtype=np.int64)
+        cols[:, :6] = packed[:, :6]
+        key = packed[:, 6]
         del packed
-        cols[:, 5], cols[:, 6], cols[:, 7] = key // _ID_SPAN**2 - 1, key // _ID_SPAN % _ID_SPAN - 1, key % _ID_SPAN - 1
+        cols[:, 6], cols[:, 7], cols[:, 8] = key // _ID_SPAN**2 - 1, key // _ID_SPAN % _ID_SPAN - 1, key % _ID_SPAN - 1
     else:
         del packed
         cols = db.ints("TASK", f"{head}COALESCE(C.name, -1), COALESCE(C.opType, -1), COALESCE(C.taskType, -1) "
-                               f"{join} ORDER BY T.startNs, T.globalTaskId", 8)
+                               f"{join} ORDER BY T.startNs, T.globalTaskId", 9)
     where = f"{db.path}: table TASK"
     start, end = cols[:, 0].copy(), cols[:, 1].copy()
     if (end < start).any():
         i = int(np.flatnonzero(end < start)[0])
         raise InputError(f"{where}: compute task {i + 1}: endNs {int(end[i])} before startNs {int(start[i])}")
     check_times(start, end - start, where)
+    _no_repeated_task(db, start, cols[:, 5])
     device = pd.array(cols[:, 2], dtype="Int64")
     device[cols[:, 2] < 0] = pd.NA
     s_uniq, s_codes = np.unique(cols[:, 3], return_inverse=True)
     streams = np.array(["" if v < 0 else str(int(v)) for v in s_uniq] or [""], dtype=object)
     frame = pd.DataFrame({"start_ns": start, "end_ns": end, "device": device,
                           "stream": pd.Series(streams[s_codes.ravel()] if len(cols) else [], dtype=object),
-                          "connection" if step_sql is None else "step_of": cols[:, 4].copy()})
+                          "connection": cols[:, 4].copy()})
     coded: dict[str, tuple[np.ndarray, list[str]]] = {}
-    for key, col in (("name", 5), ("type", 6), ("core", 7)):
-        codes, texts = _coded_texts(cols[:, col], strings)
+    for key, col, column in (("name", 6, "name"), ("type", 7, "opType"), ("core", 8, "taskType")):
+        codes, texts = _coded_texts(cols[:, col], strings, db, column)
         frame[key] = pd.Series(np.array(texts or [""], dtype=object)[codes] if len(codes) else [], dtype=object)
         coded[key] = (codes, texts)
     return frame, coded
+
+
+def _no_repeated_task(db: _Db, start: np.ndarray, task_id: np.ndarray) -> None:
+    """Refuse a task read twice: the same globalTaskId (and so the same start) in two joined rows.
+
+    torch_npu writes one TASK row per device task and COMPUTE_TASK_INFO keyed by globalTaskId (its
+    INTEGER PRIMARY KEY), so a repeated row is damage (a merge or copy gone wrong), not a profiler
+    habit: counted twice it would double the kernel's time, counted once it would hide the damage.
+    Only rows whose start repeats are compared (common.duplicate_mask), so the check costs little."""
+    dup = duplicate_mask(start, lambda rows: {"task": task_id[rows]})
+    if dup is None:
+        return
+    i = int(np.flatnonzero(dup)[0])
+    gid = int(task_id[i])
+    for table in ("TASK", "COMPUTE_TASK_INFO"):
+        rowids = [r for (r,) in db.rows(table, f"SELECT rowid FROM {table} WHERE globalTaskId = ? LIMIT 2", (gid,))]
+        if len(rowids) > 1:
+            rows = " and ".join(db.row_of(table, r).removeprefix("row ") for r in rowids)
+            raise InputError(f"{db.path}: table {table} rows {rows}: globalTaskId {gid} twice (startNs "
+                             f"{int(start[i])}); expected one row per task (a repeated row would count the "
+                             f"kernel twice)")
+    raise InputError(f"{db.path}: table TASK: globalTaskId {gid} is read twice (startNs {int(start[i])}); "
+                     "expected one row per task")
 
 
 #: one string id per 21 bits when three are packed in one int64 (_compute_tasks)
 _ID_SPAN = 1 << 21
 
 
-def _coded_texts(ids: np.ndarray, strings: dict[int, str]) -> tuple[np.ndarray, list[str]]:
-    """STRING_IDS ids as codes into their distinct texts (one Python string per distinct id)."""
+def _coded_texts(ids: np.ndarray, strings: dict[int, str], db: _Db | None = None, column: str = ""
+                 ) -> tuple[np.ndarray, list[str]]:
+    """STRING_IDS ids as codes into their distinct texts (one Python string per distinct id); an id that
+    STRING_IDS lacks (-1 stands for NULL) is an error naming COMPUTE_TASK_INFO's column and row."""
     uniq, codes = np.unique(ids, return_inverse=True)
+    missing = [int(u) for u in uniq if u >= 0 and int(u) not in strings]
+    if missing and db is not None:
+        got = db.rows("COMPUTE_TASK_INFO", f"SELECT rowid FROM COMPUTE_TASK_INFO WHERE {ident(column)} = ? LIMIT 1",
+                      (missing[0],))
+        row = db.row_of("COMPUTE_TASK_INFO", got[0][0]) if got else "row ?"
+        raise InputError(f"{db.path}: table COMPUTE_TASK_INFO {row} column {column}: id {missing[0]} is not in "
+                         f"STRING_IDS ({len(missing)} such id(s)); expected an id of table STRING_IDS")
     return codes.ravel().astype(np.int64), [strings.get(int(u), "") for u in uniq]
 
 
@@ -437,18 +673,39 @@ def _text(value: object) -> str:
 
 
 def _comm_ops(db: _Db, strings: dict[int, str]) -> pd.DataFrame:
-    """COMMUNICATION_OP rows: name, type, communicator, exact start/end, message bytes (count x dtype)."""
+    """COMMUNICATION_OP rows: name, type, communicator, exact start/end, message bytes (count x dtype).
+    Every cell is checked against SCHEMA first; a name id STRING_IDS lacks, a dataType id that
+    ENUM_HCCL_DATA_TYPE lacks and a row repeated verbatim are errors naming the row."""
     columns = ["name", "type", "group_name", "start_ns", "end_ns", "bytes"]
     if not db.require("COMMUNICATION_OP", _OPTIONAL["COMMUNICATION_OP"], optional=True):
         return pd.DataFrame(columns=columns)
+    db.check("COMMUNICATION_OP")
     sizes: dict[int, int] = {}
+    enum: set[int] | None = None
     if db.require("ENUM_HCCL_DATA_TYPE", _OPTIONAL["ENUM_HCCL_DATA_TYPE"], optional=True):
+        db.check("ENUM_HCCL_DATA_TYPE")
+        enum = set()
         for i, name in db.rows("ENUM_HCCL_DATA_TYPE", "SELECT id, name FROM ENUM_HCCL_DATA_TYPE"):
+            enum.add(i)
             if str(name).upper() in ascend.HCCL_DTYPE_BYTES:
                 sizes[int(i)] = ascend.HCCL_DTYPE_BYTES[str(name).upper()]
     rows = db.rows("COMMUNICATION_OP", "SELECT opName, opType, groupName, startNs, endNs, count, dataType "
-                                       "FROM COMMUNICATION_OP ORDER BY startNs")
+                                       "FROM COMMUNICATION_OP ORDER BY rowid")
     where = f"{db.path}: table COMMUNICATION_OP"
+    seen: dict[tuple, int] = {}
+    for n, row in enumerate(rows, 1):
+        if row in seen:
+            raise InputError(f"{where} rows {seen[row]} and {n}: identical in every column read; expected one row "
+                             "per op (a repeated row would count the op twice)")
+        seen[row] = n
+        for col, value in (("opName", row[0]), ("opType", row[1]), ("groupName", row[2])):
+            if value is not None and value not in strings:
+                raise InputError(f"{where} row {n} column {col}: id {value} is not in STRING_IDS; "
+                                 "expected an id of table STRING_IDS")
+        if enum is not None and row[6] is not None and row[6] not in enum:
+            raise InputError(f"{where} row {n} column dataType: id {row[6]} is not in ENUM_HCCL_DATA_TYPE "
+                             f"(ids {sorted(enum)[:16]}); expected one of them")
+    rows.sort(key=lambda r: r[3])
     cols = _columns(rows, 7)
     start = _exact_ints(list(cols[3]), f"{where} column startNs")
     end = _exact_ints(list(cols[4]), f"{where} column endNs")
@@ -458,102 +715,95 @@ def _comm_ops(db: _Db, strings: dict[int, str]) -> pd.DataFrame:
     check_times(start, end - start, where)
     nbytes = []
     for count, dtype in zip(cols[5], cols[6], strict=True):
-        size = sizes.get(dtype) if type(dtype) is int else None
-        ok = isinstance(count, (int, float)) and not isinstance(count, bool) and math.isfinite(count) and count >= 0
-        nbytes.append(int(round(count)) * size if ok and size else None)
-    group_names = [strings.get(g, "") if type(g) is int else _text(g) for g in cols[2]]
-    names = [strings.get(n, "") if type(n) is int else _text(n) for n in cols[0]]
-    frame = pd.DataFrame({"name": pd.Series(names, dtype=object),
-                          "type": pd.Series([strings.get(t, "") if type(t) is int else _text(t) for t in cols[1]],
-                                            dtype=object),
-                          "group_name": pd.Series(group_names, dtype=object),
+        size = sizes.get(dtype) if dtype is not None else None
+        nbytes.append(count * size if count is not None and size else None)
+    frame = pd.DataFrame({"name": pd.Series([_name(strings, n) for n in cols[0]], dtype=object),
+                          "type": pd.Series([_name(strings, t) for t in cols[1]], dtype=object),
+                          "group_name": pd.Series([_name(strings, g) for g in cols[2]], dtype=object),
                           "start_ns": start, "end_ns": end, "bytes": pd.array(nbytes, dtype="Int64")})
     return frame
 
 
+def _name(strings: dict[int, str], sid: int | None) -> str:
+    return "" if sid is None else strings[sid]
+
+
 def _host_spans(db: _Db) -> tuple[list[int | None], np.ndarray, np.ndarray] | None:
     """STEP_TIME's host spans in start order (ids, exact starts, exact ends), or None when the db has no
-    STEP_TIME rows or no CANN_API table to map launches to them."""
+    STEP_TIME rows or no CANN_API table to map launches to them.
+
+    Every span must end at or after its start, no two may share a step id or their time, and none may
+    overlap another (torch_npu's ProfilerStep spans follow one another; a launch then has at most one
+    span): each is an error naming the rows (counted from 1 in the table's storage order)."""
     if not db.require("STEP_TIME", _OPTIONAL["STEP_TIME"], optional=True):
         return None
-    host = db.rows("STEP_TIME", "SELECT id, startNs, endNs FROM STEP_TIME ORDER BY startNs")
-    if not host or not db.require("CANN_API", _OPTIONAL["CANN_API"], optional=True):
+    db.check("STEP_TIME")
+    host = db.rows("STEP_TIME", "SELECT id, startNs, endNs FROM STEP_TIME ORDER BY rowid")
+    if not host:
         return None
     where = f"{db.path}: table STEP_TIME"
     ids = [_step_id(s, where) for s, _, _ in host]
-    h_start = _exact_ints([_as_int(v) for _, v, _ in host], f"{where} column startNs")
-    h_end = _exact_ints([_as_int(v) for _, _, v in host], f"{where} column endNs")
-    return ids, h_start, h_end
-
-
-def _span_case(h_start: np.ndarray, h_end: np.ndarray) -> str | None:
-    """An SQL expression over the launch row ``A``: the index of the host span that holds it whole, else NULL.
-
-    Only when the spans are ordered and disjoint (each launch then fits at most the last span starting at
-    or before it), so a binary search of nested CASEs is exact; otherwise None (overlapping spans take the
-    row-by-row path, where a task counts in every span that holds its launch)."""
-    if len(h_start) == 0 or bool((h_end < h_start).any()) or bool((h_start[1:] < h_end[:-1]).any()):
+    start = np.array([int(_as_int(v)) for _, v, _ in host], dtype=np.int64)  # checked: int or digits
+    end = np.array([int(_as_int(v)) for _, _, v in host], dtype=np.int64)
+    back = np.flatnonzero(end < start)
+    if back.size:
+        i = int(back[0])
+        raise InputError(f"{where} row {i + 1}: endNs {int(end[i])} before startNs {int(start[i])}; "
+                         "expected a ProfilerStep span")
+    first: dict[object, int] = {}
+    for i, key in enumerate(ids):
+        if key is not None and key in first:
+            raise InputError(f"{where} rows {first[key] + 1} and {i + 1}: step {key} twice; expected one span per step")
+        first.setdefault(key, i)
+    order = np.argsort(start, kind="stable")
+    s, e = start[order], end[order]
+    clash = np.flatnonzero((s[1:] < e[:-1]) | ((s[1:] == s[:-1]) & (e[1:] == e[:-1])))  # zero-length twins too
+    if clash.size:
+        a, b = int(order[clash[0]]), int(order[clash[0] + 1])
+        what = "the same span" if (start[a], end[a]) == (start[b], end[b]) else "overlapping spans"
+        raise InputError(f"{where} rows {min(a, b) + 1} and {max(a, b) + 1}: {what} ({int(start[a])}..{int(end[a])} "
+                         f"and {int(start[b])}..{int(end[b])} ns); expected one ProfilerStep span after another")
+    if not db.require("CANN_API", _OPTIONAL["CANN_API"], optional=True):
         return None
-
-    def pick(lo: int, hi: int) -> str:  # spans lo..hi-1; the one with the last start <= A.startNs
-        if hi - lo == 1:
-            return (f"CASE WHEN A.startNs >= {int(h_start[lo])} AND A.endNs <= {int(h_end[lo])} "
-                    f"THEN {lo} END")
-        mid = (lo + hi) // 2
-        return f"CASE WHEN A.startNs < {int(h_start[mid])} THEN {pick(lo, mid)} ELSE {pick(mid, hi)} END"
-
-    return pick(0, len(h_start))
+    return [ids[i] for i in order], s, e
 
 
-def _launch_key_unique(db: _Db) -> bool:
-    """True when CANN_API.connectionId is its INTEGER PRIMARY KEY (one launch per connection id, as torch_npu
-    writes it), so that joining tasks to launches neither repeats nor drops a task."""
-    try:
-        info = db.con.execute('PRAGMA table_info("CANN_API")').fetchall()
-    except sqlite3.Error:
-        return False
-    keys = [(row[1], str(row[2]).upper()) for row in info if row[5]]
-    return keys == [("connectionId", "INTEGER")]
-
-
-def _joined_step_windows(db: _Db, compute: pd.DataFrame, spans: tuple, step_sql: str) -> pd.DataFrame:
-    """Step windows when SQLite can place every task by its launch (``compute`` already has ``step_of``):
-    per span the first start and last end of every TASK row launched inside it, aggregated in one pass."""
-    ids, h_start, h_end = spans
-    bad = db.rows("CANN_API", "SELECT startNs, endNs, connectionId FROM CANN_API "
-                              f"WHERE type = {NODE_API_TYPE} AND NOT (typeof(startNs) = 'integer' "
-                              "AND typeof(endNs) = 'integer') LIMIT 1")
-    if bad:
-        raise InputError(f"{db.path}: table CANN_API: expected integers, got {tuple(bad[0])!r}")
-    # a TEXT cell sorts after every number (a MAX, refused by ints); see _step_windows for REAL cells
-    agg = db.ints("TASK", f"SELECT COALESCE({step_sql}, -1) AS span, MIN(T.startNs), MAX(T.endNs) FROM TASK T "
-                          f"JOIN CANN_API A ON A.connectionId = T.connectionId WHERE A.type = {NODE_API_TYPE} "
-                          "GROUP BY span", 3)
-    found = {int(i): (int(lo), int(hi)) for i, lo, hi in agg if i >= 0}
-    out = []
-    for i in range(len(ids)):
-        lo, hi = found.get(i, (int(h_start[i]), int(h_end[i])))
-        out.append({"rank": 0, "step": ids[i], "start_ns": lo, "end_ns": max(hi, int(h_end[i]))})
-    frame = pd.DataFrame(out)
-    frame["step"] = pd.array(frame["step"], dtype="Int64")
-    return frame
+def _span_of(h_start: np.ndarray, h_end: np.ndarray, a_start: np.ndarray, a_end: np.ndarray) -> np.ndarray:
+    """Index of the host span that holds each launch whole, else -1: spans sorted and disjoint
+    (_host_spans), so the one candidate is the last span starting at or before the launch (a binary
+    search: n log n for any number of spans, where one SQL CASE per span took minutes for 50,000)."""
+    i = np.searchsorted(h_start, a_start, side="right") - 1
+    ok = i >= 0
+    ok[ok] &= a_end[ok] <= h_end[i[ok]]
+    return np.where(ok, i, -1)
 
 
 def _step_windows(db: _Db, compute: pd.DataFrame, comm: pd.DataFrame, spans: tuple | None) -> pd.DataFrame:
-    """Step windows and, per compute task, the index of its step (column ``step_of`` of ``compute``)."""
+    """Step windows and, per compute task, the index of its step (column ``step_of`` of ``compute``).
+
+    A task belongs to the span that holds its launch (CANN_API node row with its connectionId); the
+    window runs from the first start to max(last end, span end) of every TASK row so launched."""
     compute["step_of"] = -1
     out = []
     if spans is not None:
         ids, h_start, h_end = spans
-        api = db.ints("CANN_API", "SELECT startNs, endNs, COALESCE(connectionId, -1) FROM CANN_API "
-                                  f"WHERE type = {NODE_API_TYPE}", 3)
-        a_start, a_end, a_conn = api[:, 0], api[:, 1], api[:, 2]
+        node = f"type = {NODE_API_TYPE}"
+        db.check("CANN_API", where=node)
+        api = db.ints("CANN_API", f"SELECT startNs, endNs, COALESCE(connectionId, -1), rowid FROM CANN_API WHERE {node}", 4)
+        span = _span_of(h_start, h_end, api[:, 0], api[:, 1])
+        keep = (span >= 0) & (api[:, 2] >= 0)
+        l_conn, l_span, l_row = api[keep, 2], span[keep], api[keep, 3]
+        order = np.argsort(l_conn, kind="stable")
+        l_conn, l_span, l_row = l_conn[order], l_span[order], l_row[order]
+        twice = np.flatnonzero(l_conn[1:] == l_conn[:-1])
+        if twice.size:
+            k = int(twice[0])
+            rows = " and ".join(db.row_of("CANN_API", int(r)).removeprefix("row ") for r in l_row[k:k + 2])
+            raise InputError(f"{db.path}: table CANN_API rows {rows}: connectionId {int(l_conn[k])} launched twice; "
+                             "expected one launch per connection id")
         # every TASK row launched in a step counts for its window, not only the compute kernels: the
         # compute rows (read already) and, for the other TASK rows, one row per connection id with their
         # first start and last end (aggregated in SQLite: the same min and max, a third of the rows)
-        # a TEXT cell sorts after every number (it would be a MAX, and is refused by ints); a REAL cell in
-        # an INTEGER column is a non-integral value (SQLite stores integral ones as integers): one that is
-        # neither a MIN nor a MAX does not change any window
         other = db.ints("TASK", "SELECT COALESCE(T.connectionId, -2), MIN(T.startNs), MAX(T.endNs) FROM TASK T "
                                 "LEFT JOIN COMPUTE_TASK_INFO C ON C.globalTaskId = T.globalTaskId "
                                 "WHERE C.globalTaskId IS NULL GROUP BY T.connectionId", 3)
@@ -561,17 +811,26 @@ def _step_windows(db: _Db, compute: pd.DataFrame, comm: pd.DataFrame, spans: tup
         t_conn = np.concatenate([c_conn, other[:, 0]])
         t_start = np.concatenate([compute["start_ns"].to_numpy(np.int64), other[:, 1]])
         t_end = np.concatenate([compute["end_ns"].to_numpy(np.int64), other[:, 2]])
-        step_of = np.full(len(c_conn), -1, dtype=np.int64)
-        for i in range(len(ids)):
-            inside = (a_start >= h_start[i]) & (a_end <= h_end[i])
-            mine = np.isin(t_conn, a_conn[inside])
-            if mine.any():
-                lo, hi = int(t_start[mine].min()), max(int(t_end[mine].max()), int(h_end[i]))
-            else:
-                lo, hi = int(h_start[i]), int(h_end[i])
-            out.append({"rank": 0, "step": ids[i], "start_ns": lo, "end_ns": hi})
-            step_of[mine[:len(c_conn)] & (step_of < 0)] = i  # a task launched in two spans: the first
-        compute["step_of"] = step_of
+        at = np.searchsorted(l_conn, t_conn)
+        found = at < len(l_conn)
+        found[found] &= l_conn[at[found]] == t_conn[found]
+        t_span = np.full(len(t_conn), -1, dtype=np.int64)
+        t_span[found] = l_span[at[found]]
+        n = len(ids)
+        lo = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+        hi = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+        sel = np.flatnonzero(t_span >= 0)
+        if sel.size:  # per span min and max in one sort (reduceat over runs of the same span)
+            by = sel[np.argsort(t_span[sel], kind="stable")]
+            sp = t_span[by]
+            runs = np.flatnonzero(np.r_[True, sp[1:] != sp[:-1]])
+            lo[sp[runs]] = np.minimum.reduceat(t_start[by], runs)
+            hi[sp[runs]] = np.maximum.reduceat(t_end[by], runs)
+        none = lo > hi  # no task launched in the span: the host span itself
+        lo[none], hi[none] = h_start[none], h_end[none]
+        hi = np.maximum(hi, h_end)
+        out = [{"rank": 0, "step": ids[i], "start_ns": int(lo[i]), "end_ns": int(hi[i])} for i in range(n)]
+        compute["step_of"] = t_span[:len(c_conn)]
     if not out:
         starts = [int(compute["start_ns"].min())] if len(compute) else []
         ends = [int(compute["end_ns"].max())] if len(compute) else []
@@ -642,13 +901,11 @@ def _events(compute: pd.DataFrame, comm: pd.DataFrame, windows: pd.DataFrame, de
     placed = placed[sid_ok[of[placed]]]
     step_val[placed], step_na[placed] = sid[of[placed]], False
     if n_m and len(windows) and sid_ok.any():
-        w_start = windows["start_ns"].to_numpy(np.int64)
-        w_end = windows["end_ns"].to_numpy(np.int64)
-        m_start = comm["start_ns"].to_numpy(np.int64)
-        for i in np.flatnonzero(sid_ok):
-            hit = np.flatnonzero((m_start >= w_start[i]) & (m_start < w_end[i])) + n_c
-            free = hit[step_na[hit]]
-            step_val[free], step_na[free] = sid[i], False
+        keep = np.flatnonzero(sid_ok)
+        win = _first_window(windows["start_ns"].to_numpy(np.int64)[keep], windows["end_ns"].to_numpy(np.int64)[keep],
+                            comm["start_ns"].to_numpy(np.int64))
+        hit = np.flatnonzero(win >= 0)
+        step_val[hit + n_c], step_na[hit + n_c] = sid[keep[win[hit]]], False
     stream = np.concatenate([compute["stream"].to_numpy(dtype=object), np.full(n_m, "", dtype=object)])
     is_comm = decided.comm
     stream[is_comm] = np.array([f"comm:{g}" for g in decided.group[is_comm]], dtype=object)
@@ -678,15 +935,41 @@ def _events(compute: pd.DataFrame, comm: pd.DataFrame, windows: pd.DataFrame, de
     return make_events(table.take(order).reset_index(drop=True)), dict(decided.unclassified)
 
 
+def _first_window(w_start: np.ndarray, w_end: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """For each point, the first window (in the given order) with start <= point < end, else -1.
+
+    Windows may overlap (a step's tasks run past the next step's host start). Each window takes the
+    points of its range not yet taken: the points sorted once, the taken ones skipped through a
+    next-free pointer with path halving, so the work is near-linear in windows + points (a loop of one
+    mask over all points per window was quadratic: minutes for 50,000 steps)."""
+    order = np.argsort(points, kind="stable")
+    pts = points[order]
+    out = np.full(len(points), -1, dtype=np.int64)
+    nxt = list(range(len(pts) + 1))  # nxt[j]: the first free sorted index >= j
+
+    def free(j: int) -> int:
+        while nxt[j] != j:
+            nxt[j] = nxt[nxt[j]]
+            j = nxt[j]
+        return j
+
+    lows = np.searchsorted(pts, w_start, side="left").tolist()
+    highs = np.searchsorted(pts, w_end, side="left").tolist()
+    for w, (lo, hi) in enumerate(zip(lows, highs, strict=True)):
+        j = free(lo)
+        while j < hi:
+            out[order[j]] = w
+            nxt[j] = j + 1
+            j = free(j + 1)
+    return out
+
+
 def _meta_groups(db: _Db, meta: dict[str, str]) -> dict[str, dict]:
     """parallel_group_info from META_DATA (a JSON object keyed by group name), as profiler_metadata.json has it."""
     text = meta.get("parallel_group_info")
     if not text:
         return {}
-    try:
-        info = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{db.path}: table META_DATA: parallel_group_info is not JSON ({exc.msg})") from None
+    info = formats.json_text(text, f"{db.path}: table META_DATA: parallel_group_info")
     if not isinstance(info, dict):
         raise InputError(f"{db.path}: table META_DATA: parallel_group_info: expected an object keyed by group name")
     return {str(k): v for k, v in info.items() if isinstance(v, dict)}
@@ -697,6 +980,9 @@ def read_analysis(path: Path, comm: pd.DataFrame | None = None
     """analysis.db: StepTraceTime, CommAnalyzerTime (+ Bandwidth bytes), CommAnalyzerMatrix totals."""
     db = _Db(path)
     try:
+        for table, cols in _ANALYSIS_TABLES.items():  # every cell read, against SCHEMA, before any is used
+            if db.require(table, cols, optional=True):
+                db.check(table)
         step_trace = _step_trace(db) if db.require("StepTraceTime", _ANALYSIS_TABLES["StepTraceTime"],
                                                      optional=True) else None
         comm_ops, hashes = (_comm_time(db, comm) if db.require("CommAnalyzerTime", _ANALYSIS_TABLES["CommAnalyzerTime"],
@@ -773,6 +1059,10 @@ def _comm_time(db: _Db, comm: pd.DataFrame | None) -> tuple[pd.DataFrame, dict[s
                 seen.add((op, transport))
                 transit[str(op)] = transit.get(str(op), 0.0) + _us_value(size, f"{db.path}: table "
                                                                          f"CommAnalyzerBandwidth op {op!r} transit_size")
+    over = next((op for op, mb in transit.items() if mb * 1e6 >= LIMIT), None)
+    if over is not None:
+        raise InputError(f"{db.path}: table CommAnalyzerBandwidth op {over!r}: transit_size total {transit[over]!r} MB "
+                         "is not a valid size; expected under 2**62 bytes")
     exact = {}
     if comm is not None and len(comm):
         unique = comm.drop_duplicates("name", keep=False)
