@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ditpar import limits
+from ditpar import files, limits
 from ditpar.core import classify
 from ditpar.core.events import make_events
 from ditpar.core.profile import (
@@ -296,6 +296,7 @@ def _int_from_codes(codes: np.ndarray, texts: list[str], where: str, allow_empty
 
 
 def _csv_header(path: Path) -> list[str]:
+    files.regular_input(path)   # a profile's CSV is a saved file: a FIFO or device is named, never read
     try:
         with open(path, encoding="utf-8", newline="") as fh:
             row = next(csv.reader(fh), None)
@@ -577,8 +578,10 @@ def read_step_trace(path: Path) -> pd.DataFrame:
 
 def _read_communication(path: Path) -> tuple[pd.DataFrame, dict[str, str]]:
     """communication.json -> per-op rows (us) and {3-digit group: full hash}."""
+    raw = files.read_input(files.regular_input(path))
     try:  # each op cut to the fields _comm_row reads: a fraction of the memory of the whole parse
-        text = path.read_bytes().decode("utf-8")
+        text = raw.decode("utf-8")
+        del raw
         fields = ("Start Timestamp(us)", *_TIME_FIELDS.values())
         rows, hashes = _communication_rows(path, comm_json.raw_ops(text),
                                            lambda op: comm_json.prune(op, fields, _TRANSPORTS, "Transit Size(MB)"))
