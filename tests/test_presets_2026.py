@@ -58,9 +58,10 @@ def test_datasheet_figures():
     assert b200.peak_tflops_bf16 == 36_000 / 8 / 2            # HGX B200: FP16/BF16 36 PFLOPS sparse, 8 GPUs
     assert b200.memory_GB == 1440 / 8                          # DGX B200: 1,440 GB total
     assert b200.hbm_bandwidth_GBps == 64_000 / 8               # DGX B200: 64 TB/s total
-    assert gb200.peak_tflops_bf16 == 360_000 / 72 / 2          # GB200 NVL72: 360 PFLOPS sparse, 72 GPUs
+    assert gb200.peak_tflops_bf16 == 5_000 / 2                 # GB200's B200 at 1,200 W: BF16 5,000 sparse
     assert gb200.memory_GB == round(13_400 / 72)               # GB200 NVL72: 13.4 TB HBM3e
-    assert gb200.hbm_bandwidth_GBps == gb300.hbm_bandwidth_GBps == 576_000 / 72
+    assert gb200.hbm_bandwidth_GBps == 8_000                   # 8 TB/s per GPU
+    assert gb300.hbm_bandwidth_GBps == 576_000 / 72            # GB300 NVL72: 576 TB/s per rack
     assert gb300.peak_tflops_bf16 == 180_000 / 72              # GB300 NVL72: 180 PFLOPS dense
     assert gb300.memory_GB == 279 and 72 * gb300.memory_GB / 1000 == pytest.approx(20, abs=0.2)   # rack 20 TB
     h100, a100, h20 = (presets.load_hardware(n) for n in ("H100", "A100", "H20"))
