@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ditpar.errors import InputError
 from ditpar.plan.cost.efficiency import Gemm
@@ -278,27 +280,82 @@ def alltoall_split(hw, group: list[int], total_bytes: float) -> dict[str, float]
     each peer gets total/P, the rank keeps its own share ((P-1)/P leaves it). Worst rank (on a tie in time,
     the first in group order)."""
     p = len(group)
-    worst: dict[str, float] | None = None
+    return {k: total_bytes / p * n for k, n in _per_group("a2a-worst", hw, group, _worst_peers).items()}
+
+
+def _worst_peers(hw, group: list[int]) -> dict[str, int]:
+    """Peers per link class of the rank whose all-to-all sends take longest (the first in group order on a
+    tie): bytes scale every rank's split alike, so the worst rank does not depend on the tensor's size."""
+    p = len(group)
+    worst: dict[str, int] | None = None
     flows = alltoall_flows(hw, group)
-    for r in group:
-        cnt = Counter(link_key(hw, r, q) for q in group if q != r)
-        split = {k: total_bytes / p * n for k, n in cnt.items()}
-        if worst is None or alltoall_time_s(hw, split, p, flows) > alltoall_time_s(hw, worst, p, flows):
-            worst = split
+    seen: set[tuple[tuple[str, int], ...]] = set()
+    for cnt in peer_classes(hw, group):
+        key = tuple(sorted(cnt.items()))
+        if key in seen:      # a rank with the same peers per class sends the same split: no new worst
+            continue
+        seen.add(key)
+        if worst is None or alltoall_time_s(hw, cnt, p, flows) > alltoall_time_s(hw, worst, p, flows):
+            worst = cnt
     return worst or {}
+
+
+_GROUP_MEMO: dict[tuple[str, int, tuple[int, ...]], tuple[object, Any]] = {}
+
+
+def _per_group(what: str, hw, group: list[int], compute: Callable[[Any, list[int]], Any]) -> Any:
+    """compute(hw, group), remembered per machine and group: a ranking asks for the same groups hundreds of
+    times (the machine object is kept with the answer, so a reused id never returns another machine's)."""
+    key = (what, id(hw), tuple(group))
+    hit = _GROUP_MEMO.get(key)
+    if hit is not None and hit[0] is hw:
+        return hit[1]
+    if len(_GROUP_MEMO) > 8192:
+        _GROUP_MEMO.clear()
+    out = compute(hw, group)
+    _GROUP_MEMO[key] = (hw, out)
+    return out
+
+
+def peer_classes(hw, group: list[int]) -> list[dict[str, int]]:
+    """Per rank of the group (in group order): how many of its peers it reaches over each link class.
+    Counted from each rank's node and domain, so a 72-rank group costs 72 steps, not 72 x 71 pair lookups."""
+    return _per_group("peers", hw, group, _peer_classes)
+
+
+def _peer_classes(hw, group: list[int]) -> list[dict[str, int]]:
+    if not hasattr(hw, "node_of"):
+        return [dict(Counter(link_key(hw, r, q) for q in group if q != r)) for r in group]
+    where = [(hw.node_of(r), hw.domain_of(r)) for r in group]
+    per_node = Counter(n for n, _d in where)
+    per_domain = Counter(where)
+    out = []
+    for node, domain in where:
+        cnt = {"inter_node": len(group) - per_node[node],
+               "inter_domain": per_node[node] - per_domain[(node, domain)],
+               "intra_domain": per_domain[(node, domain)] - 1}
+        out.append({k: n for k, n in cnt.items() if n > 0})
+    return out
 
 
 def alltoall_flows(hw, group: list[int]) -> dict[str, int]:
     """Ranks of the group that send over each link class during an all-to-all."""
+    return dict(_per_group("a2a-flows", hw, group, _alltoall_flows))
+
+
+def _alltoall_flows(hw, group: list[int]) -> dict[str, int]:
     out: Counter = Counter()
-    for r in group:
-        for k in {link_key(hw, r, q) for q in group if q != r}:
-            out[k] += 1
+    for cnt in peer_classes(hw, group):
+        out.update(cnt.keys())
     return dict(out)
 
 
 def ring_flows(hw, group: list[int]) -> dict[str, int]:
     """Ring hops (one sender each) per link class."""
+    return dict(_per_group("ring", hw, group, _ring_flows))
+
+
+def _ring_flows(hw, group: list[int]) -> dict[str, int]:
     return dict(Counter(link_key(hw, group[i], group[(i + 1) % len(group)]) for i in range(len(group))))
 
 
