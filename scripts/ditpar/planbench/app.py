@@ -158,16 +158,23 @@ def make_request(args, world: int) -> Request:
     return Request(model, shape, kinds, plans, skipped)
 
 
-def check_memory(ctx, req: Request, dtype: str, check: bool) -> None:
-    """Refuse, on every rank alike, a run whose estimated memory does not fit some rank's host or device."""
+def check_resources(ctx, req: Request, args, dtype: str, check: bool) -> None:
+    """Refuse, on every rank alike, a run whose estimated memory does not fit some rank's host or device,
+    or (on the CPU) whose forwards between two progress checks would outlast --timeout."""
     from ditpar.planbench import memory
 
     est = memory.estimate(req.kinds, req.plans, dtype, ctx.device.type, check)
     problem = ""
     what = f"{req.model.name}, {req.shape.describe()}"
+    where = f"rank {ctx.rank}: {what}" if ctx.world > 1 else what
     try:
         memory.refuse_if_too_big(est, memory.available_host_bytes(), memory.free_device_bytes(ctx.device),
-                                 memory.local_ranks(ctx.world), f"rank {ctx.rank}: {what}" if ctx.world > 1 else what)
+                                 memory.local_ranks(ctx.world), where)
+        if ctx.device.type == "cpu":
+            head_dim = max(s.head_dim for s, _ in req.kinds.values())
+            share = memory.local_ranks(ctx.world)   # the ranks on this host share its cores
+            rates = tuple(r / share for r in memory.cpu_rates(head_dim))
+            memory.refuse_if_too_slow(req.kinds, max(args.warmup, args.iters), rates, ctx.timeout_s, where)
     except InputError as exc:
         problem = str(exc)
     if ctx.world > 1:
@@ -176,10 +183,10 @@ def check_memory(ctx, req: Request, dtype: str, check: bool) -> None:
         try:
             short = world_max([1.0 if problem else 0.0], ctx)[0] > 0
         except Exception as exc:
-            raise failure(ctx, "agreeing on the memory estimate", exc) from None
+            raise failure(ctx, "agreeing on the memory and time estimate", exc) from None
         if short and not problem:
-            problem = (f"rank {ctx.rank}: another rank cannot hold the run (about {memory.gib(est.total)} per rank "
-                       "estimated from the block shapes); its own message says which memory is short")
+            problem = (f"rank {ctx.rank}: another rank cannot run this request (about {memory.gib(est.total)} per "
+                       "rank estimated from the block shapes); its own message says which memory or time is short")
     if problem:
         raise InputError(problem)
 
@@ -194,7 +201,7 @@ def measure(ctx, req: Request, args, fault) -> dict:
         raise InputError(f"--fault-drill corrupt:{fault[1]} needs --check (the drill proves the check calls a "
                          "corrupted plan wrong)")
     if req.plans:
-        check_memory(ctx, req, dtype, check)
+        check_resources(ctx, req, args, dtype, check)
     cfg = run.BenchConfig(req.plans, req.kinds, req.shape.steps, args.warmup, args.repeats, args.iters, check,
                           not args.no_padding, dtype, args.seed, fault, req.skipped)
     body = run.run(ctx, cfg) if req.plans else {"plans": list(req.skipped)}

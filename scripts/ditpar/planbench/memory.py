@@ -141,3 +141,60 @@ def refuse_if_too_big(est: Estimate, host_limit: int | None, device_limit: int |
         raise InputError(f"{what}: plan_bench would allocate about {gib(est.device)} of device memory per rank "
                          f"(plan shards, reference and activations estimated from the block shapes) but the "
                          f"device has {gib(device_limit)} free (at most {HEADROOM:.0%} is used); {hint}")
+
+
+# --- time: a CPU run whose forwards outlast --timeout would end in the watchdog, not in a result ----
+
+def forward_flops(s: BlockShape) -> tuple[float, float]:
+    """(linear, attention) multiply-adds x 2 of one one-device forward: every token row through its
+    stream's linears; 4 x batch x query rows x K/V rows x dq for the attention (and a cross block's)."""
+    b, dq = s.batch, s.heads * s.head_dim
+    shapes = weight_shapes(s)
+    per_row = sum(i * o for n, (i, o) in shapes.items() if n not in ("mod", "amod") and n[0] not in "ac")
+    seq = s.tokens + s.text_joint
+    linear, attention = 2.0 * b * seq * per_row, 4.0 * b * seq * seq * dq
+    if s.kind == "cross":
+        cq = sum(i * o for n, (i, o) in shapes.items() if n in ("cq", "co"))
+        ckv = sum(i * o for n, (i, o) in shapes.items() if n in ("ck", "cv"))
+        linear += 2.0 * b * (s.tokens * cq + s.text_cross * ckv)
+        attention += 4.0 * b * s.tokens * s.text_cross * dq
+    return linear, attention
+
+
+def cpu_rates(head_dim: int) -> tuple[float, float]:
+    """This CPU's fp32 (matrix-multiply, attention) FLOP/s, best of three small runs (a 256-wide product;
+    1024-token attention of this head width): upper bounds on what the block forwards reach."""
+    import time
+
+    import torch
+    import torch.nn.functional as F
+
+    a, b = torch.randn(256, 256), torch.randn(256, 256)
+    q = torch.randn(1, 2, 1024, head_dim)
+
+    def best(fn) -> float:
+        fn()
+        top = float("inf")
+        for _ in range(3):
+            t0 = time.perf_counter()
+            fn()
+            top = min(top, time.perf_counter() - t0)
+        return max(top, 1e-9)
+
+    return 2 * 256**3 / best(lambda: a @ b), 4 * 2 * 1024**2 * head_dim / best(
+        lambda: F.scaled_dot_product_attention(q, q, q))
+
+
+def refuse_if_too_slow(kinds: dict, calls: int, rates: tuple[float, float], timeout_s: float, what: str) -> None:
+    """InputError when the forwards one rank runs between two progress checks (every block kind once,
+    times the warm-up or calls per sample) would outlast --timeout at this CPU's measured rates."""
+    n = max(1, calls)
+    linear = sum(forward_flops(s)[0] for s, _ in kinds.values()) * n
+    attention = sum(forward_flops(s)[1] for s, _ in kinds.values()) * n
+    seconds = linear / rates[0] + attention / rates[1]
+    if seconds > timeout_s:
+        raise InputError(f"{what}: {n} forward(s) of every block kind run between progress checks: "
+                         f"{(linear + attention) / 1e12:.3g} TFLOP, about {seconds:.3g} s at best on this CPU "
+                         f"(measured {rates[0] / 1e9:.3g} GFLOP/s in GEMMs, {rates[1] / 1e9:.3g} in attention), "
+                         f"past --timeout {timeout_s:g} s; use a smaller --tokens, --resolution or model, or a "
+                         "larger --timeout")

@@ -142,6 +142,7 @@ def run(ctx, cfg: BenchConfig) -> dict:
         phases["build_s"] = clock()
         _fault(cfg, ctx.rank)
         what = "the correctness check"
+        ctx.watchdog.pet(what)
         ref = {}
         if cfg.check:
             one = Built(Plan(), _Single(ctx), cfg, full, {}, cache)
