@@ -95,6 +95,8 @@ def _flag_cases(folder: Path) -> list[Case]:
         "steps-huge": (["--steps", str(10**20)], "--steps"),
         "tokens-huge": (["--tokens", str(10**11)], "--tokens"),
         "heads-huge": (["--heads", str(10**8)], "--heads"),
+        # 23 TFLOP per forward: hours on a CPU, ended by the watchdog after --timeout + 30 s, blaming a peer
+        "compute-past-timeout": (["--tokens", "300000", "--timeout", "5"], "past --timeout 5 s"),
         "resolution-zero": (["--resolution", "0x0"], "width 0"),
         "resolution-digits": (["--resolution", "16x" + "9" * 5000], "--resolution"),
         "plan-digits": (["--plans", "U" + "9" * 5000], "characters"),

@@ -569,3 +569,30 @@ def test_from_plan_schema_names_the_key(tmp_path, change, message):
     with pytest.raises(InputError) as exc:
         read_plan_json(str(path))
     assert str(exc.value) == f"{path}: {message}" or str(exc.value).startswith(f"{path}: {message}"), str(exc.value)
+
+
+def test_forward_flops_and_the_time_refusal():
+    from ditpar.errors import InputError
+    from ditpar.planbench import memory
+
+    s = _shape("self")
+    # linears: 2 x batch 2 x 256 rows x 49,152 weights (wq, wk, wv, wo 64 x 64; w1, w2 64 x 256);
+    # attention: 4 x batch 2 x 256 x 256 rows x dq 64
+    assert memory.forward_flops(s) == (2 * 2 * 256 * 49152, 4 * 2 * 256 * 256 * 64)
+    kinds = {"self": (s, 3)}
+    # 3 calls x (50,331,648 + 33,554,432) FLOP at 1e9 / 1e8 FLOP/s = 0.151 s + 1.007 s = 1.158 s
+    memory.refuse_if_too_slow(kinds, 3, (1e9, 1e8), 1.2, "m")
+    with pytest.raises(InputError, match=r"^m: 3 forward\(s\) .* 0.000252 TFLOP, about 1.16 s at best .* "
+                                         r"past --timeout 1.1 s"):
+        memory.refuse_if_too_slow(kinds, 3, (1e9, 1e8), 1.1, "m")
+    gemm, attention = memory.cpu_rates(16)
+    assert gemm > 1e6 and attention > 1e6
+
+
+def test_watchdog_of_a_one_process_run_blames_no_peer():
+    code = ("import sys, time; sys.path.insert(0, 'scripts'); from ditpar.comm.dist import Watchdog; "
+            "w = Watchdog(0, 0.5, 1); w.start(); w.pet('building the blocks'); time.sleep(20)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=30)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "no progress for 0.5 s in building the blocks; this one-process run has no peer" in proc.stderr
+    assert "peer rank died" not in proc.stderr
