@@ -59,6 +59,8 @@ def _from_plan_cases(folder: Path) -> list[Case]:
                             True),
         "bigint": (good.replace('"steps": 50', '"steps": ' + "9" * 5000), "5000 digits", True),
         "deep": ("[" * 100_000 + "]" * 100_000, "nests too deeply", True),
+        # the short list of another model, measured silently on this one before
+        "other-model": (_with("model", "FLUX.1-dev", shape=False), "chosen for model 'FLUX.1-dev'", True),
     }
     cases = []
     for name, (text, reason, model_file) in docs.items():

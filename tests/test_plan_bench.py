@@ -596,3 +596,12 @@ def test_watchdog_of_a_one_process_run_blames_no_peer():
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "no progress for 0.5 s in building the blocks; this one-process run has no peer" in proc.stderr
     assert "peer rank died" not in proc.stderr
+
+
+def test_a_world_beyond_any_job_is_refused_before_the_layouts_are_walked():
+    # before: 100,000,000 ranks x the plan's layout walked before any group exists (minutes, then a hang)
+    env = {**os.environ, "WORLD_SIZE": "100000000", "RANK": "0"}
+    proc = subprocess.run([sys.executable, str(SCRIPTS / "plan_bench.py"), "--model-file", JOINT, "--plans",
+                           "U10000 R10000"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=60)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "environment WORLD_SIZE=100000000: expected 1..1024 ranks" in proc.stderr

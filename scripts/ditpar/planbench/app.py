@@ -111,6 +111,10 @@ def _model_and_shape(args, plan_doc: PlanDoc | None):
                 raise InputError(f"--from-plan: model {name!r} is not a preset ({exc}); pass --model-file") from None
             raise
     model = custom_model.override(model, heads=args.heads, kv_heads=args.kv_heads, layers=args.layers)
+    if plan_doc is not None and model.name != plan_doc.model:
+        raise InputError(f"--from-plan: the short list was chosen for model {plan_doc.model!r}, this run builds "
+                         f"{model.name!r}; give the --model or --model-file (and --heads, --kv-heads, --layers) "
+                         "that plan.py was given")
     width = height = None
     frames, steps, cfg = args.frames, args.steps, False if args.no_cfg else None
     if args.resolution is not None:
@@ -131,6 +135,8 @@ def make_request(args, world: int) -> Request:
     """Model, shape, block kinds and the plans to build, all checked before any process group exists."""
     from ditpar.planbench.blocks import block_shapes
 
+    if not 1 <= world <= limits.MAX_DEVICES:
+        raise InputError(f"environment WORLD_SIZE={world}: expected 1..{limits.MAX_DEVICES} ranks")
     plan_doc = read_plan_json(args.from_plan) if args.from_plan else None
     if args.plans is None and plan_doc is None:
         raise InputError("give --plans PLAN... or --from-plan plan.json")
