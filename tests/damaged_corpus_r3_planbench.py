@@ -85,7 +85,7 @@ def _from_plan_cases(folder: Path) -> list[Case]:
 def _flag_cases(folder: Path) -> list[Case]:
     huge = folder / "r3-huge-model.toml"
     huge.write_text(HUGE_MODEL)
-    base = ["--model-file", TINY, "--plans", "single", "--csv", f"{OUT}/b.csv"]
+    base = ["--model-file", TINY, "--csv", f"{OUT}/b.csv"]
     flags = {
         # name: (extra arguments, phrase the one-line message must hold)
         "timeout-huge": (["--timeout", "1e308"], "--timeout"),
@@ -102,12 +102,14 @@ def _flag_cases(folder: Path) -> list[Case]:
         "resolution-zero": (["--resolution", "0x0"], "width 0"),
         "resolution-digits": (["--resolution", "16x" + "9" * 5000], "--resolution"),
         "plan-digits": (["--plans", "U" + "9" * 5000], "characters"),
+        "plan-patches-alone": (["--plans", "m4"], "PipeFusion's patch count"),
         "fault-die-one-rank": (["--fault-drill", "die:0"], "at least 2 ranks"),
         "fault-corrupt-one-rank": (["--fault-drill", "corrupt:0"], "at least 2 ranks"),
         "fault-arabic-digit": (["--fault-drill", "die:\u0663"], "expected die:R"),
     }
-    cases = [Case(f"plan_bench:r3-{name}", "plan_bench.py", base + extra, outputs=["b.csv"], reason=reason)
-             for name, (extra, reason) in flags.items()]
+    cases = [Case(f"plan_bench:r3-{name}", "plan_bench.py",
+                  base + extra + ([] if "--plans" in extra else ["--plans", "single"]), outputs=["b.csv"],
+                  reason=reason) for name, (extra, reason) in flags.items()]
     cases.append(Case("plan_bench:r3-memory-estimate", "plan_bench.py",
                       ["--model-file", str(huge), "--plans", "single", "--csv", f"{OUT}/b.csv"], outputs=["b.csv"],
                       reason="would allocate about"))

@@ -315,7 +315,8 @@ def test_parse_plan_names():
     assert (p.cfg, p.ulysses, p.ring, p.devices, p.name) == (2, 2, 2, 8, "cfg2 U2 R2")
     assert parse_plan("u4 ag2").kv_allgather == 2 and parse_plan("single").devices == 1
     assert parse_plan("TP4 DP2").name == "TP4 DP2"
-    for bad in ("U2 R2 AG2", "U2 U4", "Z3", ""):
+    assert parse_plan("PF2 M4").name == "PF2 M4"
+    for bad in ("U2 R2 AG2", "U2 U4", "Z3", "", "m4", "U2 M4", "U" + "9" * 5000, "U2048", "U2\u0663"):
         with pytest.raises(InputError):
             parse_plan(bad)
 

@@ -40,6 +40,9 @@ def parse_plan(text: str) -> Plan:
         if dim in degrees or n < 1:
             raise InputError(f"plan {text!r}: {w!r} repeats a dimension or has degree < 1")
         degrees[dim] = n
+    if "patches" in degrees and degrees.get("pipefusion", 1) < 2:
+        raise InputError(f"plan {text!r}: M{degrees['patches']} is PipeFusion's patch count; it needs PFN "
+                         "with N >= 2 (e.g. 'PF2 M4')")
     if degrees.get("cfg", 1) > 2:
         raise InputError(f"plan {text!r}: CFG parallel splits two branches, degree 1 or 2")
     if degrees.get("ring", 1) > 1 and degrees.get("kv_allgather", 1) > 1:
