@@ -113,6 +113,16 @@ def _flag_cases(folder: Path) -> list[Case]:
     cases.append(Case("plan_bench:r3-memory-estimate", "plan_bench.py",
                       ["--model-file", str(huge), "--plans", "single", "--csv", f"{OUT}/b.csv"], outputs=["b.csv"],
                       reason="would allocate about"))
+    cases += [
+        # before: "model name must be a non-empty string, got None" (the empty path was taken as no file)
+        Case("plan_bench:r3-model-file-empty", "plan_bench.py", ["--model-file", "", "--plans", "single"],
+             reason="--model-file: 0 characters"),
+        # before: a 100,000-character error line
+        Case("plan_bench:r3-model-name-huge", "plan_bench.py", ["--model", "x" * 100_000, "--plans", "single"],
+             reason="--model: 100000 characters"),
+        Case("plan_bench:r3-linear-attention-preset", "plan_bench.py", ["--model", "SANA-1.6B-4K", "--plans",
+                                                                        "single"], reason="key 'attention'"),
+    ]
     return cases
 
 

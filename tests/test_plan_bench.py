@@ -167,6 +167,7 @@ def test_from_plan_reads_the_short_list(tmp_path):
     (["--model-file", JOINT, "--plans", "single", "--repeats", "2"], "--repeats 2: at least 3"),
     (["--model-file", JOINT], "give --plans"),
     (["--model", "No-Such-Model", "--plans", "single"], "No-Such-Model"),
+    (["--model", "SANA-1.6B-4K", "--plans", "single"], "key 'attention' = 'linear'"),
     (["--model-file", JOINT, "--plans", "cfg3"], "CFG parallel"),
 ])
 def test_bad_input_exits_2_with_one_line(args, needle, tmp_path):
@@ -458,7 +459,7 @@ def _args(**kw):
 
     base = {"warmup": 2, "repeats": 3, "iters": 3, "seed": 0, "steps": None, "frames": None, "heads": None,
             "kv_heads": None, "layers": None, "tokens": None, "timeout": 300.0, "plans": ["single"],
-            "resolution": None}
+            "resolution": None, "model": None, "model_file": None, "from_plan": None}
     return Namespace(**{**base, **kw})
 
 
@@ -475,6 +476,8 @@ def _args(**kw):
     ({"kv_heads": 4097}, "--kv-heads 4097: expected 1..4096"),
     ({"tokens": 10**30}, "--tokens 100000000000...(31 digits): expected 1..100000000"),
     ({"plans": ["single"] * 65}, "--plans: 65 plans; at most 64 per run"),
+    ({"model": "x" * 4097}, "--model: 4097 characters; expected a name or path of 1..4096"),
+    ({"model_file": ""}, "--model-file: 0 characters; expected a name or path of 1..4096"),
     ({"resolution": "16x0"}, "--resolution '16x0': height 0: expected 1..16384"),
     ({"resolution": "16x16x0"}, "--resolution '16x16x0': frames 0: expected 1..10000"),
 ])
@@ -606,3 +609,19 @@ def test_a_world_beyond_any_job_is_refused_before_the_layouts_are_walked():
                            "U10000 R10000"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=60)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "environment WORLD_SIZE=100000000: expected 1..1024 ranks" in proc.stderr
+
+
+def test_from_plan_shape_yields_to_resolution(tmp_path):
+    """--resolution wins over the document's shape, its token count included (the document's tokens
+    replaced the --resolution's before)."""
+    import plan_bench
+    from ditpar.planbench.app import make_request
+
+    doc = {"schema": "dit-parallel-opt/plan/v1", "model": "FLUX.1-dev", "short_list": ["single"],
+           "shape": {"width": 1024, "height": 1024, "frames": 1, "steps": 28, "cfg": False, "tokens": 4096}}
+    (tmp_path / "p.json").write_text(json.dumps(doc))
+    base = ["--from-plan", str(tmp_path / "p.json")]
+    req = make_request(plan_bench.build_parser().parse_args(base), 1)
+    assert (req.shape.width, req.shape.tokens, req.shape.steps) == (1024, 4096, 28)
+    req = make_request(plan_bench.build_parser().parse_args([*base, "--resolution", "256x256"]), 1)
+    assert (req.shape.width, req.shape.tokens, req.shape.steps) == (256, 256, 28)   # (256 / 16)^2 tokens

@@ -53,6 +53,9 @@ def check_args(args) -> None:
     if not 1.0 <= args.timeout <= MAX_TIMEOUT_S:
         raise InputError(f"--timeout {args.timeout:g}: expected 1..{MAX_TIMEOUT_S:g} seconds (how long a dead or "
                          "hung peer may stall a collective; torch's timeout is a timedelta)")
+    for flag, text in (("--model", args.model), ("--model-file", args.model_file), ("--from-plan", args.from_plan)):
+        if text is not None and not 0 < len(text) <= 4096:
+            raise InputError(f"{flag}: {len(text)} characters; expected a name or path of 1..4096")
     if args.plans is not None and len(args.plans) > MAX_PLANS:
         raise InputError(f"--plans: {len(args.plans)} plans; at most {MAX_PLANS} per run")
     if args.resolution is not None:
@@ -126,7 +129,8 @@ def _model_and_shape(args, plan_doc: PlanDoc | None):
         steps = steps or plan_doc.steps
         cfg = cfg if cfg is not None else plan_doc.cfg
     shape = custom_model.with_tokens(make_shape(model, width, height, frames, steps, cfg=cfg), args.tokens)
-    if plan_doc is not None and args.tokens is None and plan_doc.tokens not in (None, shape.tokens):
+    from_doc = plan_doc is not None and args.resolution is None and args.tokens is None
+    if from_doc and plan_doc.tokens not in (None, shape.tokens):
         shape = custom_model.with_tokens(shape, plan_doc.tokens)
     return model, shape
 
