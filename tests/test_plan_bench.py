@@ -625,3 +625,24 @@ def test_from_plan_shape_yields_to_resolution(tmp_path):
     assert (req.shape.width, req.shape.tokens, req.shape.steps) == (1024, 4096, 28)
     req = make_request(plan_bench.build_parser().parse_args([*base, "--resolution", "256x256"]), 1)
     assert (req.shape.width, req.shape.tokens, req.shape.steps) == (256, 256, 28)   # (256 / 16)^2 tokens
+
+
+def test_inputs_that_never_end_or_are_too_large_are_refused_before_reading(tmp_path):
+    from ditpar.errors import InputError
+    from ditpar.planbench.report import MAX_INPUT_BYTES, check_input
+
+    big = tmp_path / "big.json"
+    with open(big, "wb") as f:       # sparse: no 64 MiB written
+        f.truncate(MAX_INPUT_BYTES + 1)
+    with pytest.raises(InputError, match=r"^--from-plan .*big.json: 67,108,865 bytes; expected at most 64 MiB"):
+        check_input(str(big), "--from-plan", streams=True)
+    with open(big, "r+b") as f:
+        f.truncate(MAX_INPUT_BYTES)
+    check_input(str(big), "--from-plan", streams=True)
+    fifo = tmp_path / "p.fifo"
+    os.mkfifo(fifo)
+    check_input(str(fifo), "--from-plan", streams=True)          # read once by files.read_input
+    with pytest.raises(InputError, match="is a FIFO"):
+        check_input(str(fifo), "--model-file", streams=False)     # the TOML reader would block on it
+    with pytest.raises(InputError, match=r"^--from-plan: /dev/zero: is a device"):
+        check_input("/dev/zero", "--from-plan", streams=True)
