@@ -63,32 +63,19 @@ def build_parser():
     return p
 
 
-def _fault(text: str | None, world: int) -> tuple[str, int] | None:
-    if text is None:
-        return None
-    kind, _, rank = text.partition(":")
-    if kind not in ("die", "hang", "corrupt") or not rank.isdigit():
-        raise InputError(f"--fault-drill {text!r}: expected die:R, hang:R or corrupt:R")
-    if int(rank) >= world:
-        raise InputError(f"--fault-drill {text!r}: rank {rank} outside the world of {world}")
-    return kind, int(rank)
-
-
 def body() -> int:
     args = build_parser().parse_args()
     from ditpar.comm import dist
     from ditpar.planbench import app
 
-    for flag, v, low in (("--warmup", args.warmup, 0), ("--iters", args.iters, 1), ("--repeats", args.repeats, 1)):
-        if v < low:
-            raise InputError(f"{flag} {v}: expected >= {low}")
+    app.check_args(args)
     if args.csv:
         folder = os.path.dirname(os.path.abspath(args.csv))
         if not os.path.isdir(folder):
             raise InputError(f"{args.csv}: folder {folder} does not exist")
     rank, world, _, _ = dist.world_from_env()        # checked before torch is imported
     request = app.make_request(args, world)
-    fault = _fault(args.fault_drill, world)
+    fault = app.parse_fault(args.fault_drill, world)
     ctx = None
     try:
         ctx = dist.setup(args.backend, args.timeout)

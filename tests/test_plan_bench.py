@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -166,6 +167,7 @@ def test_from_plan_reads_the_short_list(tmp_path):
     (["--model-file", JOINT, "--plans", "single", "--repeats", "2"], "--repeats 2: at least 3"),
     (["--model-file", JOINT], "give --plans"),
     (["--model", "No-Such-Model", "--plans", "single"], "No-Such-Model"),
+    (["--model", "SANA-1.6B-4K", "--plans", "single"], "key 'attention' = 'linear'"),
     (["--model-file", JOINT, "--plans", "cfg3"], "CFG parallel"),
 ])
 def test_bad_input_exits_2_with_one_line(args, needle, tmp_path):
@@ -314,7 +316,8 @@ def test_parse_plan_names():
     assert (p.cfg, p.ulysses, p.ring, p.devices, p.name) == (2, 2, 2, 8, "cfg2 U2 R2")
     assert parse_plan("u4 ag2").kv_allgather == 2 and parse_plan("single").devices == 1
     assert parse_plan("TP4 DP2").name == "TP4 DP2"
-    for bad in ("U2 R2 AG2", "U2 U4", "Z3", ""):
+    assert parse_plan("PF2 M4").name == "PF2 M4"
+    for bad in ("U2 R2 AG2", "U2 U4", "Z3", "", "m4", "U2 M4", "U" + "9" * 5000, "U2048", "U2\u0663"):
         with pytest.raises(InputError):
             parse_plan(bad)
 
@@ -330,3 +333,316 @@ def test_abba_and_verdicts():
             {"verdict": "wrong"}]
     timing.verdicts(rows)
     assert [r["verdict"] for r in rows] == ["fastest", "tie", "slower", "noisy", "wrong"]
+
+
+# --- round 3: memory estimate, flag bounds, --fault-drill, --from-plan schema --------------------
+
+def _cpu_peak_bytes(fn) -> tuple[int, int]:
+    """(peak, net) bytes torch's CPU allocator holds while fn runs, from the profiler's memory events:
+    each op's own allocations at its start, each free at its time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    moves = sorted((e.time_range.start, e.cpu_memory_usage if e.name == "[memory]" else e.self_cpu_memory_usage)
+                   for e in prof.events())
+    live = peak = 0
+    for _, n in moves:
+        live += n
+        peak = max(peak, live)
+    return peak, live
+
+
+def _shape(kind: str, gated: bool = False, kv: int = 4):
+    from ditpar.planbench.blocks import BlockShape
+
+    text = 48 if kind in ("joint", "single") else 0
+    return BlockShape(kind, 64, 4 if not gated else 8, kv, 16, 256 if not gated else 128, gated, 256, text,
+                      40 if kind == "cross" else 0, 2)
+
+
+def test_memory_estimate_of_a_self_block_by_hand():
+    from ditpar.planbench import memory
+
+    s = _shape("self")   # hidden 64, 4 heads x 16, FFN 256 (plain), 256 tokens, CFG batch 2
+    # wq, wk, wv, wo: 64 x 64 each; w1, w2: 64 x 256 each; adaLN table 6 x 64
+    assert memory.weight_elements(s) == 4 * 64 * 64 + 2 * 64 * 256 + 6 * 64 == 49536
+    # x: 2 x 256 x 64; temb: 2 x 6 x 64
+    assert memory.input_elements(s) == 2 * 256 * 64 + 2 * 6 * 64 == 33536
+    # per row of 2 x 256: 5 x 64 (residual, modulated copies) + 64 + 2 x 64 (Q, K, V) + 2 x 256 (MLP)
+    assert memory.activation_elements(s) == 2 * 256 * (5 * 64 + 64 + 128 + 512) == 524288
+    est = memory.estimate({"self": (s, 2)}, [], "float32", "cpu", check=True)
+    # one process on the CPU in fp32: the reference shares the full tensors; its output 2 x 256 x 64 stays
+    assert est.host == (49536 + 33536) * 4 and est.device == (2 * 256 * 64 + 524288) * 4 and est.same_memory
+
+
+def test_memory_estimate_of_shards_on_an_accelerator():
+    from ditpar.planbench import memory
+    from ditpar.planbench.spec import parse_plan
+
+    s = _shape("self")
+    est = memory.estimate({"self": (s, 1)}, [parse_plan("TP2"), parse_plan("U2")], "bfloat16", "cuda", check=False)
+    # bf16 copies: TP2's half of the weights, U2's whole weights (tp 1), each plan's share of the inputs
+    # (TP2: all of them, U2: half), one forward's activations
+    want = (49536 // 2 + 49536 + 33536 + 33536 // 2 + 524288) * 2
+    assert est.device == want and est.host == (49536 + 33536) * 4 and not est.same_memory
+
+
+@pytest.mark.parametrize("kind,gated,kv", [("self", False, 4), ("self", True, 2), ("joint", False, 4),
+                                           ("joint", True, 2), ("single", False, 4), ("single", True, 2),
+                                           ("cross", False, 4), ("cross", True, 1)])
+def test_memory_estimate_against_torch_cpu_allocations(kind, gated, kv):
+    """Weights and inputs: exactly the bytes torch allocates for them. One forward's activations: at least
+    the peak torch's CPU allocator reaches and at most 1.5 x it (the estimate may only err high)."""
+    import torch
+    from ditpar.plan.cost.plans import Plan
+    from ditpar.planbench import memory
+    from ditpar.planbench.blocks import forward, make_inputs, make_weights
+    from ditpar.planbench.forms import Comm, Form
+    from ditpar.planbench.spec import place
+
+    s = _shape(kind, gated, kv)
+    w, inp = make_weights(s, 0), make_inputs(s, 1)
+    assert sum(t.untyped_storage().nbytes() for t in w.values()) == memory.weight_elements(s) * 4
+    assert sum(t.untyped_storage().nbytes() for t in inp.values()) == memory.input_elements(s) * 4
+    form = Form(place(Plan(), 0, 1), s, Comm({}), True)
+    with torch.no_grad():
+        peak, _ = _cpu_peak_bytes(lambda: forward(s, w, inp, form))
+    est = memory.activation_elements(s) * 4
+    assert peak <= est <= 1.5 * peak, (kind, gated, peak, est)
+
+
+def test_memory_refusal_names_estimate_and_limit():
+    from ditpar.errors import InputError
+    from ditpar.planbench import memory
+
+    est = memory.Estimate(host=3 << 30, device=1 << 30, same_memory=True)
+    memory.refuse_if_too_big(est, host_limit=5 << 30, device_limit=None, ranks_here=1, what="m")   # 4 <= 4.5 GiB
+    with pytest.raises(InputError, match=r"about 4 GiB per rank x 2 ranks on this host .* has 5 GiB available"):
+        memory.refuse_if_too_big(est, host_limit=5 << 30, device_limit=None, ranks_here=2, what="m")
+    gpu = memory.Estimate(host=1 << 30, device=10 << 30, same_memory=False)
+    memory.refuse_if_too_big(gpu, host_limit=2 << 30, device_limit=12 << 30, ranks_here=1, what="m")
+    with pytest.raises(InputError, match=r"about 10 GiB of device memory per rank .* device has 11 GiB free"):
+        memory.refuse_if_too_big(gpu, host_limit=2 << 30, device_limit=11 << 30, ranks_here=1, what="m")
+    assert memory.available_host_bytes() is None or memory.available_host_bytes() > 0
+
+
+def test_memory_refusal_on_two_ranks_is_one_line_each(tmp_path):
+    sys.path.insert(0, str(ROOT / "tests"))
+    from damaged_corpus_r3_planbench import HUGE_MODEL
+
+    (tmp_path / "huge.toml").write_text(HUGE_MODEL)
+    ranks = spawn(2, "--model-file", str(tmp_path / "huge.toml"), "--plans", "U2", *FAST)
+    for rc, _so, se in ranks:
+        assert rc == 2 and se.count("\n") == 1 and "would allocate about" in se and "peer" not in se, se
+
+
+def test_a_failed_step_blames_a_peer_only_when_there_is_one():
+    from types import SimpleNamespace
+
+    from ditpar.planbench.run import failure
+
+    one = SimpleNamespace(rank=0, world=1, device="cpu", timeout_s=300.0)
+    two = SimpleNamespace(rank=1, world=2, device="cpu", timeout_s=300.0)
+    msg = str(failure(one, "building the blocks", RuntimeError("boom")))
+    assert msg == "rank 0: building the blocks failed (RuntimeError: boom) in a one-process run"
+    assert "a peer rank died" in str(failure(two, "warm-up", RuntimeError("Connection reset by peer")))
+    oom = RuntimeError("[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate memory: you tried")
+    for ctx in (one, two):
+        text = str(failure(ctx, "building the blocks", oom))
+        assert "out of memory on cpu" in text and "peer" not in text.replace("tried", "")
+    assert "out of memory" in str(failure(two, "x", MemoryError()))
+
+
+def _args(**kw):
+    from argparse import Namespace
+
+    base = {"warmup": 2, "repeats": 3, "iters": 3, "seed": 0, "steps": None, "frames": None, "heads": None,
+            "kv_heads": None, "layers": None, "tokens": None, "timeout": 300.0, "plans": ["single"],
+            "resolution": None, "model": None, "model_file": None, "from_plan": None}
+    return Namespace(**{**base, **kw})
+
+
+@pytest.mark.parametrize("kw,message", [
+    ({"seed": 2**63}, "--seed 9223372036854775808: expected 0..9223372036854775807 (torch's generator takes a "
+                      "64-bit seed)"),
+    ({"seed": -1}, "--seed -1: expected 0..9223372036854775807"),
+    ({"timeout": 86401.0}, "--timeout 86401: expected 1..86400 seconds"),
+    ({"timeout": 0.5}, "--timeout 0.5: expected 1..86400 seconds"),
+    ({"warmup": 101}, "--warmup 101: expected 0..100 (untimed forwards per plan and block kind)"),
+    ({"repeats": 101}, "--repeats 101: expected 3..100"),
+    ({"repeats": -4}, "--repeats -4: at least 3"),
+    ({"iters": 0}, "--iters 0: expected 1..100"),
+    ({"kv_heads": 4097}, "--kv-heads 4097: expected 1..4096"),
+    ({"tokens": 10**30}, "--tokens 100000000000...(31 digits): expected 1..100000000"),
+    ({"plans": ["single"] * 65}, "--plans: 65 plans; at most 64 per run"),
+    ({"model": "x" * 4097}, "--model: 4097 characters; expected a name or path of 1..4096"),
+    ({"model_file": ""}, "--model-file: 0 characters; expected a name or path of 1..4096"),
+    ({"resolution": "16x0"}, "--resolution '16x0': height 0: expected 1..16384"),
+    ({"resolution": "16x16x0"}, "--resolution '16x16x0': frames 0: expected 1..10000"),
+])
+def test_flag_bounds(kw, message):
+    from ditpar.errors import InputError
+    from ditpar.planbench.app import check_args
+
+    with pytest.raises(InputError) as exc:
+        check_args(_args(**kw))
+    assert str(exc.value).startswith(message), str(exc.value)
+
+
+def test_flag_bounds_accept_their_edges():
+    from ditpar.planbench.app import check_args
+
+    check_args(_args(seed=2**63 - 1, timeout=86400.0, warmup=0, repeats=100, iters=100, tokens=10**8,
+                     resolution="16384x1", plans=["single"] * 64))
+    check_args(_args(timeout=1.0, warmup=100, repeats=3, iters=1))
+
+
+@pytest.mark.parametrize("text,world,want", [
+    ("die:1", 2, ("die", 1)), ("corrupt:3", 4, ("corrupt", 3)), ("hang:0", 2, ("hang", 0)),
+    ("die:2", 2, "rank 2 outside the world of 2 (ranks 0..1)"), ("die:0", 1, "needs at least 2 ranks"),
+    ("die:\u0663", 4, "expected die:R"), ("DIE:1", 2, "expected die:R"), ("die:1:2", 2, "expected die:R"),
+    ("die:+1", 2, "expected die:R"), ("die:" + "9" * 5000, 2, "expected die:R"), ("die: 1", 2, "expected die:R"),
+])
+def test_fault_drill_parsing(text, world, want):
+    from ditpar.errors import InputError
+    from ditpar.planbench.app import parse_fault
+
+    if isinstance(want, tuple):
+        assert parse_fault(text, world) == want
+        return
+    with pytest.raises(InputError, match=re.escape(want)):
+        parse_fault(text, world)
+
+
+def test_a_corrupt_drill_without_the_check_is_refused(tmp_path):
+    ranks = spawn(2, "--model-file", JOINT, "--plans", "U2", "--fault-drill", "corrupt:1", "--no-check",
+                  "--csv", str(tmp_path / "o.csv"), *FAST)
+    for rc, _so, se in ranks:
+        assert rc == 2 and se.count("\n") == 1 and "needs --check" in se, se
+    assert not (tmp_path / "o.csv").exists()
+
+
+GOOD_PLAN = {"schema": "dit-parallel-opt/plan/v1", "model": "Tiny-Joint", "short_list": ["U2", "R2"],
+             "shape": {"width": 16, "height": 1, "frames": 1, "steps": 50, "cfg": True, "tokens": 16}}
+
+
+def test_from_plan_schema_reads_a_fifo_once_and_a_bom(tmp_path):
+    import threading
+
+    from ditpar.planbench.report import PlanDoc, read_plan_json
+
+    want = PlanDoc("Tiny-Joint", ["U2", "R2"], 16, 1, 1, 50, True, 16)
+    (tmp_path / "bom.json").write_bytes(b"\xef\xbb\xbf" + json.dumps(GOOD_PLAN).encode())
+    assert read_plan_json(str(tmp_path / "bom.json")) == want
+    fifo = tmp_path / "plan.fifo"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_text(json.dumps(GOOD_PLAN)))
+    writer.start()
+    assert read_plan_json(str(fifo)) == want
+    writer.join()
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"shape": [16, 1]}, "key 'shape' must be an object with width, height, frames, steps and cfg, got [16, 1] (list)"),
+    ({"shape": {"width": 16}}, "key 'shape' needs width, height, frames, steps and cfg; missing height, frames, steps, cfg"),
+    ({"shape.height": "1"}, "key 'shape.height': expected an integer 1..16384, got '1' (str)"),
+    ({"shape.steps": 10001}, "key 'shape.steps': 10001 is out of range; expected an integer 1..10000"),
+    ({"shape.cfg": 1}, "key 'shape.cfg': expected true or false, got 1 (int)"),
+    ({"shape.tokens": None}, None),
+    ({"short_list": "U2"}, "key 'short_list' must be a list of 1..64 plan names"),
+    ({"short_list": ["U2", 2]}, "key 'short_list' must be a list of 1..64 plan names"),
+    ({"model": ""}, "key 'model' must be a model name (text of 1..200 characters), got '' (str)"),
+])
+def test_from_plan_schema_names_the_key(tmp_path, change, message):
+    from ditpar.errors import InputError
+    from ditpar.planbench.report import read_plan_json
+
+    doc = json.loads(json.dumps(GOOD_PLAN))
+    for key, value in change.items():
+        head, _, tail = key.partition(".")
+        if tail:
+            doc[head][tail] = value
+        else:
+            doc[head] = value
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(doc))
+    if message is None:
+        assert read_plan_json(str(path)).tokens is None
+        return
+    with pytest.raises(InputError) as exc:
+        read_plan_json(str(path))
+    assert str(exc.value) == f"{path}: {message}" or str(exc.value).startswith(f"{path}: {message}"), str(exc.value)
+
+
+def test_forward_flops_and_the_time_refusal():
+    from ditpar.errors import InputError
+    from ditpar.planbench import memory
+
+    s = _shape("self")
+    # linears: 2 x batch 2 x 256 rows x 49,152 weights (wq, wk, wv, wo 64 x 64; w1, w2 64 x 256);
+    # attention: 4 x batch 2 x 256 x 256 rows x dq 64
+    assert memory.forward_flops(s) == (2 * 2 * 256 * 49152, 4 * 2 * 256 * 256 * 64)
+    kinds = {"self": (s, 3)}
+    # 3 calls x (50,331,648 + 33,554,432) FLOP at 1e9 / 1e8 FLOP/s = 0.151 s + 1.007 s = 1.158 s
+    memory.refuse_if_too_slow(kinds, 3, (1e9, 1e8), 1.2, "m")
+    with pytest.raises(InputError, match=r"^m: 3 forward\(s\) .* 0.000252 TFLOP, about 1.16 s at best .* "
+                                         r"past --timeout 1.1 s"):
+        memory.refuse_if_too_slow(kinds, 3, (1e9, 1e8), 1.1, "m")
+    gemm, attention = memory.cpu_rates(16)
+    assert gemm > 1e6 and attention > 1e6
+
+
+def test_watchdog_of_a_one_process_run_blames_no_peer():
+    code = ("import sys, time; sys.path.insert(0, 'scripts'); from ditpar.comm.dist import Watchdog; "
+            "w = Watchdog(0, 0.5, 1); w.start(); w.pet('building the blocks'); time.sleep(20)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=30)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "no progress for 0.5 s in building the blocks; this one-process run has no peer" in proc.stderr
+    assert "peer rank died" not in proc.stderr
+
+
+def test_a_world_beyond_any_job_is_refused_before_the_layouts_are_walked():
+    # before: 100,000,000 ranks x the plan's layout walked before any group exists (minutes, then a hang)
+    env = {**os.environ, "WORLD_SIZE": "100000000", "RANK": "0"}
+    proc = subprocess.run([sys.executable, str(SCRIPTS / "plan_bench.py"), "--model-file", JOINT, "--plans",
+                           "U10000 R10000"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=60)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "environment WORLD_SIZE=100000000: expected 1..1024 ranks" in proc.stderr
+
+
+def test_from_plan_shape_yields_to_resolution(tmp_path):
+    """--resolution wins over the document's shape, its token count included (the document's tokens
+    replaced the --resolution's before)."""
+    import plan_bench
+    from ditpar.planbench.app import make_request
+
+    doc = {"schema": "dit-parallel-opt/plan/v1", "model": "FLUX.1-dev", "short_list": ["single"],
+           "shape": {"width": 1024, "height": 1024, "frames": 1, "steps": 28, "cfg": False, "tokens": 4096}}
+    (tmp_path / "p.json").write_text(json.dumps(doc))
+    base = ["--from-plan", str(tmp_path / "p.json")]
+    req = make_request(plan_bench.build_parser().parse_args(base), 1)
+    assert (req.shape.width, req.shape.tokens, req.shape.steps) == (1024, 4096, 28)
+    req = make_request(plan_bench.build_parser().parse_args([*base, "--resolution", "256x256"]), 1)
+    assert (req.shape.width, req.shape.tokens, req.shape.steps) == (256, 256, 28)   # (256 / 16)^2 tokens
+
+
+def test_inputs_that_never_end_or_are_too_large_are_refused_before_reading(tmp_path):
+    from ditpar.errors import InputError
+    from ditpar.planbench.report import MAX_INPUT_BYTES, check_input
+
+    big = tmp_path / "big.json"
+    with open(big, "wb") as f:       # sparse: no 64 MiB written
+        f.truncate(MAX_INPUT_BYTES + 1)
+    with pytest.raises(InputError, match=r"^--from-plan .*big.json: 67,108,865 bytes; expected at most 64 MiB"):
+        check_input(str(big), "--from-plan", streams=True)
+    with open(big, "r+b") as f:
+        f.truncate(MAX_INPUT_BYTES)
+    check_input(str(big), "--from-plan", streams=True)
+    fifo = tmp_path / "p.fifo"
+    os.mkfifo(fifo)
+    check_input(str(fifo), "--from-plan", streams=True)          # read once by files.read_input
+    with pytest.raises(InputError, match="is a FIFO"):
+        check_input(str(fifo), "--model-file", streams=False)     # the TOML reader would block on it
+    with pytest.raises(InputError, match=r"^--from-plan: /dev/zero: is a device"):
+        check_input("/dev/zero", "--from-plan", streams=True)

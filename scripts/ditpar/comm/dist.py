@@ -142,7 +142,7 @@ def setup(requested_backend: str = "auto", timeout_s: float = 300.0,
         os.environ.setdefault("MASTER_PORT", str(free_port()))
         os.environ["RANK"], os.environ["WORLD_SIZE"], os.environ["LOCAL_RANK"] = "0", "1", "0"
     device = bind_device(backend, local)
-    watchdog = Watchdog(rank, timeout_s + 30.0)
+    watchdog = Watchdog(rank, timeout_s + 30.0, world)
     watchdog.start()
     watchdog.pet("init_process_group")
     try:
@@ -205,8 +205,8 @@ def peer_failure(ctx: DistContext, what: str, exc: BaseException) -> PeerFailure
 class Watchdog:
     """Backstop for backends that block without honouring the timeout: exit 2 when nothing progresses."""
 
-    def __init__(self, rank: int, limit_s: float) -> None:
-        self.rank, self.limit_s = rank, limit_s
+    def __init__(self, rank: int, limit_s: float, world: int = 0) -> None:
+        self.rank, self.limit_s, self.world = rank, limit_s, world   # world 0: unknown
         self._last = time.monotonic()
         self._label = "start"
         self._stop = threading.Event()
@@ -225,9 +225,9 @@ class Watchdog:
     def _loop(self) -> None:
         while not self._stop.wait(min(1.0, self.limit_s / 10)):
             if time.monotonic() - self._last > self.limit_s:
-                sys.stderr.write(
-                    f"error: rank {self.rank}: no progress for {self.limit_s:g} s in {self._label}; "
-                    "a peer rank died or hangs (watchdog exit)\n"
-                )
+                why = ("this one-process run has no peer: one step outlasted --timeout (a larger --timeout or a "
+                       "smaller request)" if self.world == 1 else "a peer rank died or hangs")
+                sys.stderr.write(f"error: rank {self.rank}: no progress for {self.limit_s:g} s in {self._label}; "
+                                 f"{why} (watchdog exit)\n")
                 sys.stderr.flush()
                 os._exit(2)

@@ -33,7 +33,8 @@ class BlockShape:
 def block_shapes(model, shape) -> dict[str, tuple[BlockShape, int]]:
     """kind -> (BlockShape, layers of that kind); kinds the benchmark cannot build are an InputError."""
     if getattr(model, "attention", "softmax") != "softmax":
-        raise InputError(f"{model.name}: attention = {model.attention!r}; plan_bench builds softmax attention only")
+        raise InputError(f"{model.name}: key 'attention' = {model.attention!r}; plan_bench builds softmax "
+                         "attention only")
     out = {}
     for kind, count in model.blocks.items():
         base, span = parse_kind(kind)

@@ -8,7 +8,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from ditpar.errors import InputError
+from ditpar.errors import DitParError, InputError
 from ditpar.plan.cost.plans import Plan
 from ditpar.planbench import timing
 from ditpar.planbench.blocks import BlockShape, forward, make_inputs, make_weights
@@ -70,7 +70,8 @@ def _barrier(ctx) -> None:
     ctx.sync()
 
 
-def _world_max(values: list[float], ctx) -> list[float]:
+def world_max(values: list[float], ctx) -> list[float]:
+    """The element-wise maximum of values over every rank (an all-reduce)."""
     import torch
     import torch.distributed as dist
 
@@ -122,8 +123,6 @@ def run(ctx, cfg: BenchConfig) -> dict:
     """Check, count and time every plan; the result (valid on every rank) as plan_bench's JSON body."""
     import torch
 
-    from ditpar.comm.dist import peer_failure
-
     what = "building the blocks"
     phases: dict[str, float] = {}
     last = [time.perf_counter()]
@@ -143,6 +142,7 @@ def run(ctx, cfg: BenchConfig) -> dict:
         phases["build_s"] = clock()
         _fault(cfg, ctx.rank)
         what = "the correctness check"
+        ctx.watchdog.pet(what)
         ref = {}
         if cfg.check:
             one = Built(Plan(), _Single(ctx), cfg, full, {}, cache)
@@ -181,11 +181,11 @@ def run(ctx, cfg: BenchConfig) -> dict:
             phases["timed_s"] = clock()
             what = "collecting the timings"
             flat = [t for i in good for rep in samples[i] for t in rep]
-            flat = _world_max(flat, ctx) if flat else []
+            flat = world_max(flat, ctx) if flat else []
     except InputError:
         raise
     except Exception as exc:
-        raise peer_failure(ctx, what, exc) from None
+        raise failure(ctx, what, exc) from None
     per = len(cfg.kinds) * cfg.repeats
     layers = sum(c for _, c in cfg.kinds.values())
     for n, i in enumerate(good):
@@ -202,6 +202,38 @@ def run(ctx, cfg: BenchConfig) -> dict:
                                          for ki, k in enumerate(cfg.kinds)}})
     timing.verdicts(rows)
     return {"plans": rows + cfg.skipped, "phases_s": phases}
+
+
+def _short(exc: BaseException, limit: int = 300) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class BenchFailure(DitParError):
+    """The run itself failed on this rank (out of memory, a runtime error) with no peer to blame."""
+
+    exit_code = 2
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """torch's and Python's ways of saying an allocation failed (CPU, CUDA, NPU)."""
+    if isinstance(exc, MemoryError) or type(exc).__name__ in ("OutOfMemoryError", "OutOfMemory"):
+        return True
+    text = str(exc).lower()
+    return isinstance(exc, RuntimeError) and ("can't allocate memory" in text or "out of memory" in text)
+
+
+def failure(ctx, what: str, exc: BaseException) -> DitParError:
+    """One line for a failed step: out of memory names the memory; only a run with peers can blame a peer."""
+    from ditpar.comm.dist import peer_failure
+
+    if out_of_memory(exc):
+        return BenchFailure(f"rank {ctx.rank}: {what}: out of memory on {ctx.device} ({type(exc).__name__}: "
+                            f"{_short(exc, 160)}); the estimate from the block shapes fitted, other processes may "
+                            "hold the memory: use a smaller --tokens, --resolution or model, or fewer plans")
+    if ctx.world == 1:
+        return BenchFailure(f"rank 0: {what} failed ({type(exc).__name__}: {_short(exc)}) in a one-process run")
+    return peer_failure(ctx, what, exc)
 
 
 class _Single:
@@ -233,7 +265,7 @@ def _count_and_check(b: Built, cfg: BenchConfig, ref: dict, ctx) -> dict:
                     err = max(err, float((mine[key].float() - want[key].float()).abs().max()))
                     scale = max(scale, float(want[key].float().abs().max()))
     elems = sum(by_kind[k] * c for k, (_, c) in cfg.kinds.items()) / layers
-    err, scale, elems_max = _world_max([err, scale, elems], ctx)
+    err, scale, elems_max = world_max([err, scale, elems], ctx)
     esize = ELEMENT_BYTES[cfg.dtype]
     row = {"name": b.plan.name, **b.plan.as_dict(), "elements_per_rank_per_block": elems_max,
            "bytes_per_rank_per_block": elems_max * esize, "element_bytes": esize,

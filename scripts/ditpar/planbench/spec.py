@@ -5,10 +5,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ditpar import limits
 from ditpar.errors import InputError
 from ditpar.plan.cost.plans import Plan, layout
 
-_TOKEN = re.compile(r"^(cfg|u|r|ag|tp|pf|dp|m)(\d+)$", re.IGNORECASE)
+_TOKEN = re.compile(r"^(cfg|u|r|ag|tp|pf|dp|m)([0-9]+)$", re.IGNORECASE)
+MAX_PLAN_CHARS = 100
 _DIM = {"cfg": "cfg", "u": "ulysses", "r": "ring", "ag": "kv_allgather", "tp": "tp", "pf": "pipefusion",
         "dp": "dp", "m": "patches"}
 SP_DIMS = ("ulysses", "ring", "kv_allgather")
@@ -18,6 +20,9 @@ PIPEFUSION_REASON = ("PipeFusion is not built: its forward runs stale K/V of oth
 
 def parse_plan(text: str) -> Plan:
     """'cfg2 U2 R2' -> Plan(cfg=2, ulysses=2, ring=2); 'single' -> Plan(); an unknown token is an InputError."""
+    if len(str(text)) > MAX_PLAN_CHARS:
+        raise InputError(f"plan {str(text)[:40]!r}...: {len(str(text))} characters; a plan name is at most "
+                         f"{MAX_PLAN_CHARS} (e.g. 'cfg2 U2 R2')")
     words = str(text).replace(",", " ").split()
     if [w.lower() for w in words] == ["single"]:
         return Plan()
@@ -29,10 +34,15 @@ def parse_plan(text: str) -> Plan:
         if not m:
             raise InputError(f"plan {text!r}: unknown part {w!r}; expected cfgN, UN, RN, AGN, TPN, PFN, DPN "
                              f"(as plan.py prints plans, e.g. 'cfg2 U2 R2')")
+        if len(m.group(2)) > 7 or int(m.group(2)) > limits.MAX_DEVICES:
+            raise InputError(f"plan {text!r}: {w!r} has a degree above {limits.MAX_DEVICES} devices")
         dim, n = _DIM[m.group(1).lower()], int(m.group(2))
         if dim in degrees or n < 1:
             raise InputError(f"plan {text!r}: {w!r} repeats a dimension or has degree < 1")
         degrees[dim] = n
+    if "patches" in degrees and degrees.get("pipefusion", 1) < 2:
+        raise InputError(f"plan {text!r}: M{degrees['patches']} is PipeFusion's patch count; it needs PFN "
+                         "with N >= 2 (e.g. 'PF2 M4')")
     if degrees.get("cfg", 1) > 2:
         raise InputError(f"plan {text!r}: CFG parallel splits two branches, degree 1 or 2")
     if degrees.get("ring", 1) > 1 and degrees.get("kv_allgather", 1) > 1:
