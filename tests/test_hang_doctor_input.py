@@ -14,7 +14,7 @@ import pytest
 from conftest import run_script
 from damaged_corpus import _fr_dump, _fr_entry
 from ditpar.errors import InputError
-from ditpar.hang import dumps
+from ditpar.hang import diverge, dumps, layout
 
 FORGED = "x\n\x1b[32mPASS: no hang\x1b[0m"
 
@@ -201,3 +201,34 @@ def test_pg_config_and_pg_status_are_checked(tmp_path):
     _write(tmp_path, {0: doc})
     assert _error(dumps.read_dump, path) == (f"{path}: pg_status['0'].last_completed_collective: expected an "
                                              "integer -1..9223372036854775807, got True")
+
+
+# --- sizes -----------------------------------------------------------------------------------------
+
+def test_plan_world_and_groups_are_bounded_before_anything_is_built():
+    assert _error(layout.parse_plan, "U100000 R100000", None) == (
+        "--plan 'U100000 R100000': 'U100000': a degree is at most 1024 (the devices of one job)")
+    assert _error(layout.parse_plan, "U512 R4", None) == (
+        "--plan 'U512 R4' covers 2,048 ranks; at most 1024 (the devices of one job)")
+    assert _error(layout.parse_plan, "U4 R4", 8) == "--plan 'U4 R4' covers 16 ranks; at most 8 (--world)"
+    assert layout.parse_plan("U4 TE2", None)[0].devices == 4
+    assert _error(layout.check_world, 10**12) == (
+        "--world 1000000000000: expected 1..1024 ranks (a job has at most 1024 devices)")
+    assert _error(layout.given_labels, "0,1;0,99999999999999999999", None) == (
+        "--groups: rank 99999999999999999999 of group 1 is out of range; expected 0..1048575")
+    assert _error(layout.given_labels, "0,4", 4) == "--groups: rank 4 of group 0 is out of range; expected 0..3 (--world 4)"
+
+
+def test_world_from_file_names_and_group_members_are_bounded(tmp_path):
+    plain = {"entries": [_fr_entry(1)]}
+    folder = _write(tmp_path / "a", {0: plain, 5000: plain})
+    read = [dumps.read_dump(f) for f in dumps.list_dump_files([str(folder)])]
+    assert _error(diverge.assemble, read, None, True, 3600.0) == (
+        "world size 5,001 (highest rank in the file names + 1) exceeds 1024, the devices of one job; check the "
+        "file names or give --world")
+    doc = _fr_dump([_fr_entry(1)])
+    doc["pg_config"]["1"] = {"name": "1", "desc": "u", "ranks": "[0, 7]"}
+    folder = _write(tmp_path / "b", {0: doc, 1: _fr_dump([_fr_entry(1)])})
+    read = [dumps.read_dump(f) for f in dumps.list_dump_files([str(folder)])]
+    assert _error(diverge.assemble, read, None, False, 3600.0) == (
+        f"{folder}/fr_rank_0.json: pg_config['1'] names rank 7, outside world size 2 (default group in pg_config)")

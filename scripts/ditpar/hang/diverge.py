@@ -7,6 +7,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from ditpar import limits
 from ditpar.errors import InputError, NoEvidenceError
 from ditpar.hang.dumps import Entry, RankDump
 
@@ -65,9 +66,17 @@ def assemble(dumps: list[RankDump], world: int | None, allow_missing: bool, max_
     else:
         world, source = max(by_rank) + 1, "highest rank in the file names + 1"
         notes.append(f"world size {world} taken from the file names; give --world (or --plan) to check it")
+    if world > limits.MAX_DEVICES:
+        raise InputError(f"world size {world:,} ({source}) exceeds {limits.MAX_DEVICES}, the devices of one job; "
+                         "check the file names or give --world")
     outside = sorted(r for r in by_rank if r >= world)
     if outside:
-        raise InputError(f"dumps of ranks {outside} lie outside world size {world} ({source})")
+        raise InputError(f"dumps of ranks {outside[:8]} lie outside world size {world} ({source})")
+    for d in dumps:
+        for name, members in d.groups.items():
+            if members[-1] >= world:
+                raise InputError(f"{d.path}: pg_config[{name!r}] names rank {members[-1]}, outside world size "
+                                 f"{world} ({source})")
     missing = sorted(set(range(world)) - set(by_rank))
     if missing and not allow_missing:
         raise InputError(f"no dump for ranks {missing} of {world} (have {sorted(by_rank)}); a dead rank "
