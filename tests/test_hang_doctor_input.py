@@ -128,6 +128,18 @@ def test_devices_pipes_and_huge_files_are_refused_before_reading(tmp_path):
                                             "(at most 1,073,741,824 read; 20,000 entries with stacks take tens of MB)")
 
 
+def test_an_empty_dump_and_a_dump_named_twice_are_named(tmp_path):
+    folder = _write(tmp_path, {0: "", 1: _fr_dump([_fr_entry(1)])})
+    assert _error(dumps.read_dump, folder / "fr_rank_0.json") == (
+        f"{folder}/fr_rank_0.json: is empty; a Flight Recorder dump is a pickle or JSON (a rank that was killed "
+        "while dumping leaves an empty file)")
+    one = str(folder / "fr_rank_1.json")
+    assert _error(dumps.list_dump_files, [str(folder), one]) == f"{one}: given twice; name each rank's dump once"
+    os.symlink(one, folder / "fr_rank_2.json")
+    assert _error(dumps.list_dump_files, [str(folder)]) == (
+        f"{folder}/fr_rank_2.json: given twice (also as {one}); name each rank's dump once")
+
+
 def test_rank_ids_in_file_names_are_bounded():
     assert dumps.rank_of(Path("fr_rank_007.json")) == 7
     assert _error(dumps.rank_of, Path("fr_rank_1048576")) == (

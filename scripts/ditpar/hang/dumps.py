@@ -191,6 +191,13 @@ def list_dump_files(paths: list[str]) -> list[Path]:
             files_.extend(found)
         else:
             files_.append(p)
+    seen: dict[str, Path] = {}
+    for f in files_:
+        real = os.path.realpath(f)
+        if real in seen:
+            also = f" (also as {printable(str(seen[real]))})" if str(seen[real]) != str(f) else ""
+            raise InputError(f"{printable(str(f))}: given twice{also}; name each rank's dump once")
+        seen[real] = f
     return files_
 
 
@@ -213,6 +220,9 @@ def _read(path: Path) -> bytes:
 def _load(path: Path) -> tuple[dict[str, Any], str]:
     where = printable(str(path))
     data = _read(path)
+    if not data.strip():
+        raise InputError(f"{where}: is empty; a Flight Recorder dump is a pickle or JSON (a rank that was killed "
+                         "while dumping leaves an empty file)")
     if data[:1] == b"\x80":
         if len(data) > _UNSCANNED_PICKLE_BYTES:
             try:
