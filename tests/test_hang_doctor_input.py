@@ -1,6 +1,7 @@
 """hang_doctor.py on damaged and hostile dumps (round 3): how dumps are read (FIFOs, devices, byte-order
-marks, pickles that expand or nest), the checks of every cell, the bounds on sizes, and the escaping of
-every name a dump can put on the terminal. No torch needed: the dumps are written by hand."""
+marks, pickles that expand or nest), the checks of every cell, the bounds on sizes, the escaping of every
+name a dump can put on the terminal, and what the entries prove when members were not recorded. No torch
+needed: the dumps are written by hand."""
 
 from __future__ import annotations
 
@@ -244,3 +245,41 @@ def test_world_from_file_names_and_group_members_are_bounded(tmp_path):
     read = [dumps.read_dump(f) for f in dumps.list_dump_files([str(folder)])]
     assert _error(diverge.assemble, read, None, False, 3600.0) == (
         f"{folder}/fr_rank_0.json: pg_config['1'] names rank 7, outside world size 2 (default group in pg_config)")
+
+
+# --- members not recorded (torch's gloo pg_config): what the entries prove, and the caveat -------
+
+def _group5(tmp_path: Path, status: dict[int, str] | None) -> dict:
+    """Rank 0 issued seq 1 and 2 in group 5, rank 1 only seq 1; pg_config names only the default group."""
+    docs = {}
+    for rank, seqs in ((0, (1, 2)), (1, (1,))):
+        doc = _fr_dump([{**_fr_entry(k), "process_group": ["5", "undefined"], "pg_id": 5} for k in seqs])
+        if status is not None:
+            doc["pg_status"] = {"5": {"last_completed_collective": status[rank]}}   # torch's JSON writes text
+        docs[rank] = doc
+    folder = _write(tmp_path, docs)
+    read = [dumps.read_dump(f) for f in dumps.list_dump_files([str(folder)])]
+    result = diverge.compare(diverge.assemble(read, None, False, 3600.0))
+    return next(g for g in result["groups"] if g["group"] == "5") | {"notes": result["notes"]}
+
+
+def test_unrecorded_members_a_missing_rank_carries_the_caveat(tmp_path):
+    g = _group5(tmp_path, None)
+    assert (g["cause"], g["first_divergent_seq"], g["missing_ranks"]) == ("rank_missing_or_dead", 2, [1])
+    assert g["detail"] == ("ranks [1] wait in no collective; members not recorded (pg_config empty): the entries "
+                           "support rank_missing_or_dead, but unrecorded members cannot rule out a creation-order "
+                           "problem; dump with ditpar.hang.record to tell")
+    assert g["notes"] == ["groups 5: members not recorded (pg_config empty), read from the entries; unrecorded "
+                          "members cannot rule out a creation-order problem (dump with ditpar.hang.record)"]
+
+
+def test_unrecorded_members_a_call_completed_without_a_rank_proves_the_creation_order(tmp_path):
+    """Rank 0 completed seq 1 and 2 of group 5; rank 1, which issued seq 1 under the same name, still waits
+    in it: one group could not complete a call without it."""
+    g = _group5(tmp_path, {0: "2", 1: "-1"})
+    assert (g["cause"], g["first_divergent_seq"], g["inferred_without"]) == ("group_creation_order", 2, {"0": [1]})
+    assert g["detail"].startswith("rank 0 reports seq 1 of group 5 completed, which rank 1 still waits in: a call "
+                                  "completes only when every member issued it")
+    assert not [n for n in g["notes"] if "groups 5" in n]
+    g = _group5(tmp_path / "b", {0: "1", 1: "1"})      # both completed seq 1: nothing proved, caveat stays
+    assert g["cause"] == "rank_missing_or_dead" and "cannot rule out a creation-order problem" in g["detail"]

@@ -162,22 +162,55 @@ def _describe(e: Entry | None) -> dict[str, Any] | None:
             "dtypes": e.input_dtypes, "state": e.state, "call_site": e.call_site}
 
 
+def _done(d: RankDump, name: str) -> int | None:
+    """Last sequence id this rank reports completed in group `name` (pg_status, else entry states; 0: none
+    yet); None when its dump does not record completion."""
+    if name in d.last_completed:
+        return max(0, d.last_completed[name])   # torch writes -1 for "none yet"
+    states = [e for e in d.entries if e.pg == name and e.seq is not None and e.state is not None]
+    if not states or all(e.state == "scheduled" for e in states):
+        return None
+    done = [e.seq for e in states if e.state == "completed"]
+    return max(done) if done else 0
+
+
 def _completed(job: Job, name: str, members: list[int]) -> int | None:
     """Last sequence id every member reports completed (pg_status, else entry states); None if unrecorded."""
     values = []
     for r in members:
         d = job.dumps.get(r)
-        if d is None:
+        value = None if d is None else _done(d, name)
+        if value is None:
             return None
-        if name in d.last_completed:
-            values.append(max(0, d.last_completed[name]))   # torch writes -1 for "none yet"
-            continue
-        states = [e for e in d.entries if e.pg == name and e.seq is not None and e.state is not None]
-        if not states or all(e.state == "scheduled" for e in states):
-            return None
-        done = [e.seq for e in states if e.state == "completed"]
-        values.append(max(done) if done else 0)
+        values.append(value)
     return min(values) if values else None
+
+
+def recorded_members(source: str) -> bool:
+    """Whether a group's members were recorded (pg_config, or the default group = the world)."""
+    return source.startswith(("pg_config", "default group"))
+
+
+def _completed_without(job: Job, name: str, present: list[int],
+                       seqs: dict[int, dict[int, Entry]]) -> tuple[int, int, int, str] | None:
+    """(r, q, k, how): rank r reports call k of group `name` completed while rank q, which issued calls under
+    the same name, never issued k or still waits in it. A call completes only when every member issued it,
+    so the name stands for a group without q on rank r: groups created in a different order."""
+    done = {r: _done(job.dumps[r], name) for r in present}
+    for r in present:
+        if not done[r]:
+            continue
+        for q in present:
+            if q == r or not seqs.get(q):
+                continue
+            for k in sorted(seqs.get(r, {})):
+                if k > done[r] or k < min(seqs[q]):   # beyond r's completed calls, or before q's buffer
+                    continue
+                if k not in seqs[q]:
+                    return r, q, k, "never issued"
+                if done[q] is not None and done[q] < k:
+                    return r, q, k, "still waits in"
+    return None
 
 
 def compare(job: Job, labels: dict[frozenset, list[str]] | None = None) -> dict[str, Any]:
@@ -201,6 +234,7 @@ def compare(job: Job, labels: dict[frozenset, list[str]] | None = None) -> dict[
                                "not compared" for r in rows if r not in shown and r["p2p_calls_not_compared"]]
     rows = shown
     _link_waits(job, rows, table)
+    notes += _unrecorded_notes(job, rows)
     divergent = [r for r in rows if r["first_divergent_seq"] is not None]
     root = _root(divergent)
     return {
@@ -217,6 +251,31 @@ def _name_key(name: str) -> tuple[int, Any]:
 
 def _group_row(job: Job, name: str, members: list[int], source: str, claims: dict,
                seqs: dict[int, dict[int, Entry]], p2p: int, labels: dict[frozenset, list[str]] | None) -> dict:
+    """One group's comparison; where members were not recorded, the entries' own evidence of a creation-order
+    problem (a call completed on one rank that another rank of the same name never issued) names the cause."""
+    row = _compare_group(job, name, members, source, claims, seqs, p2p, labels)
+    if claims or recorded_members(source):
+        return row
+    present = [r for r in members if r in job.dumps]
+    found = _completed_without(job, name, present, seqs)
+    if found is None:
+        return row
+    r, q, k, how = found
+    if row["first_divergent_seq"] is None:
+        _mark(row, k, {x: seqs.get(x, {}).get(k) for x in present}, row["ranks_without_dump"])
+        row["last_common_seq"] = max((x for x in seqs.get(r, {}) if x < k), default=None)
+    row["cause"] = "group_creation_order"
+    row["detail"] = (f"rank {r} reports seq {k} of group {name} completed, which rank {q} {how}: a call completes "
+                     f"only when every member issued it, so on rank {r} group {name} does not hold rank {q}, which "
+                     f"calls another group by the same name (groups created in a different order, or only on some "
+                     f"ranks); members inferred from the entries (pg_config empty): dump with ditpar.hang.record "
+                     f"to list them")
+    row["inferred_without"] = {str(r): [q]}
+    return row
+
+
+def _compare_group(job: Job, name: str, members: list[int], source: str, claims: dict,
+                   seqs: dict[int, dict[int, Entry]], p2p: int, labels: dict[frozenset, list[str]] | None) -> dict:
     present = [r for r in members if r in job.dumps]
     no_dump = [r for r in members if r not in job.dumps]
     desc = next((e.pg_desc for r in present for e in seqs.get(r, {}).values()), None) or next(
@@ -336,10 +395,38 @@ def _link_waits(job: Job, rows: list[dict], table: dict[str, dict[int, dict[int,
     for row in rows:
         if row["cause"] and not row["detail"]:
             row["detail"] = _detail(row)
-        if row["cause"] == "different_branches" and not row["membership_source"].startswith("pg_config"):
-            row["detail"] += ("; members not recorded (pg_config empty): if each op's ranks belong to a different "
-                              "group, the groups were created in a different order; dump with "
+        if row["cause"] and row["cause"] != "group_creation_order" \
+                and not recorded_members(row["membership_source"]):
+            hint = (" (if each op's ranks belong to a different group, the groups were created in a different order)"
+                    if row["cause"] == "different_branches" else "")
+            row["detail"] += (f"; members not recorded (pg_config empty): the entries support {row['cause']}, but "
+                              f"unrecorded members cannot rule out a creation-order problem{hint}; dump with "
                               "ditpar.hang.record to tell")
+
+
+def _unrecorded_notes(job: Job, rows: list[dict]) -> list[str]:
+    """The caveat on groups whose members come from the entries: once for the divergent ones, and per group
+    whose calls every rank seen issued alike but some rank reports not completed (a member never seen, or a
+    name that stands for different groups)."""
+    notes = []
+    blind = [r["group"] for r in rows if r["first_divergent_seq"] is not None
+             and r["cause"] != "group_creation_order" and not recorded_members(r["membership_source"])]
+    if blind:
+        notes.append(f"groups {', '.join(blind)}: members not recorded (pg_config empty), read from the entries; "
+                     "unrecorded members cannot rule out a creation-order problem (dump with ditpar.hang.record)")
+    for r in rows:
+        if r["first_divergent_seq"] is not None or recorded_members(r["membership_source"]) \
+                or r["last_common_seq"] is None:
+            continue
+        present = [x for x in r["ranks"] if x in job.dumps]
+        done = {x: _done(job.dumps[x], r["group"]) for x in present}
+        waiting = [x for x, value in done.items() if value is not None and value < r["last_common_seq"]]
+        if waiting:
+            notes.append(f"group {r['group']}: ranks {waiting} report seq {r['last_common_seq']} not completed "
+                         f"although every rank seen ({present}) issued it alike: a member that never called it "
+                         "(not recorded: pg_config empty) or a name that stands for different groups on different "
+                         "ranks; dump with ditpar.hang.record to tell")
+    return notes
 
 
 def _detail(row: dict) -> str:
