@@ -158,18 +158,28 @@ def test_deepest_tuple_reads_the_opcodes():
     assert dumps.deepest_tuple(pickle.dumps([t, t], protocol=4)) == 100   # memoised: the second is a GET
 
 
-def test_pickles_that_nest_expand_or_contain_themselves_are_one_error(tmp_path):
-    deep = b"\x80\x02}q\x00)" + b"\x85" * 30_000 + b"Ns."
+def test_a_tuple_key_nested_a_million_deep_crashes_a_trial_load_not_the_tool(tmp_path, monkeypatch):
+    """The C unpickler hashes a dict key without a depth limit: SIGSEGV. A forked trial load takes the crash;
+    without fork, the opcodes are scanned."""
+    path = tmp_path / "fr_rank_0"
+    path.write_bytes(b"\x80\x02}q\x00)" + b"\x85" * 1_000_000 + b"Ns.")
+    assert _error(dumps.read_dump, path) == (
+        f"{path}: nests too deeply to unpickle (a trial load crashed: SIGSEGV, as a tuple key nested hundreds of "
+        "thousands deep makes it); not a document the tools read")
+    monkeypatch.delattr(os, "fork")
+    assert _error(dumps.read_dump, path) == (
+        f"{path}: nests more than 64 levels (tuples 1,000,001 deep); not a document the tools read")
+
+
+def test_pickles_that_expand_or_contain_themselves_are_one_error(tmp_path):
     node: list = [4]
     for _ in range(40):
         node = [node, node]
     loop: list = []
     loop.append(loop)
-    docs = {0: deep, 1: pickle.dumps(_fr_dump([{**_fr_entry(1), "input_sizes": node}]), protocol=2),
+    docs = {1: pickle.dumps(_fr_dump([{**_fr_entry(1), "input_sizes": node}]), protocol=2),
             2: pickle.dumps(_fr_dump([{**_fr_entry(1), "frames": loop}]), protocol=2)}
     folder = _write(tmp_path, docs, suffix="")
-    assert _error(dumps.read_dump, folder / "fr_rank_0") == (
-        f"{folder}/fr_rank_0: nests more than 64 levels (tuples 30,001 deep); not a document the tools read")
     assert _error(dumps.read_dump, folder / "fr_rank_1") == (
         f"{folder}/fr_rank_1: holds more than 20,000,000 values once shared references are expanded; "
         "not a document the tools read")

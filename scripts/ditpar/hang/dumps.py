@@ -7,6 +7,7 @@ import io
 import os
 import pickle
 import re
+import signal
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,7 @@ _SUFFIXES = (".json", ".pkl", ".pickle")
 MAX_DUMP_BYTES = 1 << 30      # a dump of 20,000 entries with stacks is tens of MB
 MAX_INT64 = 2**63 - 1         # torch writes ids, sizes and times as int64
 _UNSCANNED_PICKLE_BYTES = 20_000   # a smaller pickle cannot nest a tuple deep enough to overflow the C stack
+# (hashing a tuple 100,000 deep passed on an 8 MB stack, 200,000 crashed)
 _PIPE_FD = re.compile(r"^/(dev/fd|proc/(self|\d+)/fd)/\d+$|^/dev/stdin$")
 
 # control characters (C0, DEL, C1), line separators and bidirectional overrides, written as repr writes them
@@ -217,6 +219,55 @@ def _read(path: Path) -> bytes:
     return files.read_input(path)
 
 
+def _unpickle(data: bytes, where: str) -> Any:
+    """Plain data from a dump's pickle, bounded by formats.check_depth. The C unpickler hashes dict keys
+    without a depth limit (a tuple key nested 200,000 deep overflows the C stack: SIGSEGV), so a pickle
+    large enough to hold one is first loaded in a forked trial process (without fork: its opcodes scanned)."""
+    if len(data) > _UNSCANNED_PICKLE_BYTES:
+        _trial_load(data, where)
+    try:
+        doc = safe_unpickle(data)
+    except Exception as exc:  # any damage in a pickle surfaces as one of many exception types
+        raise InputError(f"{where}: not a readable Flight Recorder pickle "
+                         f"({type(exc).__name__}: {printable(str(exc))[:200]})") from None
+    formats.check_depth(doc, where)
+    return doc
+
+
+def _trial_load(data: bytes, where: str) -> None:
+    """Refuse a pickle whose loading would crash this process: load it in a forked child first (a crash
+    there costs nothing; errors are left to the real load), or scan its tuples where fork is missing."""
+    if not hasattr(os, "fork"):
+        try:
+            depth = deepest_tuple(data)
+        except Exception as exc:  # a damaged opcode stream: the real load fails on it too
+            raise InputError(f"{where}: not a readable Flight Recorder pickle "
+                             f"({type(exc).__name__}: {printable(str(exc))[:200]})") from None
+        if depth > formats.MAX_DEPTH:
+            raise InputError(f"{where}: nests more than {formats.MAX_DEPTH} levels (tuples {depth:,} deep); "
+                             "not a document the tools read")
+        return
+    pid = os.fork()
+    if pid == 0:  # the trial child: quiet (no fault report on stderr), load, leave without exit handlers
+        try:
+            import faulthandler
+
+            faulthandler.disable()
+            os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
+            safe_unpickle(data)
+        finally:
+            os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        if sig in (signal.SIGSEGV, getattr(signal, "SIGBUS", signal.SIGSEGV)):
+            raise InputError(f"{where}: nests too deeply to unpickle (a trial load crashed: {signal.Signals(sig).name},"
+                             f" as a tuple key nested hundreds of thousands deep makes it); not a document the "
+                             f"tools read")
+        raise InputError(f"{where}: cannot be unpickled: a trial load was ended by {signal.Signals(sig).name} "
+                         "(out of memory?)")
+
+
 def _load(path: Path) -> tuple[dict[str, Any], str]:
     where = printable(str(path))
     data = _read(path)
@@ -224,21 +275,7 @@ def _load(path: Path) -> tuple[dict[str, Any], str]:
         raise InputError(f"{where}: is empty; a Flight Recorder dump is a pickle or JSON (a rank that was killed "
                          "while dumping leaves an empty file)")
     if data[:1] == b"\x80":
-        if len(data) > _UNSCANNED_PICKLE_BYTES:
-            try:
-                depth = deepest_tuple(data)
-            except Exception as exc:  # a damaged opcode stream: the loader below would fail on it too
-                raise InputError(f"{where}: not a readable Flight Recorder pickle "
-                                 f"({type(exc).__name__}: {printable(str(exc))[:200]})") from None
-            if depth > formats.MAX_DEPTH:
-                raise InputError(f"{where}: nests more than {formats.MAX_DEPTH} levels (tuples {depth:,} deep); "
-                                 "not a document the tools read")
-        try:
-            doc = safe_unpickle(data)
-        except Exception as exc:  # any damage in a pickle surfaces as one of many exception types
-            raise InputError(f"{where}: not a readable Flight Recorder pickle "
-                             f"({type(exc).__name__}: {printable(str(exc))[:200]})") from None
-        formats.check_depth(doc, where)
+        doc = _unpickle(data, where)
         fmt = "pickle"
     else:
         text = data[3:] if data.startswith(b"\xef\xbb\xbf") else data
@@ -305,23 +342,23 @@ def _dtypes(raw: dict, key: str, where: str) -> list[str] | None:
 
 
 def _call_site(raw: dict, where: str) -> str | None:
-    """The innermost frame outside torch: the line of the user's code that issued the collective."""
+    """The innermost frame outside torch: the line of the user's code that issued the collective (frames
+    are checked up to it; the ones beyond are never read)."""
     frames = raw.get("frames")
     if frames is None:
         return None
     if not isinstance(frames, (list, tuple)):
         raise _bad(where, "frames", frames, "a list of frames ({name, filename, line})")
-    site = None
     for i, fr in enumerate(frames):
         at = f"{where}: frames[{i}]"
         if not isinstance(fr, dict):
             raise InputError(f"{at} is {shown(fr)}; expected a mapping with name, filename and line")
-        fname, name = _text_cell(fr, "filename", at) or "", _text_cell(fr, "name", at)
-        line = _int_cell(fr, "line", at, 0, MAX_INT64)
-        if site is not None or f"{os.sep}torch{os.sep}" in fname or "typing_extensions" in fname or not fname:
+        fname = _text_cell(fr, "filename", at) or ""
+        if f"{os.sep}torch{os.sep}" in fname or "typing_extensions" in fname or not fname:
             continue
-        site = f"{os.path.basename(fname)}:{'?' if line is None else line} ({name or '?'})"
-    return site
+        line, name = _int_cell(fr, "line", at), _text_cell(fr, "name", at)
+        return f"{os.path.basename(fname)}:{'?' if line is None else line} ({name or '?'})"
+    return None
 
 
 def _entry(raw: Any, where: str, missing: set[str]) -> Entry:
