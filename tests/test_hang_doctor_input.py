@@ -217,6 +217,10 @@ def test_pg_config_and_pg_status_are_checked(tmp_path):
     _write(tmp_path, {0: doc})
     assert _error(dumps.read_dump, path) == (f"{path}: pg_config['1'].ranks: a literal of 1,200,002 characters; "
                                              "at most 1,000,000 are read")
+    doc["pg_config"]["1"]["ranks"] = "__import__('os')"
+    _write(tmp_path, {0: doc})
+    assert _error(dumps.read_dump, path) == (f"{path}: pg_config['1'].ranks: is \"__import__('os')\"; expected a "
+                                             "list of ranks such as '[0, 1]'")
     doc["pg_config"]["1"]["ranks"] = "[0, 1]"
     doc["pg_status"] = {"0": {"last_completed_collective": "1"}}      # torch's JSON writes text
     assert dumps.read_dump(_write(tmp_path, {0: doc}) / "fr_rank_0.json").last_completed == {"0": 1}
@@ -293,3 +297,12 @@ def test_unrecorded_members_a_call_completed_without_a_rank_proves_the_creation_
     assert not [n for n in g["notes"] if "groups 5" in n]
     g = _group5(tmp_path / "b", {0: "1", 1: "1"})      # both completed seq 1: nothing proved, caveat stays
     assert g["cause"] == "rank_missing_or_dead" and "cannot rule out a creation-order problem" in g["detail"]
+
+
+def test_a_given_world_that_contradicts_the_default_group_is_refused(tmp_path):
+    folder = _write(tmp_path, {0: _fr_dump([_fr_entry(1)]), 1: _fr_dump([_fr_entry(1)])})
+    read = [dumps.read_dump(f) for f in dumps.list_dump_files([str(folder)])]
+    assert _error(diverge.assemble, read, 1024, True, 3600.0) == (
+        "the dumps' default group (pg_config) holds 2 ranks, the world given (--world or --plan) 1024: not the "
+        "dumps of this job, or the wrong --world")
+    assert diverge.assemble(read, 2, False, 3600.0).world == 2

@@ -59,6 +59,9 @@ def assemble(dumps: list[RankDump], world: int | None, allow_missing: bool, max_
     if len(worlds) > 1:
         raise InputError(f"the default group's members differ between dumps ({sorted(worlds)}): not one job")
     notes: list[str] = []
+    if world is not None and worlds and len(next(iter(worlds))) != world:
+        raise InputError(f"the dumps' default group (pg_config) holds {len(next(iter(worlds)))} ranks, the world "
+                         f"given (--world or --plan) {world}: not the dumps of this job, or the wrong --world")
     if world is not None:
         source = "given"
     elif worlds:

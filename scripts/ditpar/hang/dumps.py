@@ -28,6 +28,7 @@ MAX_DUMP_BYTES = 1 << 30      # a dump of 20,000 entries with stacks is tens of 
 MAX_INT64 = 2**63 - 1         # torch writes ids, sizes and times as int64
 _UNSCANNED_PICKLE_BYTES = 20_000   # a smaller pickle cannot nest a tuple deep enough to overflow the C stack
 # (hashing a tuple 100,000 deep passed on an 8 MB stack, 200,000 crashed)
+_RANK_LIST = re.compile(r"\s*[\[(][-\d,\s]*[\])]\s*")   # how pg_config writes members: '[0, 1]'
 _PIPE_FD = re.compile(r"^/(dev/fd|proc/(self|\d+)/fd)/\d+$|^/dev/stdin$")
 
 # control characters (C0, DEL, C1), line separators and bidirectional overrides, written as repr writes them
@@ -409,6 +410,8 @@ def _entry(raw: Any, where: str, missing: set[str]) -> Entry:
 def _ranks(value: Any, where: str) -> list[int]:
     """A group's members as pg_config writes them ('[0, 1]' or a list): distinct rank ids, sorted."""
     if isinstance(value, str):
+        if not _RANK_LIST.fullmatch(value):
+            raise InputError(f"{where}: is {shown(value)}; expected a list of ranks such as '[0, 1]'")
         value = formats.python_literal(value, where)
     if not isinstance(value, (list, tuple)):
         raise InputError(f"{where}: is {shown(value)}; expected a list of ranks such as '[0, 1]'")
