@@ -152,6 +152,16 @@ def cases(base: Path) -> list[Case]:
     version = top(version={"a": 1})
     out.append(case("version-mapping", [write("version-mapping", version, version)], "version"))
 
+    # --- group names and counts: tracebacks and quadratic time before ------------------------------
+    for name, pg in (("group-name-5000-digits", "9" * 5000), ("group-name-superscript-digit", "\u00b2")):
+        text = dump(process_group=[pg, "x"])
+        out.append(Case(f"hang_doctor:r3-{name}", SCRIPT, [str(write(name, text, text)), "--json"], expect="any"))
+    many = json.dumps({**_fr_dump([{**_fr_entry(1), "process_group": [str(i), "x"], "pg_id": i, "record_id": i}
+                                   for i in range(1, 40_001)]),
+                       "pg_status": {str(i): {"last_completed_collective": 1} for i in range(1, 40_001)}})
+    out.append(Case("hang_doctor:r3-forty-thousand-groups", SCRIPT, [str(write("many-groups", many, many)), "--json"],
+                    expect="any"))
+
     # --- text from a dump echoed on the terminal: control characters shown escaped -------------------
     bad_seq = dump(profiling_name=f"gloo:{FORGED}", collective_seq_id="two")
     out.append(case("forged-op-in-message", [write("forged-op", bad_seq)], FORGED_SHOWN))

@@ -306,3 +306,13 @@ def test_a_given_world_that_contradicts_the_default_group_is_refused(tmp_path):
         "the dumps' default group (pg_config) holds 2 ranks, the world given (--world or --plan) 1024: not the "
         "dumps of this job, or the wrong --world")
     assert diverge.assemble(read, 2, False, 3600.0).world == 2
+
+
+def test_group_names_sort_numerically_without_int(tmp_path):
+    """"2" before "10"; a 5,000-digit name and "²" (isdigit() but not int()) raised ValueError before."""
+    names = ["10", "9" * 5000, "\u00b2", "2", "0"]
+    docs = {r: _fr_dump([{**_fr_entry(1), "process_group": [n, "x"], "record_id": i} for i, n in enumerate(names)])
+            for r in range(2)}
+    read = [dumps.read_dump(f) for f in dumps.list_dump_files([str(_write(tmp_path, docs))])]
+    result = diverge.compare(diverge.assemble(read, None, False, 3600.0))
+    assert [g["group"] for g in result["groups"]] == ["0", "2", "10", "9" * 5000, "\u00b2"]

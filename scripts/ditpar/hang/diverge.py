@@ -133,7 +133,7 @@ def _members(job: Job, name: str, labels: dict[frozenset, list[str]] | None) -> 
         union = sorted(set().union(*claims))
         return union, "pg_config (ranks disagree)", {",".join(map(str, sorted(k))): sorted(v)
                                                      for k, v in claims.items()}
-    seen = sorted(r for r, d in job.dumps.items() if any(e.pg == name for e in d.entries))
+    seen = sorted(r for r, d in job.dumps.items() if d.in_group(name))
     if name == "0":
         return list(range(job.world)), "default group = world", {}
     if labels:
@@ -170,7 +170,7 @@ def _done(d: RankDump, name: str) -> int | None:
     yet); None when its dump does not record completion."""
     if name in d.last_completed:
         return max(0, d.last_completed[name])   # torch writes -1 for "none yet"
-    states = [e for e in d.entries if e.pg == name and e.seq is not None and e.state is not None]
+    states = [e for e in d.in_group(name) if e.seq is not None and e.state is not None]
     if not states or all(e.state == "scheduled" for e in states):
         return None
     done = [e.seq for e in states if e.state == "completed"]
@@ -232,10 +232,11 @@ def compare(job: Job, labels: dict[frozenset, list[str]] | None = None) -> dict[
     for name in names:
         members, source, claims = _members(job, name, labels)
         rows.append(_group_row(job, name, members, source, claims, table[name], p2p.get(name, 0), labels))
-    shown = [r for r in rows if r["calls_compared"] or r["first_divergent_seq"] is not None or r["member_claims"]]
+    kept = [bool(r["calls_compared"] or r["first_divergent_seq"] is not None or r["member_claims"]) for r in rows]
     notes = list(job.notes) + [f"group {r['group']}: {r['p2p_calls_not_compared']} point-to-point calls only, "
-                               "not compared" for r in rows if r not in shown and r["p2p_calls_not_compared"]]
-    rows = shown
+                               "not compared" for r, keep in zip(rows, kept, strict=True)
+                               if not keep and r["p2p_calls_not_compared"]]
+    rows = [r for r, keep in zip(rows, kept, strict=True) if keep]
     _link_waits(job, rows, table)
     notes += _unrecorded_notes(job, rows)
     divergent = [r for r in rows if r["first_divergent_seq"] is not None]
@@ -248,8 +249,13 @@ def compare(job: Job, labels: dict[frozenset, list[str]] | None = None) -> dict[
     }
 
 
-def _name_key(name: str) -> tuple[int, Any]:
-    return (0, int(name)) if name.isdigit() else (1, name)
+def _name_key(name: str) -> tuple[int, int, str]:
+    """Numeric group names ("2" before "10") first, by value without int() (a 5,000-digit name, or "²",
+    which isdigit() accepts, made int() raise), then the others by text."""
+    if name.isascii() and name.isdigit():
+        digits = name.lstrip("0")
+        return 0, len(digits), digits
+    return 1, 0, name
 
 
 def _group_row(job: Job, name: str, members: list[int], source: str, claims: dict,

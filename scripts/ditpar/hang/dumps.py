@@ -144,6 +144,15 @@ class RankDump:
     last_completed: dict[str, int] = field(default_factory=dict)  # pg name -> last completed seq (pg_status)
     missing_fields: list[str] = field(default_factory=list)
     pg_config_source: str | None = None
+    _by_group: dict[str, list[Entry]] | None = field(default=None, repr=False, compare=False)
+
+    def in_group(self, name: str) -> list[Entry]:
+        """This rank's entries in group `name`, indexed once (a dump naming 20,000 groups stays linear)."""
+        if self._by_group is None:
+            self._by_group = {}
+            for e in self.entries:
+                self._by_group.setdefault(e.pg, []).append(e)
+        return self._by_group.get(name, [])
 
 
 def rank_of(path: Path) -> int:
