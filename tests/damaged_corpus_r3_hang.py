@@ -162,6 +162,15 @@ def cases(base: Path) -> list[Case]:
     out.append(Case("hang_doctor:r3-forty-thousand-groups", SCRIPT, [str(write("many-groups", many, many)), "--json"],
                     expect="any"))
 
+    d = folder / "long-unrecorded-group"
+    d.mkdir()
+    calls = json.dumps({**_fr_dump([{**_fr_entry(k), "process_group": ["5", "x"], "pg_id": 5}
+                                    for k in range(1, 20_001)]),
+                        "pg_status": {"5": {"last_completed_collective": 20_000}}})
+    for rank in range(4):
+        (d / f"fr_rank_{rank}.json").write_text(calls.replace('"ranks": "[0, 1]"', '"ranks": "[0, 1, 2, 3]"'))
+    out.append(Case("hang_doctor:r3-unrecorded-group-20000-calls", SCRIPT, [str(d), "--json"], expect="any"))
+
     # --- text from a dump echoed on the terminal: control characters shown escaped -------------------
     bad_seq = dump(profiling_name=f"gloo:{FORGED}", collective_seq_id="two")
     out.append(case("forged-op-in-message", [write("forged-op", bad_seq)], FORGED_SHOWN))

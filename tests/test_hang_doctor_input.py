@@ -316,3 +316,14 @@ def test_group_names_sort_numerically_without_int(tmp_path):
     read = [dumps.read_dump(f) for f in dumps.list_dump_files([str(_write(tmp_path, docs))])]
     result = diverge.compare(diverge.assemble(read, None, False, 3600.0))
     assert [g["group"] for g in result["groups"]] == ["0", "2", "10", "9" * 5000, "\u00b2"]
+
+
+def test_unrecorded_members_a_call_completed_that_a_rank_never_issued(tmp_path):
+    """Rank 0 completed seq 1-3 of group 5; rank 1 issued 1 and 3 under that name, never 2."""
+    docs = {r: _fr_dump([{**_fr_entry(k), "process_group": ["5", "x"], "pg_id": 5} for k in seqs])
+            | {"pg_status": {"5": {"last_completed_collective": done}}}
+            for r, seqs, done in ((0, (1, 2, 3), 3), (1, (1, 3), 1))}
+    read = [dumps.read_dump(f) for f in dumps.list_dump_files([str(_write(tmp_path, docs))])]
+    g = next(g for g in diverge.compare(diverge.assemble(read, None, False, 3600.0))["groups"] if g["group"] == "5")
+    assert (g["cause"], g["first_divergent_seq"], g["inferred_without"]) == ("group_creation_order", 2, {"0": [1]})
+    assert g["detail"].startswith("rank 0 reports seq 2 of group 5 completed, which rank 1 never issued:")

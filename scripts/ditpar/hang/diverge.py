@@ -3,6 +3,7 @@ alike, the first sequence id where they differ, who issued what there, who never
 
 from __future__ import annotations
 
+import bisect
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -198,21 +199,27 @@ def _completed_without(job: Job, name: str, present: list[int],
                        seqs: dict[int, dict[int, Entry]]) -> tuple[int, int, int, str] | None:
     """(r, q, k, how): rank r reports call k of group `name` completed while rank q, which issued calls under
     the same name, never issued k or still waits in it. A call completes only when every member issued it,
-    so the name stands for a group without q on rank r: groups created in a different order."""
+    so the name stands for a group without q on rank r: groups created in a different order.
+    One pass over the entries (a rank's buffer starts at its first seq: calls before it are not counted)."""
     done = {r: _done(job.dumps[r], name) for r in present}
-    for r in present:
-        if not done[r]:
+    holders = [r for r in present if seqs.get(r)]
+    first = {q: min(seqs[q]) for q in holders}
+    firsts = sorted(first.values())
+    issuers: dict[int, list[int]] = defaultdict(list)
+    for r in holders:
+        for k in seqs[r]:
+            issuers[k].append(r)
+    for k in sorted(issuers):
+        by = issuers[k]
+        finisher = next((r for r in by if done[r] is not None and done[r] >= k), None)
+        if finisher is None:
             continue
-        for q in present:
-            if q == r or not seqs.get(q):
-                continue
-            for k in sorted(seqs.get(r, {})):
-                if k > done[r] or k < min(seqs[q]):   # beyond r's completed calls, or before q's buffer
-                    continue
-                if k not in seqs[q]:
-                    return r, q, k, "never issued"
-                if done[q] is not None and done[q] < k:
-                    return r, q, k, "still waits in"
+        if bisect.bisect_right(firsts, k) > len(by):    # a rank whose buffer reaches k never issued it
+            q = next(q for q in holders if first[q] <= k and k not in seqs[q])
+            return finisher, q, k, "never issued"
+        waiting = next((q for q in by if done[q] is not None and done[q] < k), None)
+        if waiting is not None:
+            return finisher, waiting, k, "still waits in"
     return None
 
 
