@@ -61,6 +61,7 @@ def body() -> int:
         raise InputError(f"--max-skew-s {args.max_skew_s:g}: expected a positive number of seconds")
     from ditpar.hang import diverge, dumps, layout
 
+    layout.check_world(args.world)
     world, labels = args.world, None
     if args.plan:
         world, labels = layout.plan_labels(args.plan, args.world, args.layout)

@@ -19,6 +19,8 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import damaged_corpus_r3_hang
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
 ASCEND = DATA / "ascend_cann83"
@@ -1171,7 +1173,7 @@ def build(base: Path) -> list[Case]:
              + fewstep_cases(base) + a2a_audit_cases(base) + scope_cases(base) + hang_doctor_cases(base)
              + flag_cases(base) + round2_silent_cases(base) + round2_io_cases(base) + round2_traceback_cases(base)
              + round2_message_cases(base) + round2_db_cases(base) + plan_bench_cases(base)
-             + damaged_corpus_r3_db.cases(base) + r3_planbench.cases(base))
+             + damaged_corpus_r3_db.cases(base) + r3_planbench.cases(base) + damaged_corpus_r3_hang.cases(base))
     ids = [c.id for c in cases]
     assert len(ids) == len(set(ids)), "case ids must be unique"
     return cases

@@ -73,6 +73,19 @@ def creation_order(dist, torch, rank: int, world: int) -> None:
     dist.all_to_all_single(torch.empty(8), torch.ones(8), group=uly)
 
 
+def created_on_one_rank(dist, torch, rank: int, world: int) -> None:
+    """Rank 1 creates a group of its own ([1]) before the shared one: group "1" is [0,1] on rank 0 and [1]
+    on rank 1. Rank 1 all-reduces twice in its own group, then both hang in the shared one, which rank 1
+    calls "2". With torch's empty gloo pg_config only the entries show it: rank 1 completed two calls in a
+    group "1" that rank 0 issued one call in."""
+    own = dist.new_group([1], timeout=LONG) if rank == 1 else None
+    shared = dist.new_group([0, 1], timeout=LONG)
+    if rank == 1:
+        dist.all_reduce(torch.ones(4), group=own)                  # a group of one: completes at once
+        dist.all_reduce(torch.ones(4), group=own)
+    dist.all_reduce(torch.ones(4), group=shared)                   # "1" on rank 0, "2" on rank 1: hangs
+
+
 def missing_rank(dist, torch, rank: int, world: int) -> None:
     """Two world all-reduces, then rank 3 stays in its own compute while the others all-reduce."""
     dist.all_reduce(torch.ones(4))
@@ -104,7 +117,7 @@ def group_order(dist, torch, rank: int, world: int) -> None:
 
 
 SCENARIOS = {f.__name__: f for f in (healthy, cache_skip, creation_order, missing_rank, size_mismatch,
-                                      group_order)}
+                                      group_order, created_on_one_rank)}
 
 
 def main() -> None:

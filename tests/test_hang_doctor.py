@@ -26,7 +26,7 @@ from ditpar.hang.layout import parse_plan, plan_labels  # noqa: E402
 
 WORKER = ROOT / "tests" / "hang_scenarios.py"
 WORLD = {"healthy": 4, "cache_skip": 2, "creation_order": 4, "missing_rank": 4, "size_mismatch": 2,
-         "group_order": 2}
+         "group_order": 2, "created_on_one_rank": 2}
 SCENARIO_TIMEOUT_S = 90
 
 
@@ -71,7 +71,7 @@ def dumps(tmp_path_factory) -> dict[str, Path]:
     """Every scenario's dump folder (pickle) and <folder>_json (the same buffers as JSON), made once, in
     two batches (healthy and missing_rank in different ones: the mixed-runs test needs them apart)."""
     base = tmp_path_factory.mktemp("hang")
-    _run_batch(["healthy", "cache_skip", "size_mismatch"], base)
+    _run_batch(["healthy", "cache_skip", "size_mismatch", "created_on_one_rank"], base)
     _run_batch(["creation_order", "missing_rank", "group_order"], base)
     made = {}
     for name, world in WORLD.items():
@@ -148,28 +148,75 @@ def test_group_creation_order_text_encoder_tp_by_ulysses(dumps):
     assert r["first_divergence"]["cause"] == "group_creation_order"
 
 
-def test_creation_order_without_recorded_members_says_what_it_cannot_tell(dumps, tmp_path):
-    """The same dumps as torch's gloo writes them (no group names in pg_config): ops differ at seq 1,
-    and the answer says that members were not recorded."""
-    folder = tmp_path / "raw"
+def _as_torch_wrote_them(source: Path, world: int, folder: Path) -> Path:
+    """The dumps without the members record.dump() adds: pg_config as torch's gloo writes it (no group names)."""
     folder.mkdir()
-    for rank in range(4):
-        doc = safe_unpickle((dumps["creation_order"] / f"fr_rank_{rank}").read_bytes())
+    for rank in range(world):
+        doc = safe_unpickle((source / f"fr_rank_{rank}").read_bytes())
         doc["pg_config"] = doc.pop("pg_config_torch")
+        del doc["pg_config_source"]
         (folder / f"fr_rank_{rank}").write_bytes(pickle.dumps(doc, protocol=2))
-    reached = [safe_unpickle((dumps["creation_order"] / f"fr_rank_{r}").read_bytes())["entries"][-1]["profiling_name"]
-               == "gloo:all_to_all" for r in range(4)]
+    return folder
+
+
+def test_creation_order_without_recorded_members_says_what_it_cannot_tell(dumps, tmp_path):
+    """The same dumps as torch's gloo writes them (no group names in pg_config): ops differ at seq 1. Where a
+    rank reports its seq 1 completed (pg_status) while a rank of the same group name still waits in it, the
+    entries prove the name stands for two groups; else the answer says that members were not recorded."""
+    folder = _as_torch_wrote_them(dumps["creation_order"], 4, tmp_path / "raw")
+    docs = [safe_unpickle((dumps["creation_order"] / f"fr_rank_{r}").read_bytes()) for r in range(4)]
+    reached = [d["entries"][-1]["profiling_name"] == "gloo:all_to_all" for d in docs]
+    completed = set()   # group names in which some rank reports its seq 1 completed (pg_status, by pg_id)
+    for d in docs:
+        names = {str(e["pg_id"]): e["process_group"][0] for e in d["entries"]}
+        completed |= {names[i] for i, st in d["pg_status"].items() if int(st["last_completed_collective"]) >= 1}
     if any(reached):
         r, _ = doctor(str(folder), check=1)
-        hits = [g for g in r["groups"] if g["cause"] == "different_branches"]
+        hits = [g for g in r["groups"] if g["first_divergent_seq"] is not None]
         assert hits and all(g["first_divergent_seq"] == 1 for g in hits)
-        assert all("members not recorded" in g["detail"] and g["membership_source"].startswith("ranks seen")
-                   for g in hits)
+        assert all(g["membership_source"].startswith("ranks seen") for g in hits)
+        for g in hits:
+            if g["group"] in completed:   # a pair's call went through where another rank of the name waits
+                assert g["cause"] == "group_creation_order" and "still waits in" in g["detail"], g
+            else:
+                assert g["cause"] == "different_branches", g
+                assert "cannot rule out a creation-order problem" in g["detail"], g
     else:
         # every rank still in its encoder all-reduce: each name's calls look alike on the ranks that made
         # them, and without members nothing tells the groups apart: a blind spot (failure-modes 2.9)
         r, _ = doctor(str(folder), check=0)
         assert r["verdict"] == "no divergence"
+        assert any("not completed although every rank seen" in n for n in r["notes"]), r["notes"]
+
+
+def test_group_created_on_one_rank_from_recorded_members(dumps):
+    """record.dump() wrote each rank's members: group "1" is [0,1] on rank 0 and [1] on rank 1."""
+    r, _ = doctor(str(dumps["created_on_one_rank"]), check=1)
+    one, two = group(r, "1"), group(r, "2")
+    assert (one["cause"], one["member_claims"], one["first_divergent_seq"]) == (
+        "group_creation_order", {"0,1": [0], "1": [1]}, 1)
+    assert (two["cause"], two["issued_ranks"], two["missing_ranks"], two["waiting_in"]) == (
+        "waits_in_other_group", [1], [0], {"0": "group 1 seq 1"})
+    assert r["first_divergence"]["group"] == "1"
+
+
+def test_group_created_on_one_rank_as_torch_writes_the_dumps(dumps, tmp_path):
+    """torch's gloo pg_config names no group. Rank 1 reports two calls of its group "1" completed (pg_status)
+    while rank 0 still waits in its seq 1 of "1": the entries prove "1" holds different ranks on the two
+    ranks. The answer was rank_missing_or_dead ("rank 0 waits in no collective"), without the caveat."""
+    r, proc = doctor(str(_as_torch_wrote_them(dumps["created_on_one_rank"], 2, tmp_path / "raw")), check=1)
+    one = group(r, "1")
+    assert (one["cause"], one["first_divergent_seq"], one["last_common_seq"], one["issued_ranks"],
+            one["missing_ranks"], one["inferred_without"]) == ("group_creation_order", 2, 1, [1], [0], {"1": [0]})
+    assert one["detail"].startswith("rank 1 reports seq 1 of group 1 completed, which rank 0 still waits in: a "
+                                    "call completes only when every member issued it, so on rank 1 group 1 does "
+                                    "not hold rank 0")
+    assert one["membership_source"].startswith("ranks seen in the entries")
+    assert r["first_divergence"]["cause"] == "group_creation_order"
+    assert r["notes"][-1] == ("group 2: ranks [1] report seq 1 not completed although every rank seen ([1]) issued "
+                              "it alike: a member that never called it (not recorded: pg_config empty) or a name "
+                              "that stands for different groups on different ranks; dump with ditpar.hang.record "
+                              "to tell")
 
 
 def test_missing_rank_is_named(dumps):

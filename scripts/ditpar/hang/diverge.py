@@ -3,10 +3,12 @@ alike, the first sequence id where they differ, who issued what there, who never
 
 from __future__ import annotations
 
+import bisect
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from ditpar import limits
 from ditpar.errors import InputError, NoEvidenceError
 from ditpar.hang.dumps import Entry, RankDump
 
@@ -58,6 +60,9 @@ def assemble(dumps: list[RankDump], world: int | None, allow_missing: bool, max_
     if len(worlds) > 1:
         raise InputError(f"the default group's members differ between dumps ({sorted(worlds)}): not one job")
     notes: list[str] = []
+    if world is not None and worlds and len(next(iter(worlds))) != world:
+        raise InputError(f"the dumps' default group (pg_config) holds {len(next(iter(worlds)))} ranks, the world "
+                         f"given (--world or --plan) {world}: not the dumps of this job, or the wrong --world")
     if world is not None:
         source = "given"
     elif worlds:
@@ -65,9 +70,17 @@ def assemble(dumps: list[RankDump], world: int | None, allow_missing: bool, max_
     else:
         world, source = max(by_rank) + 1, "highest rank in the file names + 1"
         notes.append(f"world size {world} taken from the file names; give --world (or --plan) to check it")
+    if world > limits.MAX_DEVICES:
+        raise InputError(f"world size {world:,} ({source}) exceeds {limits.MAX_DEVICES}, the devices of one job; "
+                         "check the file names or give --world")
     outside = sorted(r for r in by_rank if r >= world)
     if outside:
-        raise InputError(f"dumps of ranks {outside} lie outside world size {world} ({source})")
+        raise InputError(f"dumps of ranks {outside[:8]} lie outside world size {world} ({source})")
+    for d in dumps:
+        for name, members in d.groups.items():
+            if members[-1] >= world:
+                raise InputError(f"{d.path}: pg_config[{name!r}] names rank {members[-1]}, outside world size "
+                                 f"{world} ({source})")
     missing = sorted(set(range(world)) - set(by_rank))
     if missing and not allow_missing:
         raise InputError(f"no dump for ranks {missing} of {world} (have {sorted(by_rank)}); a dead rank "
@@ -121,7 +134,7 @@ def _members(job: Job, name: str, labels: dict[frozenset, list[str]] | None) -> 
         union = sorted(set().union(*claims))
         return union, "pg_config (ranks disagree)", {",".join(map(str, sorted(k))): sorted(v)
                                                      for k, v in claims.items()}
-    seen = sorted(r for r, d in job.dumps.items() if any(e.pg == name for e in d.entries))
+    seen = sorted(r for r, d in job.dumps.items() if d.in_group(name))
     if name == "0":
         return list(range(job.world)), "default group = world", {}
     if labels:
@@ -153,22 +166,61 @@ def _describe(e: Entry | None) -> dict[str, Any] | None:
             "dtypes": e.input_dtypes, "state": e.state, "call_site": e.call_site}
 
 
+def _done(d: RankDump, name: str) -> int | None:
+    """Last sequence id this rank reports completed in group `name` (pg_status, else entry states; 0: none
+    yet); None when its dump does not record completion."""
+    if name in d.last_completed:
+        return max(0, d.last_completed[name])   # torch writes -1 for "none yet"
+    states = [e for e in d.in_group(name) if e.seq is not None and e.state is not None]
+    if not states or all(e.state == "scheduled" for e in states):
+        return None
+    done = [e.seq for e in states if e.state == "completed"]
+    return max(done) if done else 0
+
+
 def _completed(job: Job, name: str, members: list[int]) -> int | None:
     """Last sequence id every member reports completed (pg_status, else entry states); None if unrecorded."""
     values = []
     for r in members:
         d = job.dumps.get(r)
-        if d is None:
+        value = None if d is None else _done(d, name)
+        if value is None:
             return None
-        if name in d.last_completed:
-            values.append(max(0, d.last_completed[name]))   # torch writes -1 for "none yet"
-            continue
-        states = [e for e in d.entries if e.pg == name and e.seq is not None and e.state is not None]
-        if not states or all(e.state == "scheduled" for e in states):
-            return None
-        done = [e.seq for e in states if e.state == "completed"]
-        values.append(max(done) if done else 0)
+        values.append(value)
     return min(values) if values else None
+
+
+def recorded_members(source: str) -> bool:
+    """Whether a group's members were recorded (pg_config, or the default group = the world)."""
+    return source.startswith(("pg_config", "default group"))
+
+
+def _completed_without(job: Job, name: str, present: list[int],
+                       seqs: dict[int, dict[int, Entry]]) -> tuple[int, int, int, str] | None:
+    """(r, q, k, how): rank r reports call k of group `name` completed while rank q, which issued calls under
+    the same name, never issued k or still waits in it. A call completes only when every member issued it,
+    so the name stands for a group without q on rank r: groups created in a different order.
+    One pass over the entries (a rank's buffer starts at its first seq: calls before it are not counted)."""
+    done = {r: _done(job.dumps[r], name) for r in present}
+    holders = [r for r in present if seqs.get(r)]
+    first = {q: min(seqs[q]) for q in holders}
+    firsts = sorted(first.values())
+    issuers: dict[int, list[int]] = defaultdict(list)
+    for r in holders:
+        for k in seqs[r]:
+            issuers[k].append(r)
+    for k in sorted(issuers):
+        by = issuers[k]
+        finisher = next((r for r in by if done[r] is not None and done[r] >= k), None)
+        if finisher is None:
+            continue
+        if bisect.bisect_right(firsts, k) > len(by):    # a rank whose buffer reaches k never issued it
+            q = next(q for q in holders if first[q] <= k and k not in seqs[q])
+            return finisher, q, k, "never issued"
+        waiting = next((q for q in by if done[q] is not None and done[q] < k), None)
+        if waiting is not None:
+            return finisher, waiting, k, "still waits in"
+    return None
 
 
 def compare(job: Job, labels: dict[frozenset, list[str]] | None = None) -> dict[str, Any]:
@@ -187,11 +239,13 @@ def compare(job: Job, labels: dict[frozenset, list[str]] | None = None) -> dict[
     for name in names:
         members, source, claims = _members(job, name, labels)
         rows.append(_group_row(job, name, members, source, claims, table[name], p2p.get(name, 0), labels))
-    shown = [r for r in rows if r["calls_compared"] or r["first_divergent_seq"] is not None or r["member_claims"]]
+    kept = [bool(r["calls_compared"] or r["first_divergent_seq"] is not None or r["member_claims"]) for r in rows]
     notes = list(job.notes) + [f"group {r['group']}: {r['p2p_calls_not_compared']} point-to-point calls only, "
-                               "not compared" for r in rows if r not in shown and r["p2p_calls_not_compared"]]
-    rows = shown
+                               "not compared" for r, keep in zip(rows, kept, strict=True)
+                               if not keep and r["p2p_calls_not_compared"]]
+    rows = [r for r, keep in zip(rows, kept, strict=True) if keep]
     _link_waits(job, rows, table)
+    notes += _unrecorded_notes(job, rows)
     divergent = [r for r in rows if r["first_divergent_seq"] is not None]
     root = _root(divergent)
     return {
@@ -202,12 +256,42 @@ def compare(job: Job, labels: dict[frozenset, list[str]] | None = None) -> dict[
     }
 
 
-def _name_key(name: str) -> tuple[int, Any]:
-    return (0, int(name)) if name.isdigit() else (1, name)
+def _name_key(name: str) -> tuple[int, int, str]:
+    """Numeric group names ("2" before "10") first, by value without int() (a 5,000-digit name, or "²",
+    which isdigit() accepts, made int() raise), then the others by text."""
+    if name.isascii() and name.isdigit():
+        digits = name.lstrip("0")
+        return 0, len(digits), digits
+    return 1, 0, name
 
 
 def _group_row(job: Job, name: str, members: list[int], source: str, claims: dict,
                seqs: dict[int, dict[int, Entry]], p2p: int, labels: dict[frozenset, list[str]] | None) -> dict:
+    """One group's comparison; where members were not recorded, the entries' own evidence of a creation-order
+    problem (a call completed on one rank that another rank of the same name never issued) names the cause."""
+    row = _compare_group(job, name, members, source, claims, seqs, p2p, labels)
+    if claims or recorded_members(source):
+        return row
+    present = [r for r in members if r in job.dumps]
+    found = _completed_without(job, name, present, seqs)
+    if found is None:
+        return row
+    r, q, k, how = found
+    if row["first_divergent_seq"] is None:
+        _mark(row, k, {x: seqs.get(x, {}).get(k) for x in present}, row["ranks_without_dump"])
+        row["last_common_seq"] = max((x for x in seqs.get(r, {}) if x < k), default=None)
+    row["cause"] = "group_creation_order"
+    row["detail"] = (f"rank {r} reports seq {k} of group {name} completed, which rank {q} {how}: a call completes "
+                     f"only when every member issued it, so on rank {r} group {name} does not hold rank {q}, which "
+                     f"calls another group by the same name (groups created in a different order, or only on some "
+                     f"ranks); members inferred from the entries (pg_config empty): dump with ditpar.hang.record "
+                     f"to list them")
+    row["inferred_without"] = {str(r): [q]}
+    return row
+
+
+def _compare_group(job: Job, name: str, members: list[int], source: str, claims: dict,
+                   seqs: dict[int, dict[int, Entry]], p2p: int, labels: dict[frozenset, list[str]] | None) -> dict:
     present = [r for r in members if r in job.dumps]
     no_dump = [r for r in members if r not in job.dumps]
     desc = next((e.pg_desc for r in present for e in seqs.get(r, {}).values()), None) or next(
@@ -327,10 +411,38 @@ def _link_waits(job: Job, rows: list[dict], table: dict[str, dict[int, dict[int,
     for row in rows:
         if row["cause"] and not row["detail"]:
             row["detail"] = _detail(row)
-        if row["cause"] == "different_branches" and not row["membership_source"].startswith("pg_config"):
-            row["detail"] += ("; members not recorded (pg_config empty): if each op's ranks belong to a different "
-                              "group, the groups were created in a different order; dump with "
+        if row["cause"] and row["cause"] != "group_creation_order" \
+                and not recorded_members(row["membership_source"]):
+            hint = (" (if each op's ranks belong to a different group, the groups were created in a different order)"
+                    if row["cause"] == "different_branches" else "")
+            row["detail"] += (f"; members not recorded (pg_config empty): the entries support {row['cause']}, but "
+                              f"unrecorded members cannot rule out a creation-order problem{hint}; dump with "
                               "ditpar.hang.record to tell")
+
+
+def _unrecorded_notes(job: Job, rows: list[dict]) -> list[str]:
+    """The caveat on groups whose members come from the entries: once for the divergent ones, and per group
+    whose calls every rank seen issued alike but some rank reports not completed (a member never seen, or a
+    name that stands for different groups)."""
+    notes = []
+    blind = [r["group"] for r in rows if r["first_divergent_seq"] is not None
+             and r["cause"] != "group_creation_order" and not recorded_members(r["membership_source"])]
+    if blind:
+        notes.append(f"groups {', '.join(blind)}: members not recorded (pg_config empty), read from the entries; "
+                     "unrecorded members cannot rule out a creation-order problem (dump with ditpar.hang.record)")
+    for r in rows:
+        if r["first_divergent_seq"] is not None or recorded_members(r["membership_source"]) \
+                or r["last_common_seq"] is None:
+            continue
+        present = [x for x in r["ranks"] if x in job.dumps]
+        done = {x: _done(job.dumps[x], r["group"]) for x in present}
+        waiting = [x for x, value in done.items() if value is not None and value < r["last_common_seq"]]
+        if waiting:
+            notes.append(f"group {r['group']}: ranks {waiting} report seq {r['last_common_seq']} not completed "
+                         f"although every rank seen ({present}) issued it alike: a member that never called it "
+                         "(not recorded: pg_config empty) or a name that stands for different groups on different "
+                         "ranks; dump with ditpar.hang.record to tell")
+    return notes
 
 
 def _detail(row: dict) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from ditpar import limits
 from ditpar.errors import InputError
 from ditpar.plan.cost.plans import DEFAULT_ORDER, Plan, layout, parse_order
 
@@ -15,6 +16,13 @@ _TOKENS = {"u": "ulysses", "r": "ring", "ag": "kv_allgather", "tp": "tp", "pf": 
 _TOKEN = re.compile(r"^(cfg|ag|tp|pf|dp|te|u|r)(\d+)$", re.IGNORECASE)
 
 
+def check_world(world: int | None) -> None:
+    """--world: a job has at most limits.MAX_DEVICES ranks (the bound plan.py --devices has)."""
+    if world is not None and not 1 <= world <= limits.MAX_DEVICES:
+        raise InputError(f"--world {world}: expected 1..{limits.MAX_DEVICES} ranks (a job has at most "
+                         f"{limits.MAX_DEVICES} devices)")
+
+
 def parse_plan(text: str, world: int | None) -> tuple[Plan, int]:
     """'U4 R2' / 'cfg2 U2 R2' / 'U4 TE2' (TE: text-encoder TP degree) -> (plan, text-encoder TP degree).
 
@@ -23,13 +31,24 @@ def parse_plan(text: str, world: int | None) -> tuple[Plan, int]:
     degrees: dict[str, int] = {}
     for token in text.replace(",", " ").split():
         match = _TOKEN.match(token)
-        if not match or int(match.group(2)) < 1:
-            raise InputError(f"--plan {text!r}: cannot read {token!r}; expected tokens such as U4 R2 cfg2 TP2 "
-                             f"AG2 PF2 DP2 TE2 (TE = text-encoder TP)")
+        if not match or match.group(2).strip("0") == "":
+            raise InputError(f"--plan {text[:80]!r}: cannot read {token[:40]!r}; expected tokens such as U4 R2 "
+                             f"cfg2 TP2 AG2 PF2 DP2 TE2 (TE = text-encoder TP)")
         dim = _TOKENS[match.group(1).lower()]
         if dim in degrees:
-            raise InputError(f"--plan {text!r}: {token!r} repeats an axis")
-        degrees[dim] = int(match.group(2))
+            raise InputError(f"--plan {text[:80]!r}: {token[:40]!r} repeats an axis")
+        digits = match.group(2).lstrip("0")
+        if len(digits) > len(str(limits.MAX_DEVICES)) or int(digits) > limits.MAX_DEVICES:
+            raise InputError(f"--plan {text[:80]!r}: {token[:40]!r}: a degree is at most {limits.MAX_DEVICES} "
+                             "(the devices of one job)")
+        degrees[dim] = int(digits)
+    product = 1
+    for dim, degree in degrees.items():
+        product *= degree if dim != "te" else 1
+    if product > limits.MAX_DEVICES or (world is not None and product > world):
+        bound = limits.MAX_DEVICES if world is None or product > limits.MAX_DEVICES else world
+        raise InputError(f"--plan {text[:80]!r} covers {product:,} ranks; at most {bound} "
+                         + ("(--world)" if bound == world else "(the devices of one job)"))
     te = degrees.pop("te", 1)
     plan = Plan(**degrees)
     if world is not None and "dp" not in degrees and world % plan.devices == 0:
@@ -65,15 +84,21 @@ def plan_labels(text: str, world: int | None, order_text: str | None = None) -> 
 def given_labels(text: str, world: int | None) -> dict[frozenset, list[str]]:
     """--groups '0,1,2,3;0,1;2,3' -> {rank set: ['group#i']} (ranks checked against --world)."""
     labels: dict[frozenset, list[str]] = {}
+    top = limits.MAX_RANK_ID if world is None else world - 1
     for i, part in enumerate(p for p in text.split(";") if p.strip()):
-        try:
-            ranks = [int(x) for x in part.split(",") if x.strip()]
-        except ValueError:
-            raise InputError(f"--groups {text!r}: {part!r} is not a comma-separated list of ranks") from None
-        if not ranks or len(set(ranks)) != len(ranks) or min(ranks) < 0:
-            raise InputError(f"--groups {text!r}: {part!r} needs distinct non-negative ranks")
-        if world is not None and max(ranks) >= world:
-            raise InputError(f"--groups {text!r}: rank {max(ranks)} is outside --world {world}")
+        cells = [x.strip() for x in part.split(",") if x.strip()]
+        if not all(re.fullmatch(r"-?\d+", x) for x in cells):
+            raise InputError(f"--groups {text[:80]!r}: {part[:40]!r} is not a comma-separated list of ranks")
+        if len(cells) > limits.MAX_DEVICES:
+            raise InputError(f"--groups: group {i} lists {len(cells):,} ranks; a job has at most "
+                             f"{limits.MAX_DEVICES}")
+        ranks = [int(x) if len(x) <= 12 else -1 for x in cells]
+        bad = next((x for x, r in zip(cells, ranks, strict=True) if not 0 <= r <= top), None)
+        if bad is not None:
+            raise InputError(f"--groups: rank {bad[:20]} of group {i} is out of range; expected 0..{top}"
+                             + (f" (--world {world})" if world is not None else ""))
+        if not ranks or len(set(ranks)) != len(ranks):
+            raise InputError(f"--groups {text[:80]!r}: {part[:40]!r} needs distinct non-negative ranks")
         labels.setdefault(frozenset(ranks), []).append(f"group#{i}")
     if not labels:
         raise InputError(f"--groups {text!r}: no group given")
