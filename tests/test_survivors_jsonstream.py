@@ -135,7 +135,7 @@ def test_load_json(tmp_path):
     good = _write(tmp_path, '{"x": 1712345678901234.567, "y": [1, 2]}', "g.json")
     assert jsonstream.load_json(good, "a test file") == {"x": "1712345678901234.567", "y": [1, 2]}
     cases = [("m.json", None, "no such file or folder"),
-             ("b.json", '{"x": 1,\n "y": }', "not valid JSON (Expecting value at line 2 column 7); expected a test file"),
+             ("b.json", '{"x": 1,\n "y": }', "not valid JSON (Expecting value: line 2 column 7); expected a test file"),
              ("d.json", "[" * 100_000 + "]" * 100_000, "nests too deeply to be a document the tools read"),
              ("u.json", b'{"x": "\xff"}', "is not UTF-8 text (byte 0xff at offset 7)")]
     for name, text, message in cases:

@@ -129,6 +129,7 @@ def _lstat(path: str) -> os.stat_result | None:
 
 # ---- opening inputs ---------------------------------------------------------------------------
 
+MAX_STREAM_BYTES = 4 << 30   # a FIFO or <(...) is read whole into memory: a writer that never stops is an error
 FIFO_WAIT_S = 10.0  # how long a FIFO named as input may stay without a writer before that is an error
 
 
@@ -228,8 +229,12 @@ def _read_stream(path: str) -> bytes:
         if not poller.poll(int(FIFO_WAIT_S * 1000)):
             raise InputError(f"{path}: no writer opened this FIFO within {FIFO_WAIT_S:g} s")
         os.set_blocking(fd, True)
-        chunks = []
+        chunks, size = [], 0
         while chunk := os.read(fd, 1 << 20):
+            size += len(chunk)
+            if size > MAX_STREAM_BYTES:
+                raise InputError(f"{path}: a stream of more than {MAX_STREAM_BYTES / 2**30:g} GiB; the tools read "
+                                 "a pipe whole, so save a larger input to a file")
             chunks.append(chunk)
         return b"".join(chunks)
     finally:

@@ -59,7 +59,7 @@ def json_text(text: str | bytes, where: str, *, parse_float: Any = None, max_dep
     except _BigNumber as exc:
         raise InputError(f"{where}: holds {exc}") from None
     except json.JSONDecodeError as exc:
-        raise InputError(f"{where}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+        raise InputError(f"{where}: not valid JSON ({exc.msg}: line {exc.lineno} column {exc.colno})") from None
     except RecursionError:
         raise InputError(f"{where}: nests too deeply to be a document the tools read "
                          f"(more than {max_depth} levels)") from None
@@ -138,36 +138,46 @@ def check_depth(value: Any, where: str, max_depth: int = MAX_DEPTH, max_nodes: i
     """Refuse a document that nests deeper than max_depth, contains itself, or holds more than max_nodes
     values once every shared reference is counted as often as it is reached (a 1 kB pickle can stand for
     2**40 leaves). Iterative and memoised per object, so the check neither overflows nor expands anything."""
+    containers = (dict, list, tuple)
+    if not isinstance(value, containers):
+        return
     memo: dict[int, tuple[int, int]] = {}   # id -> (levels below and including it, values it stands for)
     open_ids: set[int] = set()              # containers on the path from the root to the one entered
     stack: list[tuple[Any, bool]] = [(value, False)]
     while stack:
         item, leaving = stack.pop()
-        if not isinstance(item, (dict, list, tuple)):
-            continue
         key = id(item)
-        children = list(item.values()) if isinstance(item, dict) else item
-        if leaving:
-            levels = 1 + max((memo[id(c)][0] for c in children if id(c) in memo), default=0)
-            count = 1 + len(item) * isinstance(item, dict) + sum(memo[id(c)][1] if id(c) in memo else 1
-                                                                 for c in children)
+        children = item.values() if isinstance(item, dict) else item
+        if not leaving:
+            if key in memo:
+                continue
+            if key in open_ids:
+                raise InputError(f"{where}: refers to itself (a value contains itself); not plain data")
+            inner = [c for c in children if isinstance(c, containers)]
+            if inner:   # come back once the containers inside are counted
+                if len(open_ids) >= max_depth:
+                    raise InputError(f"{where}: nests more than {max_depth} levels; not a document the tools read")
+                open_ids.add(key)
+                stack.append((item, True))
+                stack.extend((c, False) for c in inner)
+                continue
+            levels, count = 1, 1 + len(item) * (2 if isinstance(item, dict) else 1)
+        else:
             open_ids.discard(key)
-            memo[key] = (levels, count)
-            if levels > max_depth:
-                raise InputError(f"{where}: nests more than {max_depth} levels; not a document the tools read")
-            if count > max_nodes:
-                raise InputError(f"{where}: holds more than {max_nodes:,} values once shared references "
-                                 f"are expanded; not a document the tools read")
-            continue
-        if key in memo:
-            continue
-        if key in open_ids:
-            raise InputError(f"{where}: refers to itself (a value contains itself); not plain data")
-        if len(open_ids) >= max_depth:
+            levels, count = 1, 1 + (len(item) if isinstance(item, dict) else 0)
+            for c in children:
+                below = memo.get(id(c)) if isinstance(c, containers) else None
+                if below is None:
+                    count += 1
+                else:
+                    levels = max(levels, below[0] + 1)
+                    count += below[1]
+        memo[key] = (levels, count)
+        if levels > max_depth:
             raise InputError(f"{where}: nests more than {max_depth} levels; not a document the tools read")
-        open_ids.add(key)
-        stack.append((item, True))
-        stack.extend((c, False) for c in children if isinstance(c, (dict, list, tuple)))
+        if count > max_nodes:
+            raise InputError(f"{where}: holds more than {max_nodes:,} values once shared references "
+                             f"are expanded; not a document the tools read")
 
 
 def _no_huge_integers(value: Any, where: str) -> None:
