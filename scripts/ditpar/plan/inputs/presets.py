@@ -16,14 +16,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from ditpar import formats
 from ditpar.errors import InputError
-from ditpar.files import is_stream, register_input
+from ditpar.files import is_stream
 from ditpar.plan.inputs import schema
-
-try:  # Python 3.11+
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
 
 TEMPLATES_ENV = "DITPAR_TEMPLATES"
 BLOCK_TYPES = schema.BLOCK_TYPES
@@ -291,17 +287,12 @@ def _aliases(data: Mapping[str, Any], path: Path) -> tuple[str, ...]:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
-    """A preset, profile or table file, registered as an input of the run (no output may replace it)."""
-    register_input(path)
-    try:
-        with path.open("rb") as fh:
-            data = tomllib.load(fh)
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(f"{path}: not valid TOML ({exc})") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+    """A preset, profile or table file, registered as an input of the run (no output may replace it).
+
+    Read through ditpar.formats.load_toml (files.read_input: a FIFO read once with a timeout, a device
+    refused; every parser failure on hostile text, such as nesting 50,000 deep or a 5,000-digit integer,
+    one InputError naming the file)."""
+    data = formats.load_toml(path)
     _finite_everywhere(data, path, "")
     return data
 

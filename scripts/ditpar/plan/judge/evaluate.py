@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from ditpar import limits
+from ditpar import files, limits
 from ditpar.errors import DitParError, InputError
 from ditpar.plan.cost import Plan, Tunables, make_shape, parse_resolution, predict
 
@@ -35,30 +35,38 @@ RULE_OF_THUMB = (
 
 
 def read_table(path: str | Path):
-    """Read one CSV in the calibration schema; a missing column is an error naming what is there."""
+    """Read one CSV in the calibration schema; a missing column is an error naming what is there.
+
+    The file is read once through files.read_input_text (a FIFO with a timeout, a device refused, the
+    encoding named) and parsed from that text, never opened a second time."""
+    import io
+
     import pandas as pd
 
+    text = files.read_input_text(path)
     try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{path}: cannot read CSV ({exc})") from None
+        frame = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
+    except (ValueError, MemoryError, RecursionError) as exc:   # pandas' EmptyDataError and ParserError too
+        why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise InputError(f"{path}: cannot read CSV ({why})") from None
     missing = [c for c in COLUMNS if c not in frame.columns]
     if missing:
         raise InputError(f"{path}: missing column(s) {', '.join(missing)}; present: {', '.join(frame.columns)}")
-    lines = _row_lines(path, len(frame.columns))
+    lines = _row_lines(text, path, len(frame.columns))
     for column in ("n_devices", "steps", *DEGREES):
         top = limits.MAX_STEPS if column == "steps" else limits.MAX_DEVICES  # the bounds of --steps, --devices
-        for i, text in enumerate(frame[column]):
-            _check_count(text, f"{path}: line {lines[i] if i < len(lines) else i + 2}: column {column!r}", top)
+        for i, cell in enumerate(frame[column]):
+            _check_count(cell, f"{path}: line {lines[i] if i < len(lines) else i + 2}: column {column!r}", top)
     return frame
 
 
-def _row_lines(path: str | Path, width: int) -> list[int]:
+def _row_lines(text: str, path: str | Path, width: int) -> list[int]:
     """Line number of every data row; a row with fewer or more fields than the header is an error."""
     import csv
+    import io
 
-    with open(path, encoding="utf-8", newline="") as fh:
-        reader = csv.reader(fh)
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
         next(reader, None)
         lines = []
         start = reader.line_num + 1
@@ -68,6 +76,8 @@ def _row_lines(path: str | Path, width: int) -> list[int]:
                                  "(a truncated or broken row)")
             lines.append(start)
             start = reader.line_num + 1
+    except csv.Error as exc:
+        raise InputError(f"{path}: line {reader.line_num}: not a CSV row ({exc})") from None
     return lines
 
 
