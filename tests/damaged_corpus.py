@@ -767,7 +767,7 @@ def round2_silent_cases(base: Path) -> list[Case]:
         Case("bubbles:consumer-empty", "bubbles.py", [str(RANK0), "--consumer", ""],
              reason="expected a kernel-name pattern"),
         Case("plan:set-out-of-range", "plan.py", [*l20, "--set", "links.intra_domain.bandwidth_GBps=1e300"],
-             reason="must be a number in (0, 10000]"),
+             reason="must be a number in [0.01, 10000]"),
     ]
     pcie = (ROOT / "templates" / "hardware" / "a100-pcie.toml").read_text(encoding="utf-8")
     fast = folder / "pcie-900.toml"
