@@ -80,10 +80,10 @@ _TOML_PARTS = re.compile(_TOML_PART)
 def _deep_keys(text: str, where: str, max_depth: int) -> None:
     """Refuse a dotted key or table header of more than max_depth parts before parsing: tomllib takes time
     quadratic in their number (50,000 parts: about 30 s) before the depth check could see the result."""
-    if text.count(".") <= max_depth:
+    if text.count(".") < max_depth:    # a key of more than max_depth parts has at least max_depth dots
         return
     for line in text.splitlines():
-        if line.count(".") > max_depth and (m := _TOML_KEY.match(line)):
+        if line.count(".") >= max_depth and (m := _TOML_KEY.match(line)):
             parts = len(_TOML_PARTS.findall(m.group(1)))
             if parts > max_depth:
                 raise InputError(f"{where}: a key of {parts:,} dotted parts nests more than {max_depth} levels; "
