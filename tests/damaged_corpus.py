@@ -1151,10 +1151,13 @@ def plan_bench_cases(base: Path) -> list[Case]:
 
 def build(base: Path) -> list[Case]:
     """Write every damaged input under base; return the cases."""
+    import damaged_corpus_r3_plan  # imports Case from here: loaded once this module is
+
     cases = (profile_cases(base) + stage_delta_cases(base) + topo_cases(base) + plan_cases(base)
              + fewstep_cases(base) + a2a_audit_cases(base) + scope_cases(base) + hang_doctor_cases(base)
              + flag_cases(base) + round2_silent_cases(base) + round2_io_cases(base) + round2_traceback_cases(base)
-             + round2_message_cases(base) + round2_db_cases(base) + plan_bench_cases(base))
+             + round2_message_cases(base) + round2_db_cases(base) + plan_bench_cases(base)
+             + damaged_corpus_r3_plan.cases(base))
     ids = [c.id for c in cases]
     assert len(ids) == len(set(ids)), "case ids must be unique"
     return cases
