@@ -119,6 +119,14 @@ def _toml_cases(folder: Path) -> list[Case]:
         cases.append(Case(f"plan-r3:hardware-{name}", "plan.py",
                           ["--model", "FLUX.1-dev", "--hardware", str(path), "--devices", "4", "--json"],
                           reason=reason))
+    # a framework profile whose [form_vendors] is text: AttributeError ('str' object has no attribute 'get')
+    profile = (ROOT / "templates" / "frameworks" / "xdit.toml").read_text(encoding="utf-8")
+    profile = re.sub(r"(?m)^\[form_vendors\][^\[]*", "", profile).replace('name = "', 'form_vendors = "nvidia"\n'
+                                                                              'name = "', 1)
+    (folder / "framework-form-vendors-text.toml").write_text(profile, encoding="utf-8")
+    cases.append(Case("plan-r3:framework-form-vendors-text", "plan.py",
+                      [*FLUX4, "--framework", str(folder / "framework-form-vendors-text.toml")],
+                      reason="[form_vendors] must be a table of form = [vendors]"))
     cases.append(Case("plan-r3:hardware-fifo-no-writer", "plan.py",
                       ["--model", "FLUX.1-dev", "--hardware", _fifo(folder, "hardware.fifo"), "--devices", "4"],
                       reason="no writer opened this FIFO"))
