@@ -15,7 +15,7 @@ import os
 import re
 from pathlib import Path
 
-from damaged_corpus import DATA, HARDWARE, OUT, PUBLISHED, ROOT, Case
+from damaged_corpus import DATA, HARDWARE, OUT, PUBLISHED, ROOT, Case, _csv_cell
 
 TINY = str(DATA / "planbench" / "tiny-joint.toml")
 PLAN4 = ["--model-file", TINY, "--hardware", "910B", "--devices", "4"]
@@ -189,6 +189,16 @@ def _table_cases(folder: Path) -> list[Case]:
         Case("plan-r3:evaluate-cell-over-csv-field-limit", "plan.py", ["evaluate", "--tables", str(long_dir)],
              reason="line 2: not a CSV row (field larger than field limit"),
     ]
+    # a measured latency of inf or 1e308 was taken as a measurement (evaluate --calibrate overflowed on the
+    # single-device row: a traceback); now the row is left out with the warning every unusable latency gets
+    for name, value in (("inf", "inf"), ("1e308", "1e308")):
+        tdir = folder / f"tables-latency-{name}"
+        tdir.mkdir()
+        (tdir / "t.csv").write_text(_csv_cell(PUBLISHED.read_text(encoding="utf-8"), "latency_s", value),
+                                    encoding="utf-8")
+        cases.append(Case(f"plan-r3:evaluate-calibrate-latency-{name}", "plan.py",
+                          ["evaluate", "--tables", str(tdir), "--calibrate", "--in-sample-only", "--json"],
+                          expect="any", warn="latency_s is not a positive number up to 1e+07 s"))
     fifo_dir, zero_dir = folder / "tables-fifo", folder / "tables-dev-zero"
     fifo_dir.mkdir()
     zero_dir.mkdir()

@@ -24,6 +24,9 @@ SCENARIO_KEY = ["source_path", "model", "hardware", "interconnect", "n_devices",
                 "other_config"]
 ALLGATHER_KV = re.compile(r"ring_rotate_method\s*=\s*allgather|allgather-kv")
 TIE = 0.05  # measured latencies closer than 5 % are not an order (chart reading error is 2-5 %)
+MAX_LATENCY_S = 1e7   # a measured request of at most 116 days: the bound of plan.py --ref-latency (inf or 1e308
+                      # would be taken as a measurement, and --calibrate overflowed on it)
+LATENCY_WANTED = f"a positive number up to {MAX_LATENCY_S:g} s"
 
 RULE_OF_THUMB = (
     "1. Use CFG parallel (degree 2) whenever the model runs CFG.",
@@ -317,7 +320,7 @@ def pd_float(text) -> float | None:
         value = float(text)
     except (TypeError, ValueError):
         return None
-    return value if math.isfinite(value) and value > 0 else None
+    return value if math.isfinite(value) and 0 < value <= MAX_LATENCY_S else None
 
 
 def score_table(frame, tun: Tunables | None = None, calibrate: bool = False):
@@ -421,7 +424,7 @@ def evaluate_tables(frames: dict[str, object], tun: Tunables | None = None, cali
         s["csv_line"] = range(2, len(s) + 2)   # header is line 1
     data = pd.concat(scored, ignore_index=True)
     data["measured"] = pd.to_numeric(data["latency_s"], errors="coerce")
-    data.loc[~(data["measured"] > 0), "measured"] = float("nan")
+    data.loc[~((data["measured"] > 0) & (data["measured"] <= MAX_LATENCY_S)), "measured"] = float("nan")
     data["predicted"] = pd.to_numeric(data["predicted_latency_s"], errors="coerce")
     usable = data[data["measured"].notna() & data["predicted"].notna()].copy()
     if usable.empty:
@@ -459,8 +462,8 @@ def evaluate_tables(frames: dict[str, object], tun: Tunables | None = None, cali
     }
     unmeasured = data[data["predicted"].notna() & data["measured"].isna()]
     summary["rows_without_latency"] = int(len(unmeasured))
-    warnings = [f"{table}: line(s) {', '.join(str(x) for x in grp['csv_line'])}: latency_s is not a positive "
-                f"number (got {', '.join(repr(str(v)) for v in grp['latency_s'].head(3))}); left out of the evaluation"
+    warnings = [f"{table}: line(s) {', '.join(str(x) for x in grp['csv_line'])}: latency_s is not "
+                f"{LATENCY_WANTED} (got {', '.join(repr(str(v)) for v in grp['latency_s'].head(3))}); left out of the evaluation"
                 for table, grp in unmeasured.groupby("table", sort=False)]
     warnings += no_reference
     counted = set(usable["table"])
@@ -541,7 +544,7 @@ def nothing_scored(data) -> str:
     """Why no row of `data` (scored rows of one or more tables) has both a measured and a predicted latency."""
     if data.empty:
         return HEADER_ONLY
-    reasons = [str(note) if str(note).startswith("not scored") else "latency_s is not a positive number"
+    reasons = [str(note) if str(note).startswith("not scored") else f"latency_s is not {LATENCY_WANTED}"
                for note, meas, pred in zip(data["score_note"], data["measured"], data["predicted"], strict=True)
                if math.isnan(meas) or math.isnan(pred)]
     return f"{len(data)} row(s), none with both a measured latency_s and a prediction ({top_reasons(reasons)})"
