@@ -29,7 +29,7 @@ class Field:
 
     def describe(self) -> str:
         what = {"text": "a non-empty text", "bool": "true or false",
-                "int": f"an integer {self.lo:g}..{self.hi:g}",
+                "int": f"an integer {int(self.lo)}..{int(self.hi)}",
                 "seconds": f"seconds in (0, {self.hi:g}]", "percent": f"a percentage in [0, {self.hi:g}]",
                 "choice": "one of " + ", ".join(repr(c) for c in self.choices)}[self.kind]
         return what + (" or null" if self.null else "")
