@@ -15,7 +15,7 @@ import os
 import re
 from pathlib import Path
 
-from damaged_corpus import DATA, HARDWARE, OUT, PUBLISHED, ROOT, Case, _csv_cell
+from damaged_corpus import DATA, HARDWARE, OUT, PUBLISHED, ROOT, Case, _bench_text, _csv_cell
 
 TINY = str(DATA / "planbench" / "tiny-joint.toml")
 PLAN4 = ["--model-file", TINY, "--hardware", "910B", "--devices", "4"]
@@ -199,6 +199,15 @@ def _table_cases(folder: Path) -> list[Case]:
         cases.append(Case(f"plan-r3:evaluate-calibrate-latency-{name}", "plan.py",
                           ["evaluate", "--tables", str(tdir), "--calibrate", "--in-sample-only", "--json"],
                           expect="any", warn="latency_s is not a positive number up to 1e+07 s"))
+    # --bench: the same cell over csv's field limit in a comm_bench.py CSV (_csv.Error, a traceback)
+    bench = _bench_text().splitlines(keepends=True)
+    bench_cells = bench[1].rstrip("\n").split(",")
+    long_bench = folder / "bench-long-cell.csv"
+    long_bench.write_text(bench[0] + ",".join([*bench_cells[:-1], '"' + "x" * 200_000 + '"']) + "\n"
+                          + "".join(bench[2:]), encoding="utf-8")
+    cases.append(Case("plan-r3:bench-cell-over-csv-field-limit", "plan.py",
+                      ["--model", "FLUX.1-dev", "--hardware", "L20", "--devices", "4", "--bench", str(long_bench)],
+                      reason="bench-long-cell.csv:2: not a CSV row (field larger than field limit"))
     fifo_dir, zero_dir = folder / "tables-fifo", folder / "tables-dev-zero"
     fifo_dir.mkdir()
     zero_dir.mkdir()

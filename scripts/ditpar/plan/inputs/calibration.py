@@ -98,6 +98,19 @@ def _plausible(hw, link: str, bw: float, nbytes: int, where: str) -> None:
                          f"({rate.source}); floor: {nbytes} B in 10 s")
 
 
+def _csv_rows(reader, path: str):
+    """The rows of a csv.DictReader; csv's own errors (a cell over its field limit) are one InputError."""
+    import csv
+
+    last = reader.line_num   # the row that fails starts on the line after the last one read whole
+    try:
+        for row in reader:
+            yield row
+            last = reader.line_num
+    except csv.Error as exc:
+        raise InputError(f"--bench {path}:{last + 1}: not a CSV row ({exc})") from None
+
+
 def read_bench(paths: list[str], hw) -> list[Curve]:
     """Curves of every comm_bench.py CSV; a failed `correct` row, a missing column, a group the machine
     does not have, a figure outside its link's physical range or a file without rows is an InputError
@@ -111,13 +124,16 @@ def read_bench(paths: list[str], hw) -> list[Curve]:
     for path in paths:
         text = files.read_input_text(path)  # a file or <(...); byte-order mark dropped, other encodings named
         reader = csv.DictReader(text.splitlines())
-        cols = reader.fieldnames or []
+        try:
+            cols = reader.fieldnames or []
+        except csv.Error as exc:   # a cell over csv's field limit, a NUL byte: one line, not a traceback
+            raise InputError(f"--bench {path}:1: not a CSV header ({exc})") from None
         missing = [c for c in BENCH_COLUMNS if c not in cols]
         if missing:
             raise InputError(f"--bench {path}: missing column(s) {', '.join(missing)}; present: {', '.join(cols)} "
                              f"(expected a comm_bench.py --csv file)")
         rows = used = 0
-        for line, row in enumerate(reader, 2):
+        for line, row in enumerate(_csv_rows(reader, path), 2):
             rows += 1
             where = f"--bench {path}:{line}"
             if not _truthy(row["correct"], where):

@@ -69,6 +69,7 @@ def _row_lines(text: str, path: str | Path, width: int) -> list[int]:
     import io
 
     reader = csv.reader(io.StringIO(text, newline=""))
+    start = 1   # the line the row being read starts on (the header's, then each data row's)
     try:
         next(reader, None)
         lines = []
@@ -80,7 +81,7 @@ def _row_lines(text: str, path: str | Path, width: int) -> list[int]:
             lines.append(start)
             start = reader.line_num + 1
     except csv.Error as exc:
-        raise InputError(f"{path}: line {reader.line_num}: not a CSV row ({exc})") from None
+        raise InputError(f"{path}: line {start}: not a CSV row ({exc})") from None
     return lines
 
 
