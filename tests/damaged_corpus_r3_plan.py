@@ -161,6 +161,17 @@ def _flag_cases() -> list[Case]:
     }
     cases += [Case(f"plan-r3:{name}", "plan.py", [*FLUX4, *args, "--json"], reason=reason)
               for name, (args, reason) in flags.items()]
+    # counts written into a hardware name: 99999999 nodes hung (a link class per device pair), 5,000 digits were a
+    # ValueError traceback, '0x0x' was read as no count at all
+    names = {
+        "hardware-nodes-99999999": (["--hardware", "99999999x8xH100"], "node count 99999999 is out of range"),
+        "hardware-count-5000-digits": (["--hardware", "9" * 5000 + "xH100"], "(5000 digits) is out of range"),
+        "hardware-count-zero": (["--hardware", "0x0xH100"], "node count 0 is out of range; expected 1..1024"),
+        "interconnect-nodes-5000-digits": (["--hardware", "H100", "--interconnect", f"NVLink, {'9' * 5000} nodes"],
+                                           "(5000 digits) is out of range"),
+    }
+    cases += [Case(f"plan-r3:{name}", "plan.py", ["--model", "FLUX.1-dev", "--devices", "4", *args], reason=reason)
+              for name, (args, reason) in names.items()]
     return cases
 
 

@@ -167,6 +167,19 @@ def test_every_shipped_hardware_preset_is_inside_the_ranges():
             link.bandwidth_GBps >= 0.01 and link.latency_us >= 0.01 for link in hw.links.values())
 
 
+@pytest.mark.parametrize("name, interconnect, message", [
+    ("1025xH100", None, "'1025xH100': device count 1025 is out of range; expected 1..1024"),
+    ("0x8xH100", None, "'0x8xH100': node count 0 is out of range; expected 1..1024"),
+    ("H100", "NVLink, 1234567 nodes", "'NVLink, 1234567 nodes': node count 1234567 is out of range; expected 1..1024"),
+    ("9" * 5000 + "xH100", None, "device count 999999... (5000 digits) is out of range"),
+], ids=["devices-1025", "nodes-0", "interconnect-nodes", "5000-digits"])
+def test_counts_in_a_hardware_name_are_bounded(name, interconnect, message):
+    with pytest.raises(InputError) as err:
+        presets.resolve_hardware(name, interconnect, 4)
+    assert message in str(err.value) and len(str(err.value)) < 200
+    assert presets.resolve_hardware("2x8xH100").n_devices == 16   # within the bound, as before
+
+
 # --- files and formats: devices, deep dotted keys --------------------------------------------------------
 
 @pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="no /dev/zero")

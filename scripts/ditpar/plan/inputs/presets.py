@@ -16,7 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ditpar import formats
+from ditpar import formats, limits
 from ditpar.errors import InputError
 from ditpar.files import is_stream
 from ditpar.plan.inputs import schema
@@ -561,12 +561,23 @@ _NODES_RE = re.compile(r",?\s*(\d+)[\s-]*(?:nodes?|machines?|servers?)\b", re.IG
 _IC_RE = re.compile(r"\b(nvlink|pcie|hccs)\b", re.IGNORECASE)
 
 
+def _count(digits: str, what: str, text: str) -> int:
+    """A node or device count written in a hardware name: 1..limits.MAX_DEVICES (the bound of --devices), so
+    '0x0xH100' is not read as no count, and 99999999 nodes or a 5,000-digit count is one line, not a hang
+    (a link class per device pair) or a traceback."""
+    if len(digits) > 6 or not 1 <= int(digits) <= limits.MAX_DEVICES:
+        shown = digits if len(digits) <= 12 else f"{digits[:6]}... ({len(digits)} digits)"
+        name = text if len(text) <= 80 else f"{text[:40]}...{text[-20:]}"
+        raise InputError(f"{name!r}: {what} {shown} is out of range; expected 1..{limits.MAX_DEVICES}")
+    return int(digits)
+
+
 def _split_interconnect(text: str) -> tuple[str | None, int | None]:
     """('PCIe (8 GPUs across 2 sockets)') -> ('PCIe', None); ('NVLink, 2 nodes') -> ('NVLink', 2)."""
     nodes = None
     m = _NODES_RE.search(text)
     if m:
-        nodes = int(m.group(1))
+        nodes = _count(m.group(1), "node count", text)
     ic = _IC_RE.search(text)
     return (INTERCONNECTS[ic.group(1).lower()] if ic else None), nodes
 
@@ -619,9 +630,10 @@ def resolve_hardware(hardware: str, interconnect: str | None = None,
     hit = _lookup(reg, text)
     if hit is None and m:
         if m.group(1):
-            count_nodes, count_devices = int(m.group(1)), int(m.group(2))
+            count_nodes = _count(m.group(1), "node count", hardware)
+            count_devices = _count(m.group(2), "device count", hardware)
         else:
-            count_devices = int(m.group(2))
+            count_devices = _count(m.group(2), "device count", hardware)
         text = text[m.end():]
         hit = _lookup(reg, text)
     ic_name, ic_nodes = _split_interconnect(text)
