@@ -64,6 +64,8 @@ def _measured_cases(folder: Path) -> list[Case]:
         "world-float": (doc(world=4.0), "key 'world' must be an integer 1..1024, got 4.0"),
         "tokens-text": (doc(shape={"tokens": "16", "cfg": True}), "shape: key 'tokens' must be an integer"),
         "plans-not-a-list": (doc(plans={"U4": 0.01}), "key 'plans' must be a non-empty list"),
+        # a step below the prediction's host-bound part fitted a negative scale: negative latencies printed
+        "step-below-host-time": (plan(step_s=1e-6, request_s=5e-5), "plan U4: step_s 1e-06 s is below the part"),
     }
     cases = []
     for name, (text, reason) in texts.items():

@@ -86,6 +86,23 @@ def test_measured_schema_names_file_plan_and_key(tmp_path, doc, message):
     assert message in str(err.value)
 
 
+def test_measured_step_below_the_fixed_part_is_refused_not_fitted_negative(tmp_path):
+    from ditpar.plan.decide import measured
+    from ditpar.plan.decide.rank import rank_plans
+
+    model = custom_model.load(str(TINY))
+    shape = make_shape(model)
+    results = rank_plans(model, presets.load_hardware("910B", None, 4), shape, 4, Tunables())
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(_plan(step_s=1e-6, request_s=5e-5)), encoding="utf-8")
+    with pytest.raises(InputError, match=r"plan U4: step_s 1e-06 s is below the part of its predicted step no "
+                                         r"compute or link scale moves \(0.00383 s of host-bound time"):
+        measured.apply(str(path), results, model, shape)
+    path.write_text(json.dumps(_plan(step_s=0.01, request_s=0.5)), encoding="utf-8")
+    m = measured.apply(str(path), results, model, shape)
+    assert m["compute_scale"] > 0 and all(o["calibrated_latency_s"] > 0 for o in m["order"])
+
+
 def test_measured_schema_states_every_key_it_reads():
     from ditpar.plan.decide import measured
 

@@ -176,6 +176,15 @@ def apply(path: str, results, model, shape) -> dict:
     steps = shape.steps
     pts = {k: (*_parts(by[k], steps), float(rows[k]["step_s"])) for k in rows}
     a, b = fit(list(pts.values()))
+    if not (a > 0 and b > 0 and math.isfinite(a) and math.isfinite(b)):
+        # a measured step below what the model holds fixed (host-bound time: no scale of compute or links moves
+        # it) fits a scale <= 0, and every calibrated latency would come out negative: refused, never printed
+        low = min(pts, key=lambda k: pts[k][3] - pts[k][2])
+        c, x, h, y = pts[low]
+        raise InputError(f"--measured {path}: plan {by[low].plan.name}: step_s {y:.4g} s is below the part of its "
+                         f"predicted step no compute or link scale moves ({h:.4g} s of host-bound time; compute "
+                         f"{c:.4g} s, exposed communication {x:.4g} s): the fit gives scale(s) {a:.3g}, {b:.3g}; was "
+                         "it measured on this box, in seconds, for this request?")
     held = []
     if len(pts) >= 3:   # each measured plan predicted from a fit on the others
         for k, (c, x, h, y) in pts.items():
