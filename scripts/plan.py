@@ -62,6 +62,9 @@ MAX_MASKING_CHUNKS = 1024
 MAX_HEADS = limits.MAX_HEADS
 MAX_LAYERS = limits.MAX_LAYERS
 MAX_TOKENS = limits.MAX_TOKENS
+# --ref-latency, --ref-step-s: one single-device request or step takes 1 us (below one kernel launch) .. 116 days (a
+# figure in us or ms lands above it); plan/decide/measured.py bounds plan_bench.py's measured seconds alike
+MIN_REF_S, MAX_REF_S = 1e-6, 1e7
 
 
 def _in_range(flag: str, value: int | None, low: int, high: int, note: str = "") -> None:
@@ -80,6 +83,9 @@ def _check_request(args) -> tuple[int | None, int | None]:
     _in_range("--kv-heads", args.kv_heads, 1, MAX_HEADS)
     _in_range("--layers", args.layers, 1, MAX_LAYERS)
     _in_range("--tokens", args.tokens, 1, MAX_TOKENS)
+    for flag, value in (("--ref-latency", args.ref_latency), ("--ref-step-s", args.ref_step_s)):
+        if value is not None:
+            limits.number(value, flag, MIN_REF_S, MAX_REF_S)
     if args.resolution is None:
         return None, None
     from ditpar.plan.cost import parse_resolution
@@ -123,8 +129,9 @@ def _tunables(args):
     if getattr(args, "runtime", None) is not None:
         kw["launch_us"] = RUNTIME_LAUNCH_US[args.runtime]
     if args.launch_us is not None:
-        if args.launch_us < 0:
-            raise InputError("--launch-us: expected >= 0")
+        from ditpar.plan.inputs import schema
+
+        schema.check_value(args.launch_us, schema.TUNABLES.keys["launch_us"], "--launch-us", "launch_us")
         kw["launch_us"] = args.launch_us
     if args.overlap_efficiency is not None:
         if not 0 <= args.overlap_efficiency <= 1:
@@ -222,7 +229,45 @@ def main() -> None:
         cli.run(PROG, lambda: run_plan(plan_parser().parse_args(argv)))
 
 
+def _given_figures(args) -> str:
+    """The figures this run was given (what a non-finite time comes from), as the user typed them."""
+    given = [f"--set {item}" for item in args.set or []]
+    given += [f"{flag} {v:g}" for flag, v in (("--ref-latency", args.ref_latency), ("--ref-step-s", args.ref_step_s),
+                                             ("--launch-us", args.launch_us)) if v is not None]
+    given += [f"{flag} {v}" for flag, v in (("--hardware", args.hardware), ("--model-file", args.model_file))
+              if v and (flag == "--model-file" or v.endswith(".toml"))]
+    if args.measured:
+        given.append(f"--measured {args.measured}")
+    return ", ".join(given) or f"the presets of --model {args.model} and --hardware {args.hardware}"
+
+
+def not_finite(args, what: str) -> InputError:
+    """A computed time that is not a finite number: an input error naming the figures given, never inf in a table."""
+    return InputError(f"{what} is not a finite number of seconds: the figures given ({_given_figures(args)}) are each "
+                      "inside their range but together beyond what the cost model can price; check their units")
+
+
+def check_finite(args, results, meas: dict | None = None) -> None:
+    """Every feasible plan's predicted (and calibrated) time is a finite number, else one InputError."""
+    import math
+
+    for r in results:
+        if r.feasible and not (math.isfinite(r.latency_s) and math.isfinite(r.breakdown.step_s)):
+            raise not_finite(args, f"the predicted latency of {r.plan.name} ({r.latency_s})")
+    for o in (meas or {}).get("order", []):
+        if not math.isfinite(o["calibrated_latency_s"]):
+            raise not_finite(args, f"the calibrated latency of {o['name']} ({o['calibrated_latency_s']})")
+
+
 def run_plan(args) -> int:
+    """The ranking; an overflow or a division by zero inside the cost model is an input error naming the figures."""
+    try:
+        return _run_plan(args)
+    except (OverflowError, ZeroDivisionError) as exc:
+        raise not_finite(args, f"a computed time ({type(exc).__name__}: {exc})") from None
+
+
+def _run_plan(args) -> int:
     from ditpar.plan.cost import make_shape
     from ditpar.plan.decide import report
     from ditpar.plan.decide.rank import calibrate, conclusion, rank_plans
@@ -262,6 +307,7 @@ def run_plan(args) -> int:
     results = rank_plans(model, hw, shape, args.devices, tun, with_dp=not args.no_dp,
                          patches=args.patches, warmup=args.warmup, frameworks=fws,
                          allow_approximate=args.allow_approximate)
+    check_finite(args, results)
     text = conclusion(results, model, hw, shape)
     from ditpar.fewstep.matrix import WRITE_COLUMNS, matrix_csv
 
@@ -276,6 +322,7 @@ def run_plan(args) -> int:
     bench_cmd = measured.bench_command(args, measure, args.devices)
     text = text + " " + bench_cmd if bench_cmd else text
     meas = measured.apply(args.measured, results, model, shape) if args.measured else None
+    check_finite(args, results, meas)
     payload = report.payload(results, model, hw, shape, tun, text, fws, args.allow_approximate)
     calibrated.extend_payload(payload, results, extra, box)
     payload["serial_stages"] = report.serial_record(stages, results)

@@ -782,7 +782,7 @@ def round2_silent_cases(base: Path) -> list[Case]:
         Case("bubbles:consumer-empty", "bubbles.py", [str(RANK0), "--consumer", ""],
              reason="expected a kernel-name pattern"),
         Case("plan:set-out-of-range", "plan.py", [*l20, "--set", "links.intra_domain.bandwidth_GBps=1e300"],
-             reason="must be a number in (0, 10000]"),
+             reason="must be a number in [0.01, 10000]"),
     ]
     pcie = (ROOT / "templates" / "hardware" / "a100-pcie.toml").read_text(encoding="utf-8")
     fast = folder / "pcie-900.toml"
@@ -1166,14 +1166,17 @@ def plan_bench_cases(base: Path) -> list[Case]:
 
 def build(base: Path) -> list[Case]:
     """Write every damaged input under base; return the cases."""
-    import damaged_corpus_r3_db  # imports this module: loaded here, not at the top
-    import damaged_corpus_r3_planbench as r3_planbench  # here, not at the top: it imports Case from this module
+    # the round-3 modules import Case from this module: loaded here, not at the top
+    import damaged_corpus_r3_db
+    import damaged_corpus_r3_plan
+    import damaged_corpus_r3_planbench as r3_planbench
 
     cases = (profile_cases(base) + stage_delta_cases(base) + topo_cases(base) + plan_cases(base)
              + fewstep_cases(base) + a2a_audit_cases(base) + scope_cases(base) + hang_doctor_cases(base)
              + flag_cases(base) + round2_silent_cases(base) + round2_io_cases(base) + round2_traceback_cases(base)
              + round2_message_cases(base) + round2_db_cases(base) + plan_bench_cases(base)
-             + damaged_corpus_r3_db.cases(base) + r3_planbench.cases(base) + damaged_corpus_r3_hang.cases(base))
+             + damaged_corpus_r3_db.cases(base) + r3_planbench.cases(base) + damaged_corpus_r3_hang.cases(base)
+             + damaged_corpus_r3_plan.cases(base))
     ids = [c.id for c in cases]
     assert len(ids) == len(set(ids)), "case ids must be unique"
     return cases

@@ -173,7 +173,7 @@ def test_rows_without_a_measured_latency_are_named_not_dropped():
                           _row(pipefusion="8", latency_s="0.9")])
     res = ev.evaluate_tables({"t.csv": frame})
     assert res["summary"]["rows_without_latency"] == 2
-    assert res["warnings"] == ["t.csv: line(s) 3, 4: latency_s is not a positive number (got 'abc', '-1'); "
+    assert res["warnings"] == ["t.csv: line(s) 3, 4: latency_s is not a positive number up to 1e+07 s (got 'abc', '-1'); "
                                "left out of the evaluation"]
     assert res["summary"]["pairs"] == 1        # only the two measured rows form a pair
 

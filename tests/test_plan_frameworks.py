@@ -159,7 +159,7 @@ def test_model_file_and_overrides_and_bad_input(tmp_path):
 
 @pytest.mark.parametrize("args, needle", [
     (["--framework", "nope"], "unknown; known"),
-    (["--model-file", "missing.toml"], "cannot read"),
+    (["--model-file", "missing.toml"], "missing.toml: no such file or folder"),
     (["--kv-heads", "7"], "must divide"),
 ])
 def test_cli_bad_input_exits_2_with_one_line(args, needle):

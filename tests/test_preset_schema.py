@@ -50,10 +50,10 @@ def _hw_text(old, new):
     ("[links.inter_node]", "[links.inter_nodes]", "unknown table 'links.inter_nodes'; did you mean 'links.inter_node'?"),
     ("latency_us = 40.0", "latency_usec = 40.0", "unknown key 'links.intra_domain.latency_usec'; did you mean "
                                                  "'links.intra_domain.latency_us'?"),
-    ("hbm_bandwidth_GBps = 1935.0", "hbm_bandwidth_GBps = 0", "key 'hbm_bandwidth_GBps' must be a number in (0, 100000]"),
-    ("memory_GB = 80.0", "memory_GB = 8e10", "key 'memory_GB' must be a number in (0, 100000], got 80000000000.0"),
+    ("hbm_bandwidth_GBps = 1935.0", "hbm_bandwidth_GBps = 0", "key 'hbm_bandwidth_GBps' must be a number in [1, 100000]"),
+    ("memory_GB = 80.0", "memory_GB = 8e10", "key 'memory_GB' must be a number in [1, 100000], got 80000000000.0"),
     ("devices_per_node = 8", "devices_per_node = 8.5", "key 'devices_per_node' must be an integer in [1, 1024]"),
-    ("bandwidth_GBps = 24.0", "bandwidth_GBps = 24000.0", "must be a number in (0, 10000], got 24000.0"),
+    ("bandwidth_GBps = 24.0", "bandwidth_GBps = 24000.0", "must be a number in [0.01, 10000], got 24000.0"),
 ])
 def test_hardware_file_outside_the_schema_is_refused(tmp_path, old, new, phrase):
     path = _write(tmp_path, "box.toml", _hw_text(old, new))
@@ -127,10 +127,10 @@ def test_link_figure_above_its_technology_ceiling_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize("item, phrase", [
-    ("links.intra_domain.bandwidth_GBps=1e300", "must be a number in (0, 10000], got 1e+300"),
-    ("mfu=2", "key 'mfu' must be a number in (0, 1], got 2.0"),
-    ("hbm_bandwidth_GBps=5e6", "key 'hbm_bandwidth_GBps' must be a number in (0, 100000]"),
-    ("links.intra_domain.alltoall_GBps.4=20000", "must be a number in (0, 10000]"),
+    ("links.intra_domain.bandwidth_GBps=1e300", "must be a number in [0.01, 10000], got 1e+300"),
+    ("mfu=2", "key 'mfu' must be a number in [0.01, 1], got 2.0"),
+    ("hbm_bandwidth_GBps=5e6", "key 'hbm_bandwidth_GBps' must be a number in [1, 100000]"),
+    ("links.intra_domain.alltoall_GBps.4=20000", "must be a number in [0.01, 10000]"),
 ])
 def test_set_overrides_obey_the_schema_ranges(item, phrase):
     from ditpar.plan.cost import Tunables

@@ -18,7 +18,7 @@ Rules (references: README "Every script ..."):
   sockets are refused.
 - An input named by the user is read whole by :func:`read_input`: a regular file, or a FIFO or
   pipe such as ``<(...)`` read once (a FIFO that no writer opens within FIFO_WAIT_S is an error,
-  not a hang); :func:`decode_text` drops a UTF-8 byte-order mark and names UTF-16 and other
+  not a hang); a character device (``/dev/zero`` never ends) is refused; :func:`decode_text` drops a UTF-8 byte-order mark and names UTF-16 and other
   non-UTF-8 bytes with the file; :func:`input_problem` says why a path cannot be read (a dangling
   link, a loop, a FIFO among a profile's files, a folder where a file belongs).
 """
@@ -164,10 +164,12 @@ def input_problem(path: str | os.PathLike[str], want: str = "file", streams: boo
         return None if want in ("folder", "any") else f"{text}: is a folder; expected a file"
     if want == "folder":
         return f"{text}: is a file; expected a folder"
-    if stat.S_ISREG(st.st_mode) or (streams and _is_stream_stat(st)):
+    if stat.S_ISREG(st.st_mode) or (streams and stat.S_ISFIFO(st.st_mode)):
         return None
-    kind = "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a device" if stat.S_ISCHR(st.st_mode) \
-        else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file"
+    if stat.S_ISCHR(st.st_mode):  # /dev/zero or /dev/urandom never end, a terminal waits for typing: never read
+        return (f"{text}: is a device, not a file; name a saved file, a FIFO or <(...)" if streams
+                else f"{text}: is a device, not a regular file; the tools read saved files")
+    kind = "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file"
     return f"{text}: is {kind}, not a regular file; the tools read saved files"
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import sys
 from typing import Any
 
@@ -78,8 +79,27 @@ def load_json(path: str | os.PathLike[str], *, parse_float: Any = None, max_dept
     return json_text(files.read_input_text(where), where, parse_float=parse_float, max_depth=max_depth)
 
 
+_TOML_PART = r"""(?:[A-Za-z0-9_-]+|"(?:[^"\\\n]|\\.)*"|'[^'\n]*')"""
+_TOML_KEY = re.compile(rf"[ \t]*\[{{0,2}}[ \t]*({_TOML_PART}(?:[ \t]*\.[ \t]*{_TOML_PART})*)[ \t]*(?:\]|=)")
+_TOML_PARTS = re.compile(_TOML_PART)
+
+
+def _deep_keys(text: str, where: str, max_depth: int) -> None:
+    """Refuse a dotted key or table header of more than max_depth parts before parsing: tomllib takes time
+    quadratic in their number (50,000 parts: about 30 s) before the depth check could see the result."""
+    if text.count(".") < max_depth:    # a key of more than max_depth parts has at least max_depth dots
+        return
+    for line in text.splitlines():
+        if line.count(".") >= max_depth and (m := _TOML_KEY.match(line)):
+            parts = len(_TOML_PARTS.findall(m.group(1)))
+            if parts > max_depth:
+                raise InputError(f"{where}: a key of {parts:,} dotted parts nests more than {max_depth} levels; "
+                                 "not a file the tools read")
+
+
 def toml_text(text: str, where: str, *, max_depth: int = MAX_DEPTH) -> dict[str, Any]:
     """Parse one TOML document; every failure (syntax, depth, huge integer, memory) is one InputError."""
+    _deep_keys(text, where, max_depth)
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -63,7 +63,11 @@ def make_shape(model, width: int | None = None, height: int | None = None, frame
     cfg = bool(model.cfg_default if cfg is None else cfg)
     if width <= 0 or height <= 0 or frames <= 0 or steps <= 0:
         raise InputError(f"shape {width}x{height}x{frames}, {steps} steps: every size must be positive")
-    for name, value, top in (("width", width, limits.MAX_PIXELS_SIDE), ("height", height, limits.MAX_PIXELS_SIDE),
+    # an in-house model file (vae_stride 1, 1, 1) gives its sizes in latent grid units, not pixels: its sides get
+    # the bound of --tokens (a file's tokens = 65536 is one side of 65536), the grid's product too (below)
+    grid_units = tuple(int(x) for x in model.vae_stride) == (1, 1, 1)
+    side = limits.MAX_TOKENS if grid_units else limits.MAX_PIXELS_SIDE
+    for name, value, top in (("width", width, side), ("height", height, side),
                              ("frames", frames, limits.MAX_FRAMES), ("steps", steps, limits.MAX_STEPS)):
         if value > top:  # the bounds of --resolution, --frames and --steps hold for a table's rows too
             raise InputError(f"shape {width}x{height}x{frames}, {steps} steps: {name} {value} is out of range "
@@ -79,6 +83,9 @@ def make_shape(model, width: int | None = None, height: int | None = None, frame
         grid_t, grid_h, grid_w = model.visual_grid(width, height, frames)
     else:
         grid_t, grid_h, grid_w = max(1, latent_frames(model, frames) // max(1, pt)), lat_h // ph, lat_w // pw
+    if grid_units and grid_t * grid_h * grid_w > limits.MAX_TOKENS:
+        raise InputError(f"shape {width}x{height}x{frames}: {grid_t * grid_h * grid_w:,} tokens is out of range "
+                         f"1..{limits.MAX_TOKENS:,} (the bound of --tokens)")
     return Shape(width=width, height=height, frames=frames, steps=steps, cfg=cfg, frames_tok=int(grid_t),
                  tokens_per_frame=int(grid_h * grid_w), text_joint=int(model.text_joint_tokens),
                  text_cross=int(model.text_cross_tokens))

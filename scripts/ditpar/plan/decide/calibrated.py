@@ -283,6 +283,11 @@ def extend_payload(payload: dict, results, extra: dict, box: Box) -> None:
     payload["topology_warnings"] = box.warnings
 
 
+def _source(rec: dict) -> str:
+    """Where a link figure comes from, in the table: a --set figure is the user's, not a measurement."""
+    return "given (--set)" if rec["how"].startswith("--set ") else "measured" if rec["measured"] else "preset"
+
+
 def render(text: str, results, extra: dict, box: Box, top: int) -> str:
     """The ranking's text with the band table, link figures, overrides, comparison and matrix added."""
     feas = [r for r in results if r.feasible]
@@ -301,10 +306,11 @@ def render(text: str, results, extra: dict, box: Box, top: int) -> str:
             continue
         lines.append(f"{r.rank:>3} {r.plan.name:<18}{r.latency_s:>10.3f}{r.band.low_s:>10.3f}{r.band.high_s:>10.3f}  "
                      f"{'tie' if r.short_list and len(extra['short_list']) > 1 else ''}")
-    lines += ["", f"compute: {box.compute}", "link figures (measured = from --bench or --set; preset = templates/hardware):"]
+    lines += ["", f"compute: {box.compute}", "link figures (measured = from --bench; given = typed with --set; "
+              "preset = templates/hardware):"]
     for rec in box.link_records:
         lines.append(f"  {rec['link']:<13} {rec['figure']:<48} {rec['GBps']:>7.3g} GB/s  "
-                     f"{'measured' if rec['measured'] else 'preset'}: {rec['how']}")
+                     f"{_source(rec)}: {rec['how']}")
     if box.overrides:
         lines.append("overrides (--set): " + "; ".join(box.overrides))
     for w in box.warnings:

@@ -3,46 +3,138 @@ measured times, and calibrate the unmeasured plans (a compute scale and a link s
 
 from __future__ import annotations
 
-import json
 import math
 import shlex
-from pathlib import Path
+from dataclasses import dataclass
 
+from ditpar import formats, limits
 from ditpar.errors import InputError
 
 SCHEMA = "dit-parallel-opt/plan_bench/v1"
+MAX_SECONDS = 1e7   # a measured step or request: at most 116 days (no benchmark runs that long; a figure in us?)
+VERDICTS = ("", "fastest", "tie", "slower", "noisy", "wrong", "not-built")   # ditpar/planbench/timing.py, app.py
+SKIPPED = ("wrong", "not-built", "noisy")   # rows whose time is not a measurement of the plan
+
+
+@dataclass(frozen=True)
+class Field:
+    """One key --measured reads: its type and range, and whether it may be absent or null."""
+
+    kind: str                       # text, int, bool, seconds, percent, choice
+    lo: float = 0.0
+    hi: float = 0.0
+    required: bool = True
+    null: bool = False              # JSON null allowed (plan_bench.py writes null for a value it has not got)
+    choices: tuple = ()
+
+    def describe(self) -> str:
+        what = {"text": "a non-empty text", "bool": "true or false",
+                "int": f"an integer {int(self.lo)}..{int(self.hi)}",
+                "seconds": f"seconds in (0, {self.hi:g}]", "percent": f"a percentage in [0, {self.hi:g}]",
+                "choice": "one of " + ", ".join(repr(c) for c in self.choices)}[self.kind]
+        return what + (" or null" if self.null else "")
+
+
+#: the schema of a plan_bench.py --json document as --measured reads it: every key read, its type and range
+#: (other keys are not read). Sizes carry their plan.py flag's bound (--devices, --tokens).
+DOCUMENT = {
+    "model": Field("text"),
+    "world": Field("int", 1, limits.MAX_DEVICES),
+    "device": Field("text", required=False),      # names the box in the output
+    "backend": Field("text", required=False),
+    "dtype": Field("text", required=False),
+}
+SHAPE = {"tokens": Field("int", 1, limits.MAX_TOKENS), "cfg": Field("bool")}
+#: one row of 'plans': a used row (verdict not wrong, not-built or noisy, step_s given) needs request_s too
+ROW = {
+    "name": Field("text"),
+    "verdict": Field("choice", choices=VERDICTS, required=False, null=True),
+    "step_s": Field("seconds", hi=MAX_SECONDS, required=False, null=True),
+    "request_s": Field("seconds", hi=MAX_SECONDS, required=False, null=True),
+    "dispersion_pct": Field("percent", hi=1e6, required=False, null=True),   # (max - min) / median of the repeats
+}
 
 
 def _norm(name: str) -> str:
     return " ".join(str(name).lower().split())
 
 
+def _check(value, spec: Field, where: str):
+    """value against its field: the value, or an InputError naming where and what was expected."""
+    if value is None and spec.null:
+        return None
+    kind = spec.kind
+    ok = False
+    if kind == "text":
+        ok = isinstance(value, str) and bool(value.strip())
+    elif kind == "bool":
+        ok = isinstance(value, bool)
+    elif kind == "choice":
+        ok = isinstance(value, str) and value in spec.choices
+    elif kind == "int":
+        ok = isinstance(value, int) and not isinstance(value, bool) and spec.lo <= value <= spec.hi
+    elif kind in ("seconds", "percent"):
+        ok = (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+              and (value > 0 if kind == "seconds" else value >= 0) and value <= spec.hi)
+    if not ok:
+        raise InputError(f"{where} must be {spec.describe()}, got {value!r}")
+    return value
+
+
+def _fields(table: dict, specs: dict[str, Field], where: str) -> dict:
+    """The keys of one table that --measured reads, each checked (a missing required key is named)."""
+    out = {}
+    for key, spec in specs.items():
+        if key not in table:
+            if spec.required:
+                raise InputError(f"{where}has no key '{key}' ({spec.describe()})")
+            continue
+        out[key] = _check(table[key], spec, f"{where}key '{key}'")
+    return out
+
+
 def read(path: str, model, shape, devices: int) -> dict[str, dict]:
-    """Measured rows by normalised plan name, from a plan_bench.py --json document of this very request."""
+    """Measured rows by normalised plan name, from a plan_bench.py --json document of this very request;
+    every key read is checked against DOCUMENT, SHAPE and ROW (one InputError naming file, plan and key)."""
     try:
-        doc = json.loads(Path(path).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"--measured {path}: cannot read ({type(exc).__name__}: {exc})") from None
+        doc = formats.load_json(path)   # a FIFO once, a device refused, hostile nesting and integers named
+    except InputError as exc:
+        raise InputError(f"--measured {exc}") from None
+    where = f"--measured {path}: "
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
-        raise InputError(f"--measured {path}: not a plan_bench.py --json document (schema {SCHEMA} expected)")
-    sh = doc.get("shape") if isinstance(doc.get("shape"), dict) else {}
+        raise InputError(f"{where}not a plan_bench.py --json document (schema {SCHEMA} expected)")
+    head = _fields(doc, DOCUMENT, where)
+    if not isinstance(doc.get("shape"), dict):
+        raise InputError(f"{where}key 'shape' must be a table with tokens and cfg, got {doc.get('shape')!r}")
+    sh = _fields(doc["shape"], SHAPE, f"{where}shape: ")
     want = {"model": model.name, "world": devices, "tokens": shape.tokens, "cfg": shape.cfg}
-    got = {"model": doc.get("model"), "world": doc.get("world"), "tokens": sh.get("tokens"), "cfg": sh.get("cfg")}
+    got = {"model": head["model"], "world": head["world"], "tokens": sh["tokens"], "cfg": sh["cfg"]}
     diff = [f"{k} {got[k]!r} (this request: {want[k]!r})" for k in want if got[k] != want[k]]
     if diff:
-        raise InputError(f"--measured {path}: measured another request: " + "; ".join(diff))
-    rows = {}
-    for i, r in enumerate(doc.get("plans") or []):
-        if not isinstance(r, dict) or not isinstance(r.get("name"), str):
-            raise InputError(f"--measured {path}: plans[{i}] has no 'name'")
-        step = r.get("step_s")
-        if r.get("verdict") in ("wrong", "not-built", "noisy") or step is None:
+        raise InputError(f"{where}measured another request: " + "; ".join(diff))
+    plans = doc.get("plans")
+    if not isinstance(plans, list) or not plans:
+        raise InputError(f"{where}key 'plans' must be a non-empty list of measured plans, got "
+                         f"{type(plans).__name__ if plans is not None else 'nothing'}")
+    on = f"{head.get('device', '?')} ({head.get('backend', '?')}, {head.get('dtype', '?')})"
+    rows: dict[str, dict] = {}
+    first: dict[str, str] = {}
+    for i, r in enumerate(plans):
+        if not isinstance(r, dict) or not isinstance(r.get("name"), str) or not r["name"].strip():
+            raise InputError(f"{where}plans[{i}] has no 'name' (a plan name as plan.py prints it)")
+        at = f"{where}plans[{i}] ({r['name']}): "
+        row = _fields(r, ROW, at)
+        key = _norm(row["name"])
+        if key in first:
+            raise InputError(f"{at}the same plan as {first[key]}; each plan is measured once (one document per run)")
+        first[key] = f"plans[{i}] ({r['name']})"
+        if row.get("verdict") in SKIPPED or row.get("step_s") is None:
             continue
-        if not (isinstance(step, (int, float)) and math.isfinite(step) and step > 0):
-            raise InputError(f"--measured {path}: plans[{i}] ({r['name']}): step_s {step!r} is not a positive number")
-        rows[_norm(r["name"])] = {**r, "_on": f"{doc.get('device', '?')} ({doc.get('backend', '?')}, {doc.get('dtype', '?')})"}
+        if row.get("request_s") is None:
+            raise InputError(f"{at}has step_s but no request_s ({ROW['request_s'].describe()})")
+        rows[key] = {**r, "_on": on}
     if not rows:
-        raise InputError(f"--measured {path}: no plan with a usable measurement (every plan is wrong, noisy or "
+        raise InputError(f"{where}no plan with a usable measurement (every plan is wrong, noisy or "
                          "not built): nothing to mark or calibrate")
     return rows
 
@@ -84,6 +176,15 @@ def apply(path: str, results, model, shape) -> dict:
     steps = shape.steps
     pts = {k: (*_parts(by[k], steps), float(rows[k]["step_s"])) for k in rows}
     a, b = fit(list(pts.values()))
+    if not (a > 0 and b > 0 and math.isfinite(a) and math.isfinite(b)):
+        # a measured step below what the model holds fixed (host-bound time: no scale of compute or links moves
+        # it) fits a scale <= 0, and every calibrated latency would come out negative: refused, never printed
+        low = min(pts, key=lambda k: pts[k][3] - pts[k][2])
+        c, x, h, y = pts[low]
+        raise InputError(f"--measured {path}: plan {by[low].plan.name}: step_s {y:.4g} s is below the part of its "
+                         f"predicted step no compute or link scale moves ({h:.4g} s of host-bound time; compute "
+                         f"{c:.4g} s, exposed communication {x:.4g} s): the fit gives scale(s) {a:.3g}, {b:.3g}; was "
+                         "it measured on this box, in seconds, for this request?")
     held = []
     if len(pts) >= 3:   # each measured plan predicted from a fit on the others
         for k, (c, x, h, y) in pts.items():

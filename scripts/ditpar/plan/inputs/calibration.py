@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,6 +98,19 @@ def _plausible(hw, link: str, bw: float, nbytes: int, where: str) -> None:
                          f"({rate.source}); floor: {nbytes} B in 10 s")
 
 
+def _csv_rows(reader, path: str):
+    """The rows of a csv.DictReader; csv's own errors (a cell over its field limit) are one InputError."""
+    import csv
+
+    last = reader.line_num   # the row that fails starts on the line after the last one read whole
+    try:
+        for row in reader:
+            yield row
+            last = reader.line_num
+    except csv.Error as exc:
+        raise InputError(f"--bench {path}:{last + 1}: not a CSV row ({exc})") from None
+
+
 def read_bench(paths: list[str], hw) -> list[Curve]:
     """Curves of every comm_bench.py CSV; a failed `correct` row, a missing column, a group the machine
     does not have, a figure outside its link's physical range or a file without rows is an InputError
@@ -110,13 +124,16 @@ def read_bench(paths: list[str], hw) -> list[Curve]:
     for path in paths:
         text = files.read_input_text(path)  # a file or <(...); byte-order mark dropped, other encodings named
         reader = csv.DictReader(text.splitlines())
-        cols = reader.fieldnames or []
+        try:
+            cols = reader.fieldnames or []
+        except csv.Error as exc:   # a cell over csv's field limit, a NUL byte: one line, not a traceback
+            raise InputError(f"--bench {path}:1: not a CSV header ({exc})") from None
         missing = [c for c in BENCH_COLUMNS if c not in cols]
         if missing:
             raise InputError(f"--bench {path}: missing column(s) {', '.join(missing)}; present: {', '.join(cols)} "
                              f"(expected a comm_bench.py --csv file)")
         rows = used = 0
-        for line, row in enumerate(reader, 2):
+        for line, row in enumerate(_csv_rows(reader, path), 2):
             rows += 1
             where = f"--bench {path}:{line}"
             if not _truthy(row["correct"], where):
@@ -278,48 +295,63 @@ def set_keys(hw) -> list[str]:
     return out
 
 
-def _in_schema(key: str, parts: list[str], value: float, item: str) -> None:
-    """An override obeys the range its key has in a preset file (plan/inputs/schema.py): 1e300 GB/s is no what-if."""
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def _set_spec(key: str, parts: list[str], hw):
+    """The schema entry (type and range, plan/inputs/schema.py) of a --set key, or None when it is unknown."""
     from ditpar.plan.inputs import schema
 
-    spec = None
-    if key in schema.HARDWARE.keys:
-        spec = schema.HARDWARE.keys[key]
-    elif len(parts) == 3 and parts[0] == "links" and parts[2] in schema.LINK.keys:
-        spec = schema.LINK.keys[parts[2]]
-    elif len(parts) == 4 and parts[0] == "links" and parts[2] == "alltoall_GBps":
-        spec = schema.LINK.keys["alltoall_GBps"].table.free
-    if spec is not None:
-        schema.check_value(value, spec, f"--set {item!r}", key)
+    if key in SET_HW:
+        return schema.HARDWARE.keys[key]
+    if key in SET_TUN:
+        return schema.TUNABLES.keys[key]
+    if len(parts) >= 3 and parts[0] == "links" and parts[1] in hw.links:
+        if len(parts) == 3 and parts[2] in SET_LINK:
+            spec = schema.LINK.keys[parts[2]]
+            return dataclasses.replace(spec, zero=False)   # a what-if gives a figure; 0 would unset it silently
+        if (len(parts) == 4 and parts[2] == "alltoall_GBps" and parts[3].isdigit() and len(parts[3]) <= 4
+                and 3 <= int(parts[3]) <= limits.MAX_DEVICES):
+            return schema.LINK.keys["alltoall_GBps"].table.free
+    return None
 
 
 def apply_sets(items: list[str], hw, tun) -> tuple[object, object, list[str]]:
-    """Apply --set KEY=VALUE overrides; every override is returned as 'key: old -> new'."""
+    """Apply --set KEY=VALUE overrides; every override is returned as 'key: old -> new'.
+
+    A key must be known (SET_HW, SET_TUN, links.<class>.<figure>, links.<class>.alltoall_GBps.<3..1024>) and
+    given once; its value a plain decimal number inside the range its key has in the schema (which states
+    each range's reason), so no what-if can make a computed time overflow."""
+    from ditpar.plan.inputs import schema
+
     notes = []
+    seen: dict[str, str] = {}
     for item in items:
         key, sep, text = item.partition("=")
         key = key.strip()
-        try:
-            value = float(text)
-        except ValueError:
-            value = float("nan")
-        if not sep or not math.isfinite(value) or value < 0 or (value == 0 and key != "overlap_efficiency"):
-            raise InputError(f"--set {item!r}: expected KEY=VALUE with a positive finite number")
+        if not sep or not key:
+            raise InputError(f"--set {item!r}: expected KEY=VALUE with a finite number, e.g. mfu=0.4")
         parts = key.split(".")
-        _in_schema(key, parts, value, item)
+        spec = _set_spec(key, parts, hw)
+        if spec is None:
+            raise InputError(f"--set {key!r}: unknown figure; known: {', '.join(set_keys(hw))}")
+        if key in seen:
+            raise InputError(f"--set {item!r}: {key} is already set by --set {seen[key]!r}; give each figure once")
+        seen[key] = item
+        if not _NUMBER.fullmatch(text.strip()):
+            raise InputError(f"--set {item!r}: expected KEY=VALUE with a finite number such as 0.4 or 1e3, "
+                             f"got {text.strip()!r}")
+        value = float(text)
+        if not math.isfinite(value):
+            raise InputError(f"--set {item!r}: expected KEY=VALUE with a finite number")
+        schema.check_value(value, spec, f"--set {item!r}", key)
         if key in SET_HW:
-            if key == "mfu" and value > 1:
-                raise InputError(f"--set {item!r}: mfu is a fraction in (0, 1]")
             old = getattr(hw, key)
             hw = dataclasses.replace(hw, **{key: value})
         elif key in SET_TUN:
-            if key == "overlap_efficiency" and value > 1:
-                raise InputError(f"--set {item!r}: overlap_efficiency is a share in [0, 1]")
             old = getattr(tun, key)
             tun = dataclasses.replace(tun, **{key: value})
-        elif len(parts) >= 3 and parts[0] == "links" and parts[1] in hw.links and (
-                (len(parts) == 3 and parts[2] in SET_LINK) or
-                (len(parts) == 4 and parts[2] == "alltoall_GBps" and parts[3].isdigit() and int(parts[3]) >= 3)):
+        else:
             link = hw.links[parts[1]]
             if len(parts) == 3:
                 old = getattr(link, parts[2])
@@ -330,7 +362,5 @@ def apply_sets(items: list[str], hw, tun) -> tuple[object, object, list[str]]:
                 table[int(parts[3])] = value
                 link = dataclasses.replace(link, alltoall_GBps=tuple(sorted(table.items())))
             hw = dataclasses.replace(hw, links={**hw.links, parts[1]: link})
-        else:
-            raise InputError(f"--set {key!r}: unknown figure; known: {', '.join(set_keys(hw))}")
         notes.append(f"{key}: {old} -> {value:g}")
     return hw, tun, notes

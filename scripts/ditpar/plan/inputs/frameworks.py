@@ -130,6 +130,9 @@ def parse_framework(data: dict, path: Path) -> Framework:
         raise InputError(f"{path}: forms.{unknown[0]} is not a form; expected {', '.join(FORMS)}")
     forms = {f: _strs(forms_raw, f, path, default=()) for f in FORMS}
     fv_raw = data.get("form_vendors", {})
+    if not isinstance(fv_raw, dict) or set(fv_raw) - set(FORMS):
+        raise InputError(f"{path}: [form_vendors] must be a table of form = [vendors] ({', '.join(FORMS)}), "
+                         f"got {fv_raw!r}"[:300])
     form_vendors = {f: _strs(fv_raw, f, path) for f in fv_raw}
     vf_raw = data.get("vendor_families", {})
     if not isinstance(vf_raw, dict):

@@ -16,14 +16,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from ditpar import formats, limits
 from ditpar.errors import InputError
-from ditpar.files import is_stream, register_input
+from ditpar.files import is_stream
 from ditpar.plan.inputs import schema
-
-try:  # Python 3.11+
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
 
 TEMPLATES_ENV = "DITPAR_TEMPLATES"
 BLOCK_TYPES = schema.BLOCK_TYPES
@@ -291,17 +287,12 @@ def _aliases(data: Mapping[str, Any], path: Path) -> tuple[str, ...]:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
-    """A preset, profile or table file, registered as an input of the run (no output may replace it)."""
-    register_input(path)
-    try:
-        with path.open("rb") as fh:
-            data = tomllib.load(fh)
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(f"{path}: not valid TOML ({exc})") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+    """A preset, profile or table file, registered as an input of the run (no output may replace it).
+
+    Read through ditpar.formats.load_toml (files.read_input: a FIFO read once with a timeout, a device
+    refused; every parser failure on hostile text, such as nesting 50,000 deep or a 5,000-digit integer,
+    one InputError naming the file)."""
+    data = formats.load_toml(path)
     _finite_everywhere(data, path, "")
     return data
 
@@ -570,12 +561,23 @@ _NODES_RE = re.compile(r",?\s*(\d+)[\s-]*(?:nodes?|machines?|servers?)\b", re.IG
 _IC_RE = re.compile(r"\b(nvlink|pcie|hccs)\b", re.IGNORECASE)
 
 
+def _count(digits: str, what: str, text: str) -> int:
+    """A node or device count written in a hardware name: 1..limits.MAX_DEVICES (the bound of --devices), so
+    '0x0xH100' is not read as no count, and 99999999 nodes or a 5,000-digit count is one line, not a hang
+    (a link class per device pair) or a traceback."""
+    if len(digits) > 6 or not 1 <= int(digits) <= limits.MAX_DEVICES:
+        shown = digits if len(digits) <= 12 else f"{digits[:6]}... ({len(digits)} digits)"
+        name = text if len(text) <= 80 else f"{text[:40]}...{text[-20:]}"
+        raise InputError(f"{name!r}: {what} {shown} is out of range; expected 1..{limits.MAX_DEVICES}")
+    return int(digits)
+
+
 def _split_interconnect(text: str) -> tuple[str | None, int | None]:
     """('PCIe (8 GPUs across 2 sockets)') -> ('PCIe', None); ('NVLink, 2 nodes') -> ('NVLink', 2)."""
     nodes = None
     m = _NODES_RE.search(text)
     if m:
-        nodes = int(m.group(1))
+        nodes = _count(m.group(1), "node count", text)
     ic = _IC_RE.search(text)
     return (INTERCONNECTS[ic.group(1).lower()] if ic else None), nodes
 
@@ -628,9 +630,10 @@ def resolve_hardware(hardware: str, interconnect: str | None = None,
     hit = _lookup(reg, text)
     if hit is None and m:
         if m.group(1):
-            count_nodes, count_devices = int(m.group(1)), int(m.group(2))
+            count_nodes = _count(m.group(1), "node count", hardware)
+            count_devices = _count(m.group(2), "device count", hardware)
         else:
-            count_devices = int(m.group(2))
+            count_devices = _count(m.group(2), "device count", hardware)
         text = text[m.end():]
         hit = _lookup(reg, text)
     ic_name, ic_nodes = _split_interconnect(text)

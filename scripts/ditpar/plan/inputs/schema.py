@@ -28,6 +28,7 @@ class Key:
     lo: float | None = None
     hi: float | None = None
     above: bool = False           # the range is (lo, hi]
+    zero: bool = False            # 0 also allowed, meaning "not given" (per_peer_GBps, ring_GBps)
     choices: tuple[Any, ...] = ()
     table: Table | None = None
     required: bool = False
@@ -39,7 +40,7 @@ class Key:
         if self.kind in ("int", "number"):
             what = "an integer" if self.kind == "int" else "a number"
             left = "(" if self.above else "["
-            return f"{what} in {left}{_g(self.lo)}, {_g(self.hi)}]"
+            return f"{'0 (not given) or ' if self.zero else ''}{what} in {left}{_g(self.lo)}, {_g(self.hi)}]"
         if self.kind == "ints":
             return f"a non-empty list of integers in [{_g(self.lo)}, {_g(self.hi)}]"
         return {"text": "text", "bool": "true or false", "int3": "three positive integers [t, h, w]",
@@ -69,6 +70,31 @@ def _int(lo: float, hi: float, required: bool = True) -> Key:
 def _pos(hi: float, required: bool = True) -> Key:
     """A positive figure: (0, hi]."""
     return Key("number", 0, hi, above=True, required=required)
+
+
+def _fig(lo: float, hi: float, required: bool = True, zero: bool = False) -> Key:
+    """A physical figure in [lo, hi]: both ends state what no real machine or stack is below or above, so a
+    unit slip or a typed exponent (1e-300 TFLOPS, 1e300 us) is refused here and no product of figures can
+    overflow to inf or vanish to 0 in the cost model (a time that is not finite is never printed)."""
+    return Key("number", lo, hi, required=required, zero=zero)
+
+
+# Ranges of the machine figures, each with its reason (PRESETS.md section 5 prints them):
+#: a link's bandwidth: 10 MB/s (below any interconnect a DiT is spread over, Ethernet 1 GbE is 0.12 GB/s)
+#: .. 10,000 GB/s (above NVLink 5's 900 GB/s and any fabric in sight; a figure in MB/s lands above it)
+LINK_GBPS = (0.01, 10000)
+#: a collective's per-call latency: 10 ns (below one kernel launch) .. 1 s (above any link's alpha; a slip of us/ns)
+LATENCY_US = (0.01, 1e6)
+#: dense bf16 peak: 0.1 TFLOPS (below a CPU socket; a figure in PFLOPS lands under it) .. 100,000 (a GB200 has 2,500)
+PEAK_TFLOPS = (0.1, 100000)
+#: share of the peak large GEMMs reach: 1 % (below it nothing runs on the tensor cores; 40 % typed as 0.004) .. 1
+MFU = (0.01, 1)
+#: device memory: 1 GB (no accelerator that holds a DiT has less; MB typed as GB) .. 100,000 GB
+MEMORY_GB = (1, 100000)
+#: device memory bandwidth: 1 GB/s (below any accelerator's DRAM; a CPU channel has 20) .. 100,000 GB/s
+HBM_GBPS = (1, 100000)
+#: host time per op: 0 (a captured graph) .. 100,000 us (0.1 s per op: above any eager stack; a figure in ns?)
+LAUNCH_US = (0, 100000)
 
 
 TEXT = Key("text", required=True)
@@ -126,9 +152,10 @@ LINK = Table({
     "name": TEXT, "basis": OPT_TEXT,
     # what the figure rests on: a measurement of this class, a stated derivation, or another class's figure
     "evidence": Key("choice", choices=("measured", "derived", "other-class")),
-    "bandwidth_GBps": _pos(10000), "latency_us": _pos(1e6),
-    "per_peer_GBps": Key("number", 0, 10000), "ring_GBps": Key("number", 0, 10000),
-    "alltoall_GBps": Key("table", table=Table(free=_pos(10000), free_keys="group")),
+    "bandwidth_GBps": _fig(*LINK_GBPS), "latency_us": _fig(*LATENCY_US),
+    "per_peer_GBps": _fig(*LINK_GBPS, required=False, zero=True),
+    "ring_GBps": _fig(*LINK_GBPS, required=False, zero=True),
+    "alltoall_GBps": Key("table", table=Table(free=_fig(*LINK_GBPS), free_keys="group")),
 })
 
 HARDWARE = Table({
@@ -138,12 +165,15 @@ HARDWARE = Table({
     "p2p": Key("bool"), "pcie_layout": OPT_TEXT,
     "devices_per_node": _int(1, 1024), "nodes": _int(1, 1024, False), "domain_size": _int(1, 1024),
     "domains": Key("int_lists"),
-    "peak_tflops_bf16": _pos(100000), "mfu": _pos(1), "memory_GB": _pos(100000),
-    "hbm_bandwidth_GBps": _pos(100000, required=False),
+    "peak_tflops_bf16": _fig(*PEAK_TFLOPS), "mfu": _fig(*MFU), "memory_GB": _fig(*MEMORY_GB),
+    "hbm_bandwidth_GBps": _fig(*HBM_GBPS, required=False),
     "links": Key("table", table=Table({k: Key("table", table=LINK, required=k == "intra_domain")
                                        for k in LINK_KEYS}), required=True),
     "sources": Key("table", table=SOURCES, required=True),
 })
+
+#: the cost model's knobs plan.py --set changes (and --launch-us): ranges with their reasons above
+TUNABLES = Table({"launch_us": _fig(*LAUNCH_US), "overlap_efficiency": _fig(0, 1)})
 
 #: --model-file (templates/models/custom-example.toml): the minimal in-house description
 CUSTOM_MODEL = Table({
@@ -167,8 +197,10 @@ def check(data: Mapping[str, Any], table: Table, path: Path | str, where: str = 
         name = f"{where}{key}"
         spec = table.keys.get(key)
         if spec is None and table.free is not None:
-            if table.free_keys == "group" and not (str(key).isdigit() and int(key) >= 3):
-                raise InputError(f"{path}: key '{name}' must be a group size (an integer >= 3)")
+            if table.free_keys == "group" and not (str(key).isdigit() and len(str(key)) <= 4
+                                                  and 3 <= int(key) <= limits.MAX_DEVICES):
+                raise InputError(f"{path}: key '{name}' must be a group size (an integer >= 3) of at most "
+                                   f"{limits.MAX_DEVICES} devices")
             spec = table.free
         if spec is None:
             close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
@@ -198,6 +230,8 @@ def check_value(value: Any, spec: Key, path: Path | str, name: str) -> None:
         ok_type = (int,) if kind == "int" else (int, float)
         if isinstance(value, bool) or not isinstance(value, ok_type) or not math.isfinite(value):
             raise bad()
+        if spec.zero and value == 0:
+            return
         if spec.lo is not None and (value < spec.lo or (spec.above and value == spec.lo)):
             raise bad()
         if spec.hi is not None and value > spec.hi:

@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from ditpar import limits
+from ditpar import files, limits
 from ditpar.errors import DitParError, InputError
 from ditpar.plan.cost import Plan, Tunables, make_shape, parse_resolution, predict
 
@@ -24,6 +24,9 @@ SCENARIO_KEY = ["source_path", "model", "hardware", "interconnect", "n_devices",
                 "other_config"]
 ALLGATHER_KV = re.compile(r"ring_rotate_method\s*=\s*allgather|allgather-kv")
 TIE = 0.05  # measured latencies closer than 5 % are not an order (chart reading error is 2-5 %)
+MAX_LATENCY_S = 1e7   # a measured request of at most 116 days: the bound of plan.py --ref-latency (inf or 1e308
+                      # would be taken as a measurement, and --calibrate overflowed on it)
+LATENCY_WANTED = f"a positive number up to {MAX_LATENCY_S:g} s"
 
 RULE_OF_THUMB = (
     "1. Use CFG parallel (degree 2) whenever the model runs CFG.",
@@ -35,30 +38,39 @@ RULE_OF_THUMB = (
 
 
 def read_table(path: str | Path):
-    """Read one CSV in the calibration schema; a missing column is an error naming what is there."""
+    """Read one CSV in the calibration schema; a missing column is an error naming what is there.
+
+    The file is read once through files.read_input_text (a FIFO with a timeout, a device refused, the
+    encoding named) and parsed from that text, never opened a second time."""
+    import io
+
     import pandas as pd
 
+    text = files.read_input_text(path)
     try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{path}: cannot read CSV ({exc})") from None
+        frame = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
+    except (ValueError, MemoryError, RecursionError) as exc:   # pandas' EmptyDataError and ParserError too
+        why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise InputError(f"{path}: cannot read CSV ({why})") from None
     missing = [c for c in COLUMNS if c not in frame.columns]
     if missing:
         raise InputError(f"{path}: missing column(s) {', '.join(missing)}; present: {', '.join(frame.columns)}")
-    lines = _row_lines(path, len(frame.columns))
+    lines = _row_lines(text, path, len(frame.columns))
     for column in ("n_devices", "steps", *DEGREES):
         top = limits.MAX_STEPS if column == "steps" else limits.MAX_DEVICES  # the bounds of --steps, --devices
-        for i, text in enumerate(frame[column]):
-            _check_count(text, f"{path}: line {lines[i] if i < len(lines) else i + 2}: column {column!r}", top)
+        for i, cell in enumerate(frame[column]):
+            _check_count(cell, f"{path}: line {lines[i] if i < len(lines) else i + 2}: column {column!r}", top)
     return frame
 
 
-def _row_lines(path: str | Path, width: int) -> list[int]:
+def _row_lines(text: str, path: str | Path, width: int) -> list[int]:
     """Line number of every data row; a row with fewer or more fields than the header is an error."""
     import csv
+    import io
 
-    with open(path, encoding="utf-8", newline="") as fh:
-        reader = csv.reader(fh)
+    reader = csv.reader(io.StringIO(text, newline=""))
+    start = 1   # the line the row being read starts on (the header's, then each data row's)
+    try:
         next(reader, None)
         lines = []
         start = reader.line_num + 1
@@ -68,6 +80,8 @@ def _row_lines(path: str | Path, width: int) -> list[int]:
                                  "(a truncated or broken row)")
             lines.append(start)
             start = reader.line_num + 1
+    except csv.Error as exc:
+        raise InputError(f"{path}: line {start}: not a CSV row ({exc})") from None
     return lines
 
 
@@ -308,7 +322,7 @@ def pd_float(text) -> float | None:
         value = float(text)
     except (TypeError, ValueError):
         return None
-    return value if math.isfinite(value) and value > 0 else None
+    return value if math.isfinite(value) and 0 < value <= MAX_LATENCY_S else None
 
 
 def score_table(frame, tun: Tunables | None = None, calibrate: bool = False):
@@ -412,7 +426,7 @@ def evaluate_tables(frames: dict[str, object], tun: Tunables | None = None, cali
         s["csv_line"] = range(2, len(s) + 2)   # header is line 1
     data = pd.concat(scored, ignore_index=True)
     data["measured"] = pd.to_numeric(data["latency_s"], errors="coerce")
-    data.loc[~(data["measured"] > 0), "measured"] = float("nan")
+    data.loc[~((data["measured"] > 0) & (data["measured"] <= MAX_LATENCY_S)), "measured"] = float("nan")
     data["predicted"] = pd.to_numeric(data["predicted_latency_s"], errors="coerce")
     usable = data[data["measured"].notna() & data["predicted"].notna()].copy()
     if usable.empty:
@@ -450,8 +464,8 @@ def evaluate_tables(frames: dict[str, object], tun: Tunables | None = None, cali
     }
     unmeasured = data[data["predicted"].notna() & data["measured"].isna()]
     summary["rows_without_latency"] = int(len(unmeasured))
-    warnings = [f"{table}: line(s) {', '.join(str(x) for x in grp['csv_line'])}: latency_s is not a positive "
-                f"number (got {', '.join(repr(str(v)) for v in grp['latency_s'].head(3))}); left out of the evaluation"
+    warnings = [f"{table}: line(s) {', '.join(str(x) for x in grp['csv_line'])}: latency_s is not "
+                f"{LATENCY_WANTED} (got {', '.join(repr(str(v)) for v in grp['latency_s'].head(3))}); left out of the evaluation"
                 for table, grp in unmeasured.groupby("table", sort=False)]
     warnings += no_reference
     counted = set(usable["table"])
@@ -532,7 +546,7 @@ def nothing_scored(data) -> str:
     """Why no row of `data` (scored rows of one or more tables) has both a measured and a predicted latency."""
     if data.empty:
         return HEADER_ONLY
-    reasons = [str(note) if str(note).startswith("not scored") else "latency_s is not a positive number"
+    reasons = [str(note) if str(note).startswith("not scored") else f"latency_s is not {LATENCY_WANTED}"
                for note, meas, pred in zip(data["score_note"], data["measured"], data["predicted"], strict=True)
                if math.isnan(meas) or math.isnan(pred)]
     return f"{len(data)} row(s), none with both a measured latency_s and a prediction ({top_reasons(reasons)})"
