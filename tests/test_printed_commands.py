@@ -152,3 +152,25 @@ def test_terminal_control_characters_in_an_input_name_are_shown_not_acted_on(tmp
     proc = run_script("step_breakdown.py", str(forged), check=2)
     assert "\x1b" not in proc.stderr and "\r" not in proc.stderr
     assert "\\x1b[32mverdict: PASS" in proc.stderr and proc.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("name, char", [("x\nverdict: PASS", "'\\n'"), ("x\x1b[32mPASS", "'\\x1b'"),
+                                        ("x\rPASS", "'\\r'")])
+def test_a_name_that_could_forge_a_line_is_refused_where_it_is_read(name, char, tmp_path):
+    proc = run_script("plan.py", "--model-file", str(_model_file(tmp_path, name)), "--hardware", "H100",
+                      "--devices", "8", check=2)
+    assert f"key 'name': holds the control character {char} at offset 1" in proc.stderr
+    assert proc.stderr.count("\n") == 1 and "\x1b" not in proc.stderr
+    profile = tmp_path / "fw.toml"
+    text = (ROOT / "templates" / "frameworks" / "xdit.toml").read_text()
+    profile.write_text(text.replace('name = "xDiT"', f"name = {json.dumps(name)}", 1))
+    proc = run_script("plan.py", "--model", "FLUX.1-dev", "--hardware", "H100", "--devices", "8",
+                      "--framework", str(profile), check=2)
+    assert "key 'name': holds the control character" in proc.stderr
+    folder = tmp_path / name / "transformer"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text((ROOT / "tests" / "data" / "model_configs" / "FLUX.1-dev" / "transformer"
+                                         / "config.json").read_text())
+    proc = run_script("plan.py", "--model-config", str(folder.parent), "--hardware", "H100", "--devices", "8",
+                      check=2)
+    assert "holds the control character" in proc.stderr

@@ -216,3 +216,16 @@ def _no_huge_integers(value: Any, where: str) -> None:
             stack.extend(item.values())
         elif isinstance(item, (list, tuple)):
             stack.extend(item)
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")   # what a terminal acts on (not newline, tab)
+
+
+def check_text(value: str, where: str, one_line: bool = False) -> str:
+    """A text read from a file, as printed later: no terminal control character (an escape sequence could
+    recolour or overwrite a verdict), and for a name (one_line) no line break either (it could forge a line)."""
+    bad = _CONTROL.search(value) or (one_line and re.search(r"[\n\t\u2028\u2029]", value))
+    if bad:
+        raise InputError(f"{where}: holds the control character {bad.group(0)!r} at offset {bad.start()}; "
+                         f"expected {'one line of ' if one_line else ''}printable text")
+    return value

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from ditpar import formats
 from ditpar.errors import InputError
 from ditpar.plan.cost.plans import Plan
 from ditpar.plan.inputs.presets import _read_toml, normalize, templates_dir
@@ -122,6 +123,9 @@ def parse_framework(data: dict, path: Path) -> Framework:
     for key in ("name", "version"):
         if not isinstance(data.get(key), str) or not data[key].strip():
             raise InputError(f"{path}: key '{key}' must be a non-empty string")
+        formats.check_text(data[key], f"{path}: key '{key}'", one_line=True)
+    for i, alias in enumerate(_strs(data, "aliases", path, default=())):
+        formats.check_text(alias, f"{path}: key 'aliases[{i}]'", one_line=True)
     forms_raw = data.get("forms")
     if not isinstance(forms_raw, dict):
         raise InputError(f"{path}: missing table [forms] (form = [model families])")

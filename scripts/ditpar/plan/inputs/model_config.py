@@ -725,6 +725,7 @@ def _model_name(path: Path, t_path: Path, c: _Config) -> str:
         raw = t_path.stem
     else:
         raw = str(c.data.get("_name_or_path") or t_path.resolve().parent.name or "model")
+    formats.check_text(raw, f"{path}: the model's name {raw[:60]!r}", one_line=True)
     try:
         hit = presets._lookup(presets.model_registry(), raw)
     except InputError:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ditpar import limits
+from ditpar import formats, limits
 from ditpar.errors import InputError
 
 
@@ -239,6 +239,7 @@ def check_value(value: Any, spec: Key, path: Path | str, name: str) -> None:
     elif kind == "text":
         if not isinstance(value, str) or (spec.required and not value.strip()):
             raise bad()
+        formats.check_text(value, f"{path}: key '{name}'", one_line=name.rsplit(".", 1)[-1] == "name")
     elif kind == "bool":
         if not isinstance(value, bool):
             raise bad()
@@ -253,6 +254,8 @@ def check_value(value: Any, spec: Key, path: Path | str, name: str) -> None:
     elif kind == "texts":
         if not (isinstance(value, list) and all(isinstance(v, str) and v.strip() for v in value)):
             raise bad()
+        for i, v in enumerate(value):
+            formats.check_text(v, f"{path}: key '{name}[{i}]'", one_line=name.rsplit(".", 1)[-1] == "aliases")
     elif kind == "int_lists":
         if not (isinstance(value, list) and all(isinstance(d, list) and all(
                 isinstance(x, int) and not isinstance(x, bool) for x in d) for d in value)):
