@@ -27,7 +27,9 @@ SCORE_EXAMPLE = "python scripts/plan.py score --candidates benchmarks/published/
 EVALUATE_EXAMPLE = "python scripts/plan.py evaluate --tables benchmarks/published"
 SUBCOMMANDS = ("subcommands (each has its own --help):\n"
                "  score     add predicted_latency_s and score_note to a latency table\n"
-               "  evaluate  ranking agreement of the cost model with published latency tables\n")
+               "  evaluate  ranking agreement of the cost model with published latency tables\n"
+               "  --list models | hardware | frameworks   the presets and profiles, with their aliases\n")
+LIST_EXAMPLE = "python scripts/plan.py --list hardware"
 
 
 # Host cost per op by runtime: eager is the cost model's measured-and-fitted default (Tunables.launch_us);
@@ -149,7 +151,10 @@ def plan_parser():
                         f"{EXAMPLE}\n  {CONFIG_EXAMPLE}\n  {SCORE_EXAMPLE}\n  {EVALUATE_EXAMPLE}\n\n{SUBCOMMANDS}")
     p.add_argument("--model", default=None, help="model preset name or alias (templates/models); "
                    "or --model-file, --model-config")
-    p.add_argument("--hardware", required=True, help="hardware preset name or alias (templates/hardware)")
+    p.add_argument("--hardware", required=True,
+                   help="hardware preset name or alias (templates/hardware; plan.py --list hardware), or a machine "
+                        "of your own as FILE.toml: templates/my-hardware.toml is the smallest one accepted (name, "
+                        "peak TFLOPS, mfu, memory, one link figure, and where each came from)")
     p.add_argument("--interconnect", default=None, help="NVLink | PCIe | HCCS, ', 2 nodes' for two nodes")
     p.add_argument("--devices", type=int, required=True, help="devices for one request")
     p.add_argument("--resolution", default=None, help="WxH (default: the preset's)")
@@ -219,9 +224,34 @@ def evaluate_parser():
     return p
 
 
+def list_parser():
+    p = cli.make_parser(f"{PROG} --list", "The model presets, hardware presets or framework profiles plan.py knows, "
+                        "each with its aliases (the names --model, --hardware and --framework take).", LIST_EXAMPLE)
+    p.add_argument("--list", required=True, choices=("models", "hardware", "frameworks"))
+    cli.add_output_args(p, csv=True)
+    return p
+
+
+def run_list(args) -> int:
+    from ditpar.plan.inputs import presets
+
+    rows = presets.catalogue(args.list)
+    if args.csv:
+        import pandas as pd
+
+        cli.write_csv(args.csv, pd.DataFrame(rows))
+    if args.json:
+        cli.print_json("plan-list", {"kind": args.list, "presets": rows})
+    else:
+        print(cli.format_table(rows, digits=2))
+    return 0
+
+
 def main() -> None:
     argv = sys.argv[1:]
-    if argv and argv[0] == "score":
+    if any(a == "--list" or a.startswith("--list=") for a in argv) and not (argv and argv[0] in ("score", "evaluate")):
+        cli.run(PROG, lambda: run_list(list_parser().parse_args(argv)))
+    elif argv and argv[0] == "score":
         cli.run(PROG, lambda: run_score(score_parser().parse_args(argv[1:])))
     elif argv and argv[0] == "evaluate":
         cli.run(PROG, lambda: run_evaluate(evaluate_parser().parse_args(argv[1:])))

@@ -42,12 +42,14 @@ def test_model_aliases(spelling, expected):
     assert presets.load_model(spelling).name == expected
 
 
-def test_unknown_model_lists_known_names():
+def test_unknown_model_names_the_closest_and_the_way_without_a_preset():
     with pytest.raises(InputError) as err:
         presets.load_model("Stable Cascade")
     msg = str(err.value)
-    assert "unknown model 'Stable Cascade'" in msg
-    assert "Wan2.1-T2V-14B" in msg and "FLUX.1-dev" in msg
+    assert "unknown model 'Stable Cascade'" in msg and "--model-config PATH" in msg
+    with pytest.raises(InputError) as err:
+        presets.load_model("Wan2.1-T2V-14")
+    assert "closest: Wan2.1-T2V-14B" in str(err.value)
 
 
 @pytest.mark.parametrize("name, tokens", [
@@ -156,7 +158,7 @@ def test_hardware_resolution(args, name, nodes):
 
 
 @pytest.mark.parametrize("args, fragment", [
-    (("Z9000",), "unknown hardware 'Z9000'; known:"),
+    (("Z9000",), "unknown hardware 'Z9000'; another machine: --hardware FILE.toml"),
     (("H100", None, 12), "12 devices is not a whole number of 8-device nodes"),
     (("H100", "PCIe"), "with PCIe: preset 'H100-SXM NVLink x8' is NVLink"),
     (("A100 PCIe", "NVLink"), "says PCIe but interconnect says NVLink"),

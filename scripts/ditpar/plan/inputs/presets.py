@@ -1,7 +1,7 @@
 """Model and hardware presets: load the TOML files under templates/ and resolve names and aliases.
 
 Names match case-, space- and punctuation-insensitively; an unknown name is an InputError that
-lists the known names, and an inconsistent TOML file is an InputError naming the file and key.
+names the closest presets and the way to describe one that has none, and an inconsistent TOML file is an InputError naming the file and key.
 The schema is documented field by field in templates/PRESETS.md.
 """
 
@@ -541,8 +541,41 @@ def _lookup(reg: _Registry, name: str) -> str | None:
     return None
 
 
+def closest(reg: _Registry, name: str, n: int = 3) -> list[str]:
+    """Up to n preset names a mistyped or partial name most likely means: presets whose name or alias holds
+    the typed text, then the closest spellings (difflib), each preset once."""
+    import difflib
+
+    key = normalize(name)
+    found = [canon for alias, canon in sorted(reg.index.items()) if key and key in alias]
+    found += [reg.index[a] for a in difflib.get_close_matches(key, list(reg.index), n=2 * n, cutoff=0.5)]
+    return list(dict.fromkeys(found))[:n]
+
+
+def _unknown(kind: str, name: str, reg: _Registry, way: str) -> InputError:
+    near = closest(reg, name)
+    hint = f"closest: {', '.join(near)}; " if near else ""
+    return InputError(f"unknown {kind} '{name}'; {hint}{way}; plan.py --list {'models' if kind == 'model' else kind} "
+                      f"lists all {len(reg.presets)}")
+
+
+def catalogue(kind: str) -> list[dict[str, Any]]:
+    """Every preset of one kind ('models', 'hardware' or 'frameworks'): name, aliases and its key figures."""
+    if kind == "models":
+        return [{"name": m.name, "params_b": m.params_b, "heads": f"{m.heads}/{m.kv_heads}", "family": m.family,
+                 "aliases": ", ".join(m.aliases)} for _n, m in sorted(model_registry().presets.items())]
+    if kind == "hardware":
+        return [{"name": h.name, "devices_per_node": h.devices_per_node, "peak_tflops_bf16": h.peak_tflops_bf16,
+                 "memory_GB": h.memory_GB, "aliases": ", ".join(h.aliases)}
+                for _n, h in sorted(hardware_registry().presets.items())]
+    from ditpar.plan.inputs.frameworks import all_frameworks
+
+    return [{"name": f.name, "vendors": ", ".join(f.vendors), "version": f.version, "aliases": ", ".join(f.aliases)}
+            for f in sorted(all_frameworks(), key=lambda f: f.name.lower())]
+
+
 def resolve_model(name: str) -> ModelPreset:
-    """Model preset for a name or alias; InputError listing known names when none matches."""
+    """Model preset for a name or alias; InputError naming the closest presets when none matches."""
     if not isinstance(name, str) or not normalize(name):
         raise InputError(f"model name must be a non-empty string, got {name!r}")
     if name.endswith(".toml"):
@@ -550,7 +583,8 @@ def resolve_model(name: str) -> ModelPreset:
     reg = model_registry()
     hit = _lookup(reg, name)
     if hit is None:
-        raise InputError(f"unknown model '{name}'; known: {', '.join(sorted(reg.presets))}")
+        raise _unknown("model", name, reg, "a model without a preset: --model-config PATH (its diffusers folder "
+                       "or config.json) or --model-file FILE.toml")
     return reg.presets[hit]
 
 
@@ -643,7 +677,8 @@ def resolve_hardware(hardware: str, interconnect: str | None = None,
         if hit is None and ic_name:
             hit = _lookup(reg, _IC_RE.sub(" ", rest))
     if hit is None:
-        raise InputError(f"unknown hardware '{hardware}'; known: {known}")
+        raise _unknown("hardware", hardware, reg, "another machine: --hardware FILE.toml (name, peak TFLOPS, "
+                       "memory, one link figure: templates/PRESETS.md)")
     preset: HardwarePreset = reg.presets[hit]
     want_ic, want_nodes = ic_name, ic_nodes
     if interconnect is not None:

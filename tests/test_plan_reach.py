@@ -1,0 +1,41 @@
+"""Reach: an unknown name points to the closest presets and the way to describe a model or machine without
+one; --list shows every preset and profile; the smallest machine file plan.py accepts is shipped and runs."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import ROOT, run_script
+
+TEMPLATES = ROOT / "templates"
+
+
+def test_an_unknown_model_names_the_closest_presets_and_the_config_way():
+    err = run_script("plan.py", "--model", "flux", "--hardware", "H100", "--devices", "8", check=2).stderr
+    assert err.startswith("plan.py: error: unknown model 'flux'; closest: FLUX.1-dev, FLUX.1-schnell, FLUX.2-dev; ")
+    assert "--model-config PATH" in err and "--model-file FILE.toml" in err
+    n_models = len([p for p in (TEMPLATES / "models").glob("*.toml") if not p.stem.startswith("custom")])
+    assert f"plan.py --list models lists all {n_models}" in err and "CogVideoX" not in err   # no full list
+
+
+def test_an_unknown_machine_names_the_file_way():
+    err = run_script("plan.py", "--model", "FLUX.1-dev", "--hardware", "Z9000", "--devices", "8", check=2).stderr
+    assert "unknown hardware 'Z9000'; " in err and "--hardware FILE.toml" in err
+    assert f"lists all {len(list((TEMPLATES / 'hardware').glob('*.toml')))}" in err
+
+
+def test_list_shows_every_preset_and_profile():
+    for kind, folder in (("models", "models"), ("hardware", "hardware"), ("frameworks", "frameworks")):
+        doc = json.loads(run_script("plan.py", "--list", kind, "--json", check=0).stdout)
+        assert doc["schema"] == "dit-parallel-opt/plan-list/v1" and doc["kind"] == kind
+        files = [p for p in (TEMPLATES / folder).glob("*.toml") if not p.stem.startswith("custom")]
+        assert len(doc["presets"]) == len(files)   # custom-example.toml is a model file, not a preset
+    text = run_script("plan.py", "--list", "hardware", check=0).stdout
+    assert "GB200 NVL72 (72 GPUs, one NVLink domain)" in text and "H800" in text
+    run_script("plan.py", "--list", "gpus", check=2)
+
+
+def test_the_smallest_machine_file_runs():
+    doc = json.loads(run_script("plan.py", "--model", "FLUX.1-dev", "--hardware", str(TEMPLATES / "my-hardware.toml"),
+                                "--devices", "4", "--json", check=0).stdout)
+    assert doc["plans"] and doc["hardware"] == "My PCIe box x4"
