@@ -233,9 +233,9 @@ def list_parser():
 
 
 def run_list(args) -> int:
-    from ditpar.plan.inputs import presets
+    from ditpar.plan.inputs import frameworks, presets
 
-    rows = presets.catalogue(args.list)
+    rows = frameworks.catalogue() if args.list == "frameworks" else presets.catalogue(args.list)
     if args.csv:
         import pandas as pd
 

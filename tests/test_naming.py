@@ -8,7 +8,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 # 'seed' is allowed where it is a random seed, or inside the GitHub organisation name ByteDance-Seed
-ALLOWED = re.compile(r"ByteDance-Seed|random|--seed|seed=|manual_seed|\bseed\s*[:)=,]|\.seed\b|seed \d|shared seed"
+ALLOWED = re.compile(r"ByteDance-Seed|random|--seed|seed=|manual_seed|\bseed\W?\s*[:)=,]|\.seed\b|seed \d|shared seed"
                      r"|seed fixed|prompt, seed|one seed|seed broadcast|\bseed\b.*\bint\b", re.IGNORECASE)
 
 

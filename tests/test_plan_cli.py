@@ -48,8 +48,8 @@ def test_ref_latency_scales_compute():
 
 
 @pytest.mark.parametrize("args,needle", [
-    (["--model", "NoSuchModel", "--hardware", "H100", "--devices", "8"], "Wan2.1-T2V-14B"),
-    (["--model", "FLUX.1-dev", "--hardware", "NoSuchBox", "--devices", "8"], "H100"),
+    (["--model", "NoSuchModel", "--hardware", "H100", "--devices", "8"], "--model-config PATH"),
+    (["--model", "FLUX.1-dev", "--hardware", "NoSuchBox", "--devices", "8"], "--hardware FILE.toml"),
     (["--model", "FLUX.1-dev", "--hardware", "H100", "--devices", "0"], "devices"),
     (["--model", "FLUX.1-dev", "--hardware", "H100", "--devices", "13"], "8-device nodes"),
     (["--model", "FLUX.1-dev", "--hardware", "H100", "--devices", "8", "--framework", "MindIE-SD"],

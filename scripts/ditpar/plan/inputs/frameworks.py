@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from ditpar import formats
 from ditpar.errors import InputError
@@ -324,3 +325,9 @@ def tp_host_tunables(tun, fw: Framework | None, plan: Plan):
 
     us = DTENSOR_LINEAR_HOST_US if fw is not None and fw.tp_impl == "dtensor" and plan.tp > 1 else 0.0
     return tun if us == tun.tp_linear_host_us else dataclasses.replace(tun, tp_linear_host_us=us)
+
+
+def catalogue() -> list[dict[str, Any]]:
+    """Every framework profile: name, vendors, the commit it was read at, aliases (plan.py --list frameworks)."""
+    return [{"name": f.name, "vendors": ", ".join(f.vendors), "version": f.version, "aliases": ", ".join(f.aliases)}
+            for f in sorted(all_frameworks(), key=lambda f: f.name.lower())]

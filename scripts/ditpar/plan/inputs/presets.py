@@ -560,7 +560,7 @@ def _unknown(kind: str, name: str, reg: _Registry, way: str) -> InputError:
 
 
 def catalogue(kind: str) -> list[dict[str, Any]]:
-    """Every preset of one kind ('models', 'hardware' or 'frameworks'): name, aliases and its key figures."""
+    """Every preset of one kind ('models' or 'hardware'): name, aliases and its key figures."""
     if kind == "models":
         return [{"name": m.name, "params_b": m.params_b, "heads": f"{m.heads}/{m.kv_heads}", "family": m.family,
                  "aliases": ", ".join(m.aliases)} for _n, m in sorted(model_registry().presets.items())]
@@ -568,10 +568,7 @@ def catalogue(kind: str) -> list[dict[str, Any]]:
         return [{"name": h.name, "devices_per_node": h.devices_per_node, "peak_tflops_bf16": h.peak_tflops_bf16,
                  "memory_GB": h.memory_GB, "aliases": ", ".join(h.aliases)}
                 for _n, h in sorted(hardware_registry().presets.items())]
-    from ditpar.plan.inputs.frameworks import all_frameworks
-
-    return [{"name": f.name, "vendors": ", ".join(f.vendors), "version": f.version, "aliases": ", ".join(f.aliases)}
-            for f in sorted(all_frameworks(), key=lambda f: f.name.lower())]
+    raise InputError(f"--list {kind!r}: expected models or hardware here (frameworks: frameworks.catalogue)")
 
 
 def resolve_model(name: str) -> ModelPreset:
