@@ -396,3 +396,40 @@ def test_recipe_prove_line_uses_the_printed_name():
     out = render_for("xDiT", "FLUX.1-dev", Plan(ulysses=4, ring=2))
     assert '--plan "U4 R2"' in out["prove"]
     assert render_for("xDiT", "FLUX.1-dev", Plan(pipefusion=8))["prove"] == ""
+
+
+# ------------------------------------------------------------------ round 3: column and recipe agree, process counts
+
+
+@pytest.mark.parametrize("model", ["mochi-1", "FLUX.1-dev"])
+def test_the_framework_column_is_the_framework_whose_recipe_is_printed(model):
+    # xDiT runs Mochi-1 (Ulysses is model-agnostic) but only from mochi-xdit: the column named xDiT while the
+    # recipe printed was ParaAttention's; the ranking now names a framework that has a recipe where one does
+    doc = json.loads(run_script("plan.py", "--model", model, "--hardware", "H100", "--devices", "8", "--json",
+                                check=0).stdout)
+    feas = [p for p in doc["plans"] if p["feasible"] and p["run_recipe"]]
+    assert feas
+    assert all(p["run_recipe"]["framework"] == p["framework"] for p in feas)
+    assert all(p["run_recipe"].get("framework") for p in feas)
+
+
+def test_fewer_bench_processes_than_cards_are_explained():
+    from ditpar.plan.cost.timing import Tunables
+    from ditpar.plan.decide.shortlist import measure_command, processes_note
+
+    hw = presets.resolve_hardware("H100")
+    plans = [Plan(ulysses=2, ring=2), Plan(ulysses=4)]     # a 4-card pair on an 8-card box
+    sens = {"pattern": "alltoall", "link": "intra_domain"}
+    cmd = measure_command(hw, plans, sens, Tunables())
+    n = int(re.search(r"--nproc-per-node (\d+)", cmd).group(1))
+    note = processes_note(hw, plans, sens, Tunables())
+    assert n < 8 and note.startswith(f"{n} processes, not 8, on purpose") and f"other {8 - n} cards stay idle" in note
+    full = [Plan(ulysses=8), Plan(tp=8)]
+    assert processes_note(hw, full, {"pattern": "all", "link": "intra_domain"}, Tunables()) == ""
+    assert processes_note(hw, full, {"pattern": "compute", "link": None}, Tunables()) == ""
+
+
+def test_the_head_rule_reads_the_right_way_round():
+    text = (ROOT / "templates" / "frameworks" / "mindie-sd.toml").read_text()
+    assert "heads must divide ulysses_size" not in text
+    assert "ulysses_size must divide the head count" in text
