@@ -433,3 +433,23 @@ def test_the_head_rule_reads_the_right_way_round():
     text = (ROOT / "templates" / "frameworks" / "mindie-sd.toml").read_text()
     assert "heads must divide ulysses_size" not in text
     assert "ulysses_size must divide the head count" in text
+
+
+def test_a_plan_that_spans_nodes_gets_the_multi_node_launch():
+    line, note = recipes.multi_node("torchrun --nproc_per_node=16 run.py --x 1", 16, 8)
+    assert line.startswith("torchrun --nnodes 2 --node-rank NODE --nproc-per-node 8 --master-addr HOST0 "
+                           "--master-port 29500 run.py --x 1")
+    assert "NODE = 0..1" in note
+    assert recipes.multi_node("torchrun --nproc_per_node=8 run.py", 8, 8) == ("torchrun --nproc_per_node=8 run.py", "")
+    line, note = recipes.multi_node("xdit --model m --ulysses_degree 16", 16, 8)
+    assert line == "xdit --model m --ulysses_degree 16" and "spans 2 nodes" in note
+    doc = json.loads(run_script("plan.py", "--model", "FLUX.1-dev", "--hardware", "H100, 2 nodes", "--devices", "16",
+                                "--json", check=0).stdout)
+    recs = [p["run_recipe"] for p in doc["plans"] if p["feasible"] and p["run_recipe"]
+            and p["run_recipe"].get("framework") and p["run_recipe"]["world_size"] > 8]
+    assert recs
+    for rec in recs:
+        assert "--nproc_per_node=16" not in rec["launch"] and "--nproc-per-node=16" not in rec["launch"]
+        if "torchrun" in rec["launch"]:
+            assert "--nnodes 2 --node-rank NODE --nproc-per-node 8" in rec["launch"]
+        assert any("spans 2 nodes" in n for n in rec["notes"])

@@ -122,7 +122,8 @@ def parse_recipes(data: dict, path: Path) -> tuple[tuple[Recipe, ...], dict[str,
     return tuple(out), _table(data, "no_recipe", str(path))
 
 
-LAUNCHER_FLAGS = ("--nproc_per_node", "--nproc-per-node", "-m")   # torchrun's own, not the framework's
+LAUNCHER_FLAGS = ("--nproc_per_node", "--nproc-per-node", "-m", "--nnodes", "--node-rank", "--master-addr",
+                  "--master-port")   # torchrun's own, not the framework's
 _FLAG = re.compile(r"(?<![\w-])(--[A-Za-z][\w-]*)")
 _KWARG = re.compile(r"\b([A-Za-z_]\w*)=")
 _JSON_KEY = re.compile(r'"([A-Za-z_]\w*)"\s*:')
@@ -200,10 +201,30 @@ def slug(plan_name: str) -> str:
     return plan_name.replace(" ", "-")
 
 
+_TORCHRUN = re.compile(r"\btorchrun --nproc[_-]per[_-]node[= ](\d+)")
+
+
+def multi_node(launch: str, world: int, per_node: int) -> tuple[str, str]:
+    """(launch, note) for a world larger than one node: torchrun gets its multi-node form (one line per node,
+    NODE = 0..nodes-1 on each, HOST0 = node 0's address); another launcher keeps its line and gets a note."""
+    if per_node <= 0 or world <= per_node:
+        return launch, ""
+    nodes = -(-world // per_node)
+    if _TORCHRUN.search(launch):
+        form = (f"torchrun --nnodes {nodes} --node-rank NODE --nproc-per-node {per_node} --master-addr HOST0 "
+                "--master-port 29500")
+        return (_TORCHRUN.sub(form, launch, count=1),
+                f"the plan spans {nodes} nodes of {per_node} cards: run this line on every node with NODE = "
+                f"0..{nodes - 1} (its rank) and HOST0 = node 0's address; all nodes see the same files")
+    return launch, (f"the plan spans {nodes} nodes of {per_node} cards ({world} processes): this launcher "
+                    "starts one node's processes; start it multi-node as its own documentation says")
+
+
 def render(fw, recipe: Recipe, model, shape, plan, *, pad: bool = False, sharded: bool = False,
-           steps: str | None = None, family: str = "") -> dict:
+           steps: str | None = None, family: str = "", per_node: int = 0) -> dict:
     """One recipe filled for one plan. `steps` None: the request's step count; '{steps}': left for the
-    few-step runner (the launch line then escapes every other brace, as fewstep.py's templates need)."""
+    few-step runner (the launch line then escapes every other brace, as fewstep.py's templates need).
+    `per_node`: cards per node; a world larger than that gets the multi-node launch (multi_node)."""
     used = _uses(plan)
     replicas = plan.dp if plan.dp > 1 and "dp" not in recipe.args else 1
     world = plan.devices // replicas
@@ -229,10 +250,11 @@ def render(fw, recipe: Recipe, model, shape, plan, *, pad: bool = False, sharded
     if recipe.kind == "json":
         values["config_inline"] = " ".join(config.split())
     launch = _fill(recipe.launch, values, shell_word)
+    launch, nodes_note = multi_node(launch, world, per_node)
     if steps == "{steps}":
         launch = launch.replace("{", "{{").replace("}", "}}").replace(_STEPS_MARK, "{steps}")
         config = config.replace(_STEPS_MARK, "{steps}")
-    notes = []
+    notes = [nodes_note] if nodes_note else []
     if replicas > 1:
         notes.append(f"data parallel {plan.dp}: {fw.name}'s launcher has no data-parallel degree here; start "
                      f"{plan.dp} copies, each on its own {world} cards (CUDA_VISIBLE_DEVICES or "
