@@ -453,3 +453,27 @@ def test_a_plan_that_spans_nodes_gets_the_multi_node_launch():
         if "torchrun" in rec["launch"]:
             assert "--nnodes 2 --node-rank NODE --nproc-per-node 8" in rec["launch"]
         assert any("spans 2 nodes" in n for n in rec["notes"])
+
+
+@pytest.mark.parametrize("name", ["xDiT", "cache-dit", "diffusers-CP", "ParaAttention"])
+def test_a_copied_recipe_runs_the_requested_shape_not_the_framework_default(name):
+    for model_name, plan in (("FLUX.1-dev", Plan(ulysses=2)), ("Wan2.1-T2V-14B", Plan(ulysses=2))):
+        m = presets.resolve_model(model_name)
+        if recipes.choose(fw(name), frameworks.model_family(m), plan) is None:
+            continue
+        shape = make_shape(m)
+        rec = render_for(name, model_name, plan)
+        text = rec["launch"] + "\n" + rec["config"]
+        assert f"{shape.height}" in text and f"{shape.width}" in text
+        assert ("num_frames" in text) == (shape.frames > 1), (name, model_name, text)
+        if shape.frames > 1:
+            assert f"--num_frames {shape.frames}" in rec["launch"]
+        assert f"--height {shape.height} --width {shape.width}" in rec["launch"]
+
+
+def test_parallel_vae_is_named_where_the_profile_read_it():
+    for name in ("xDiT", "vLLM-Omni", "ParaAttention", "cache-dit"):
+        f = fw(name)
+        assert f.vae_parallel
+        assert all(any(t.startswith("optional:") and "VAE" in t for t in r.together) for r in f.recipes), name
+    assert any("vae_patch_parallel_size" in t for r in fw("vLLM-Omni").recipes for t in r.together)

@@ -21,7 +21,7 @@ KINDS = ("shell", "python", "json")
 ARG_KEYS = ("ulysses", "ring", "kv_allgather", "tp", "pipefusion", "cfg", "dp", "uneven", "uneven_ring", "shard")
 PLACEHOLDERS = ("model", "model_id", "script", "steps", "devices", "world", "ulysses", "ring", "kv_allgather",
                 "tp", "pipefusion", "patches", "warmup", "cfg", "dp", "sp", "cfg_json", "cfg_py", "slug",
-                "args", "flags", "config_inline")
+                "args", "flags", "config_inline", "width", "height", "frames", "video", "video_flags")
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 _STEPS_MARK = "\x00STEPS\x00"
 # values that come from the model (a user's own model file may name it anything) or are computed text: the
@@ -47,6 +47,7 @@ class Recipe:
     together: tuple[str, ...] = ()
     models: dict[str, str] = field(default_factory=dict)    # preset name -> the framework's model name
     scripts: dict[str, str] = field(default_factory=dict)   # preset name or family -> {script}
+    video: str = ""                  # text {video} becomes when the request has frames > 1 (e.g. ' --num_frames {frames}')
 
     def covers(self, family: str, used: set[str]) -> bool:
         """Whether this recipe starts `family` and sets every used form (dp may run as replicas)."""
@@ -107,11 +108,14 @@ def parse_recipes(data: dict, path: Path) -> tuple[tuple[Recipe, ...], dict[str,
                      launch=_text(r, "launch", where), world=_text(r, "world", where),
                      source=_text(r, "source", where), args=args, config=_text(r, "config", where, ""),
                      join=_text(r, "join", where, " "), together=_strings(r, "together", where),
-                     models=_table(r, "models", where), scripts=_table(r, "scripts", where))
+                     models=_table(r, "models", where), scripts=_table(r, "scripts", where),
+                     video=_text(r, "video", where, ""))
         if not rec.families:
             raise InputError(f"{where}: key 'families' is empty (list the model families it starts, or '*')")
-        for text in (rec.launch, rec.config, *rec.args.values(), *rec.scripts.values()):
+        for text in (rec.launch, rec.config, rec.video, *rec.args.values(), *rec.scripts.values()):
             _check_placeholders(text, where)
+        if "{video}" in rec.video:
+            raise InputError(f"{where}: key 'video' may not hold {{video}}")
         if kind == "shell" and "{args}" not in rec.launch:
             raise InputError(f"{where}: a shell recipe's launch must hold {{args}}")
         if kind != "shell" and "{args}" not in rec.config:
@@ -133,10 +137,10 @@ def flag_names(recipe: Recipe) -> set[str]:
     """The names a recipe takes from its framework: command-line flags of a shell recipe (and of a json
     recipe's launcher), keyword arguments of a python recipe, keys of a json recipe. A python recipe's
     launch line passes the same names to your own script, so its flags are not the framework's."""
-    texts = [recipe.config, *recipe.args.values()]
+    texts = [recipe.config, recipe.video, *recipe.args.values()]
     names: set[str] = set()
     if recipe.kind in ("shell", "json"):
-        names |= {f for t in (recipe.launch, *recipe.args.values()) for f in _FLAG.findall(t)}
+        names |= {f for t in (recipe.launch, recipe.video, *recipe.args.values()) for f in _FLAG.findall(t)}
     if recipe.kind == "python":
         names |= {k for t in texts for k in _KWARG.findall(t)}
     if recipe.kind == "json":
@@ -233,8 +237,11 @@ def render(fw, recipe: Recipe, model, shape, plan, *, pad: bool = False, sharded
               "devices": str(plan.devices), "world": str(world), "sp": str(plan.sp),
               "patches": str(plan.num_patches), "warmup": str(plan.warmup), "slug": slug(plan.name),
               "cfg_json": "true" if shape.cfg else "false", "cfg_py": "True" if shape.cfg else "False",
+              "width": str(shape.width), "height": str(shape.height), "frames": str(shape.frames),
               **{f: str(plan.degree(f)) for f in ("ulysses", "ring", "kv_allgather", "tp", "pipefusion", "cfg", "dp")}}
     values["script"] = recipe.scripts.get(model.name, recipe.scripts.get(family, ""))
+    values["video"] = _fill(recipe.video, values) if shape.frames > 1 else ""
+    values["video_flags"] = (" " + _flags([values["video"].lstrip(", ")])) if values["video"] else ""
     applies = set(used)
     if pad and "ulysses" in used:
         applies.add("uneven")
