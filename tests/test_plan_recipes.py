@@ -455,7 +455,7 @@ def test_a_plan_that_spans_nodes_gets_the_multi_node_launch():
         assert any("spans 2 nodes" in n for n in rec["notes"])
 
 
-@pytest.mark.parametrize("name", ["xDiT", "cache-dit", "diffusers-CP", "ParaAttention", "SGLang-diffusion"])
+@pytest.mark.parametrize("name", ["xDiT", "cache-dit", "diffusers-CP", "ParaAttention", "SGLang-diffusion", "MindIE-SD"])
 def test_a_copied_recipe_runs_the_requested_shape_not_the_framework_default(name):
     for model_name, plan in (("FLUX.1-dev", Plan(ulysses=2)), ("Wan2.1-T2V-14B", Plan(ulysses=2))):
         m = presets.resolve_model(model_name)
@@ -465,14 +465,15 @@ def test_a_copied_recipe_runs_the_requested_shape_not_the_framework_default(name
         rec = render_for(name, model_name, plan)
         text = rec["launch"] + "\n" + rec["config"]
         assert f"{shape.height}" in text and f"{shape.width}" in text
-        assert bool(re.search(r"num[_-]frames", text)) == (shape.frames > 1), (name, model_name, text)
+        assert bool(re.search(r"num[_-]frames|frame_num", text)) == (shape.frames > 1), (name, model_name, text)
         if shape.frames > 1:
-            assert re.search(rf"--num[_-]frames {shape.frames}\b", rec["launch"])
-        assert f"--height {shape.height} --width {shape.width}" in rec["launch"]
+            assert re.search(rf"--(num[_-]frames|frame_num) {shape.frames}\b", rec["launch"])
+        assert (f"--height {shape.height} --width {shape.width}" in rec["launch"]
+                or f"--size {shape.width}*{shape.height}" in rec["launch"].replace("'", ""))
 
 
 def test_parallel_vae_is_named_where_the_profile_read_it():
-    for name in ("xDiT", "vLLM-Omni", "ParaAttention", "cache-dit"):
+    for name in ("xDiT", "vLLM-Omni", "ParaAttention", "cache-dit", "MindIE-SD"):
         f = fw(name)
         assert f.vae_parallel
         assert all(any(t.startswith("optional:") and "VAE" in t for t in r.together) for r in f.recipes), name
