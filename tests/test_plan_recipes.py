@@ -455,7 +455,7 @@ def test_a_plan_that_spans_nodes_gets_the_multi_node_launch():
         assert any("spans 2 nodes" in n for n in rec["notes"])
 
 
-@pytest.mark.parametrize("name", ["xDiT", "cache-dit", "diffusers-CP", "ParaAttention", "SGLang-diffusion", "MindIE-SD"])
+@pytest.mark.parametrize("name", ["xDiT", "cache-dit", "diffusers-CP", "ParaAttention", "SGLang-diffusion", "MindIE-SD", "LightX2V"])
 def test_a_copied_recipe_runs_the_requested_shape_not_the_framework_default(name):
     for model_name, plan in (("FLUX.1-dev", Plan(ulysses=2)), ("Wan2.1-T2V-14B", Plan(ulysses=2))):
         m = presets.resolve_model(model_name)
@@ -465,7 +465,11 @@ def test_a_copied_recipe_runs_the_requested_shape_not_the_framework_default(name
         rec = render_for(name, model_name, plan)
         text = rec["launch"] + "\n" + rec["config"]
         assert f"{shape.height}" in text and f"{shape.width}" in text
-        assert bool(re.search(r"num[_-]frames|frame_num", text)) == (shape.frames > 1), (name, model_name, text)
+        assert bool(re.search(r"num[_-]frames|frame_num|video_length", text)) == (shape.frames > 1), text
+        if rec["kind"] == "json":     # LightX2V: the config block the launch line writes
+            assert f'"target_height": {shape.height}, "target_width": {shape.width}' in rec["config"]
+            assert shape.frames == 1 or f'"target_video_length": {shape.frames}' in rec["config"]
+            continue
         if shape.frames > 1:
             assert re.search(rf"--(num[_-]frames|frame_num) {shape.frames}\b", rec["launch"])
         assert (f"--height {shape.height} --width {shape.width}" in rec["launch"]
