@@ -482,3 +482,10 @@ def test_parallel_vae_is_named_where_the_profile_read_it():
         assert f.vae_parallel
         assert all(any(t.startswith("optional:") and "VAE" in t for t in r.together) for r in f.recipes), name
     assert any("vae_patch_parallel_size" in t for r in fw("vLLM-Omni").recipes for t in r.together)
+
+
+def test_a_recipe_without_shape_names_says_so():
+    rec = render_for("vLLM-Omni", "Wan2.1-T2V-14B", Plan(ulysses=2))
+    assert any("sets no resolution or frame count" in n and "1280x720, 81 frames" in n for n in rec["notes"])
+    rec = render_for("xDiT", "FLUX.1-dev", Plan(ulysses=2))
+    assert not any("sets no resolution" in n for n in rec["notes"])

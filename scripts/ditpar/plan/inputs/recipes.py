@@ -268,6 +268,11 @@ def render(fw, recipe: Recipe, model, shape, plan, *, pad: bool = False, sharded
                      f"ASCEND_RT_VISIBLE_DEVICES); each serves its own requests")
     if pad and not set(keys) & {"uneven", "uneven_ring"} and plan.sp > 1:
         notes.append(f"the sequence does not divide {plan.sp}: {fw.name} pads it (costed in the prediction)")
+    if "{height}" not in recipe.launch + recipe.config and "{width}" not in recipe.launch + recipe.config:
+        notes.append(f"this recipe sets no resolution or frame count ({fw.name}'s names for them were not read at the "
+                     f"cited commit): set {shape.width}x{shape.height}"
+                     + (f", {shape.frames} frames" if shape.frames > 1 else "")
+                     + " yourself, else the run uses the framework's default shape")
     if sharded and "shard" not in recipe.args:
         notes.append("the plan fits memory only with layer-wise weight sharding, which this launcher does not set")
     for u in getattr(fw, "unverified", ()):   # unread entries that bear on this very plan are shown with it
