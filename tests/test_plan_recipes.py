@@ -396,3 +396,96 @@ def test_recipe_prove_line_uses_the_printed_name():
     out = render_for("xDiT", "FLUX.1-dev", Plan(ulysses=4, ring=2))
     assert '--plan "U4 R2"' in out["prove"]
     assert render_for("xDiT", "FLUX.1-dev", Plan(pipefusion=8))["prove"] == ""
+
+
+# ------------------------------------------------------------------ round 3: column and recipe agree, process counts
+
+
+@pytest.mark.parametrize("model", ["mochi-1", "FLUX.1-dev"])
+def test_the_framework_column_is_the_framework_whose_recipe_is_printed(model):
+    # xDiT runs Mochi-1 (Ulysses is model-agnostic) but only from mochi-xdit: the column named xDiT while the
+    # recipe printed was ParaAttention's; the ranking now names a framework that has a recipe where one does
+    doc = json.loads(run_script("plan.py", "--model", model, "--hardware", "H100", "--devices", "8", "--json",
+                                check=0).stdout)
+    feas = [p for p in doc["plans"] if p["feasible"] and p["run_recipe"]]
+    assert feas
+    assert all(p["run_recipe"]["framework"] == p["framework"] for p in feas)
+    assert all(p["run_recipe"].get("framework") for p in feas)
+
+
+def test_fewer_bench_processes_than_cards_are_explained():
+    from ditpar.plan.cost.timing import Tunables
+    from ditpar.plan.decide.shortlist import measure_command, processes_note
+
+    hw = presets.resolve_hardware("H100")
+    plans = [Plan(ulysses=2, ring=2), Plan(ulysses=4)]     # a 4-card pair on an 8-card box
+    sens = {"pattern": "alltoall", "link": "intra_domain"}
+    cmd = measure_command(hw, plans, sens, Tunables())
+    n = int(re.search(r"--nproc-per-node (\d+)", cmd).group(1))
+    note = processes_note(hw, plans, sens, Tunables())
+    assert n < 8 and note.startswith(f"{n} processes, not 8, on purpose") and f"other {8 - n} cards stay idle" in note
+    full = [Plan(ulysses=8), Plan(tp=8)]
+    assert processes_note(hw, full, {"pattern": "all", "link": "intra_domain"}, Tunables()) == ""
+    assert processes_note(hw, full, {"pattern": "compute", "link": None}, Tunables()) == ""
+
+
+def test_the_head_rule_reads_the_right_way_round():
+    text = (ROOT / "templates" / "frameworks" / "mindie-sd.toml").read_text()
+    assert "heads must divide ulysses_size" not in text
+    assert "ulysses_size must divide the head count" in text
+
+
+def test_a_plan_that_spans_nodes_gets_the_multi_node_launch():
+    line, note = recipes.multi_node("torchrun --nproc_per_node=16 run.py --x 1", 16, 8)
+    assert line.startswith("torchrun --nnodes 2 --node-rank NODE --nproc-per-node 8 --master-addr HOST0 "
+                           "--master-port 29500 run.py --x 1")
+    assert "NODE = 0..1" in note
+    assert recipes.multi_node("torchrun --nproc_per_node=8 run.py", 8, 8) == ("torchrun --nproc_per_node=8 run.py", "")
+    line, note = recipes.multi_node("xdit --model m --ulysses_degree 16", 16, 8)
+    assert line == "xdit --model m --ulysses_degree 16" and "spans 2 nodes" in note
+    doc = json.loads(run_script("plan.py", "--model", "FLUX.1-dev", "--hardware", "H100, 2 nodes", "--devices", "16",
+                                "--json", check=0).stdout)
+    recs = [p["run_recipe"] for p in doc["plans"] if p["feasible"] and p["run_recipe"]
+            and p["run_recipe"].get("framework") and p["run_recipe"]["world_size"] > 8]
+    assert recs
+    for rec in recs:
+        assert "--nproc_per_node=16" not in rec["launch"] and "--nproc-per-node=16" not in rec["launch"]
+        if "torchrun" in rec["launch"]:
+            assert "--nnodes 2 --node-rank NODE --nproc-per-node 8" in rec["launch"]
+        assert any("spans 2 nodes" in n for n in rec["notes"])
+
+
+@pytest.mark.parametrize("name", ["xDiT", "cache-dit", "diffusers-CP", "ParaAttention", "SGLang-diffusion", "MindIE-SD", "LightX2V"])
+def test_a_copied_recipe_runs_the_requested_shape_not_the_framework_default(name):
+    for model_name, plan in (("FLUX.1-dev", Plan(ulysses=2)), ("Wan2.1-T2V-14B", Plan(ulysses=2))):
+        m = presets.resolve_model(model_name)
+        if recipes.choose(fw(name), frameworks.model_family(m), plan) is None:
+            continue
+        shape = make_shape(m)
+        rec = render_for(name, model_name, plan)
+        text = rec["launch"] + "\n" + rec["config"]
+        assert f"{shape.height}" in text and f"{shape.width}" in text
+        assert bool(re.search(r"num[_-]frames|frame_num|video_length", text)) == (shape.frames > 1), text
+        if rec["kind"] == "json":     # LightX2V: the config block the launch line writes
+            assert f'"target_height": {shape.height}, "target_width": {shape.width}' in rec["config"]
+            assert shape.frames == 1 or f'"target_video_length": {shape.frames}' in rec["config"]
+            continue
+        if shape.frames > 1:
+            assert re.search(rf"--(num[_-]frames|frame_num) {shape.frames}\b", rec["launch"])
+        assert (f"--height {shape.height} --width {shape.width}" in rec["launch"]
+                or f"--size {shape.width}*{shape.height}" in rec["launch"].replace("'", ""))
+
+
+def test_parallel_vae_is_named_where_the_profile_read_it():
+    for name in ("xDiT", "vLLM-Omni", "ParaAttention", "cache-dit", "MindIE-SD"):
+        f = fw(name)
+        assert f.vae_parallel
+        assert all(any(t.startswith("optional:") and "VAE" in t for t in r.together) for r in f.recipes), name
+    assert any("vae_patch_parallel_size" in t for r in fw("vLLM-Omni").recipes for t in r.together)
+
+
+def test_a_recipe_without_shape_names_says_so():
+    rec = render_for("vLLM-Omni", "Wan2.1-T2V-14B", Plan(ulysses=2))
+    assert any("sets no resolution or frame count" in n and "1280x720, 81 frames" in n for n in rec["notes"])
+    rec = render_for("xDiT", "FLUX.1-dev", Plan(ulysses=2))
+    assert not any("sets no resolution" in n for n in rec["notes"])

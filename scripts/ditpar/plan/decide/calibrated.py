@@ -326,7 +326,8 @@ def render(text: str, results, extra: dict, box: Box, top: int) -> str:
         s = c["sensitivity"]
         if s:
             lines.append(f"  sensitivity: the {s['input']} moved x{s['factor']:.3g} flips them (the smallest move "
-                         f"of any single input; G7 scales whole links); measure: {s['command']}")
+                         f"of any single input; G7 scales whole links); measure: {s['command']}"
+                         + (f" ({s['command_note']})" if s.get("command_note") else ""))
         else:
             lines.append("  sensitivity: no single input within 1/16x..16x flips them")
     if extra["matrix"]:

@@ -67,7 +67,14 @@ def rank_plans(model, hw, shape: Shape, devices: int, tun: Tunables, *, with_dp:
     only where that framework has it."""
     from ditpar.plan.cost.work import padding_for
     from ditpar.plan.decide import gates
-    from ditpar.plan.inputs.frameworks import exactness, preferred, runs, tp_host_tunables
+    from ditpar.plan.inputs.frameworks import (
+        exactness,
+        model_family,
+        preferred,
+        runs,
+        tp_host_tunables,
+    )
+    from ditpar.plan.inputs.recipes import choose
 
     total = hw.devices_per_node * hw.nodes
     if devices > total:
@@ -84,6 +91,9 @@ def rank_plans(model, hw, shape: Shape, devices: int, tun: Tunables, *, with_dp:
             continue
         runners = preferred([fw for fw in frameworks if runs(fw, model, hw, shape, plan) is None], hw) \
             if frameworks else []
+        # the framework named is one whose profile has a launch recipe for the plan where any has: the column
+        # and the printed 'run it on' then agree (xDiT runs Mochi-1 only from mochi-xdit; ParaAttention has one)
+        runners.sort(key=lambda fw: choose(fw, model_family(model), plan) is None)
         pad = padding_for(model, shape, plan) if frameworks else 0
         pshape = dataclasses.replace(shape, pad_tokens=pad) if pad else shape
         plan_tun = tp_host_tunables(tun, runners[0] if runners else None, plan)

@@ -68,6 +68,7 @@ def sensitivity(model, hw, shape, tun, a, b) -> dict | None:
     if best is None:
         return None
     best["command"] = measure_command(hw, [a.plan, b.plan], best, tun)
+    best["command_note"] = processes_note(hw, [a.plan, b.plan], best, tun)
     return best
 
 
@@ -110,6 +111,23 @@ def measure_command(hw, plans, sens: dict, tun) -> str:
     text = ";".join(",".join(map(str, g)) for g in groups)
     return (f"{launch} scripts/comm_bench.py --ops {ops} --groups \"{text}\" --min-bytes 1M --max-bytes 256M "
             f"--csv bench.csv && python scripts/plan.py ... --bench bench.csv")
+
+
+def processes_note(hw, plans, sens: dict, tun) -> str:
+    """Why measure_command starts fewer processes than the box has cards ('' when it starts them all or
+    spans nodes): comm_bench.py needs one process per card from card 0 up to the highest card a measured
+    group names, and the groups are those of the plans' own layout (a ring or CFG pair of U4 R2 is 0,4)."""
+    if sens["pattern"] == "compute":
+        return ""
+    groups = _deciding_groups(hw, plans, sens, tun)
+    top = max(r for g in groups for r in g)
+    if top + 1 >= hw.devices_per_node:
+        return ""
+    text = "; ".join(",".join(map(str, g)) for g in groups)
+    return (f"{top + 1} processes, not {hw.devices_per_node}, on purpose: comm_bench.py runs one process per card"
+            f" from card 0 to the highest card a measured group names ({text}: cards 0-{top}, the "
+            f"groups the plans place their collectives on); the other {hw.devices_per_node - top - 1} cards "
+            "stay idle")
 
 
 def to_measure(short: list) -> list:
@@ -165,5 +183,6 @@ def describe(short: list, sens: dict | None, hw, measured: frozenset[str] = froz
         f = sens["factor"]
         move = f"x{f:.3g}" if f >= 1 else f"/{1 / f:.3g}"
         text += (f" Their order turns on the {sens['input']}: moved {move} it makes {sens['challenger']} beat "
-                 f"{sens['leader']}. Measure it: {sens['command']}.")
+                 f"{sens['leader']}. Measure it: {sens['command']}"
+                 + (f" ({sens['command_note']})." if sens.get("command_note") else "."))
     return text

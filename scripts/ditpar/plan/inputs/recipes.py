@@ -21,7 +21,7 @@ KINDS = ("shell", "python", "json")
 ARG_KEYS = ("ulysses", "ring", "kv_allgather", "tp", "pipefusion", "cfg", "dp", "uneven", "uneven_ring", "shard")
 PLACEHOLDERS = ("model", "model_id", "script", "steps", "devices", "world", "ulysses", "ring", "kv_allgather",
                 "tp", "pipefusion", "patches", "warmup", "cfg", "dp", "sp", "cfg_json", "cfg_py", "slug",
-                "args", "flags", "config_inline")
+                "args", "flags", "config_inline", "width", "height", "frames", "video", "video_flags")
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 _STEPS_MARK = "\x00STEPS\x00"
 # values that come from the model (a user's own model file may name it anything) or are computed text: the
@@ -47,6 +47,7 @@ class Recipe:
     together: tuple[str, ...] = ()
     models: dict[str, str] = field(default_factory=dict)    # preset name -> the framework's model name
     scripts: dict[str, str] = field(default_factory=dict)   # preset name or family -> {script}
+    video: str = ""                  # text {video} becomes when the request has frames > 1 (e.g. ' --num_frames {frames}')
 
     def covers(self, family: str, used: set[str]) -> bool:
         """Whether this recipe starts `family` and sets every used form (dp may run as replicas)."""
@@ -107,11 +108,14 @@ def parse_recipes(data: dict, path: Path) -> tuple[tuple[Recipe, ...], dict[str,
                      launch=_text(r, "launch", where), world=_text(r, "world", where),
                      source=_text(r, "source", where), args=args, config=_text(r, "config", where, ""),
                      join=_text(r, "join", where, " "), together=_strings(r, "together", where),
-                     models=_table(r, "models", where), scripts=_table(r, "scripts", where))
+                     models=_table(r, "models", where), scripts=_table(r, "scripts", where),
+                     video=_text(r, "video", where, ""))
         if not rec.families:
             raise InputError(f"{where}: key 'families' is empty (list the model families it starts, or '*')")
-        for text in (rec.launch, rec.config, *rec.args.values(), *rec.scripts.values()):
+        for text in (rec.launch, rec.config, rec.video, *rec.args.values(), *rec.scripts.values()):
             _check_placeholders(text, where)
+        if "{video}" in rec.video:
+            raise InputError(f"{where}: key 'video' may not hold {{video}}")
         if kind == "shell" and "{args}" not in rec.launch:
             raise InputError(f"{where}: a shell recipe's launch must hold {{args}}")
         if kind != "shell" and "{args}" not in rec.config:
@@ -122,7 +126,8 @@ def parse_recipes(data: dict, path: Path) -> tuple[tuple[Recipe, ...], dict[str,
     return tuple(out), _table(data, "no_recipe", str(path))
 
 
-LAUNCHER_FLAGS = ("--nproc_per_node", "--nproc-per-node", "-m")   # torchrun's own, not the framework's
+LAUNCHER_FLAGS = ("--nproc_per_node", "--nproc-per-node", "-m", "--nnodes", "--node-rank", "--master-addr",
+                  "--master-port")   # torchrun's own, not the framework's
 _FLAG = re.compile(r"(?<![\w-])(--[A-Za-z][\w-]*)")
 _KWARG = re.compile(r"\b([A-Za-z_]\w*)=")
 _JSON_KEY = re.compile(r'"([A-Za-z_]\w*)"\s*:')
@@ -132,10 +137,10 @@ def flag_names(recipe: Recipe) -> set[str]:
     """The names a recipe takes from its framework: command-line flags of a shell recipe (and of a json
     recipe's launcher), keyword arguments of a python recipe, keys of a json recipe. A python recipe's
     launch line passes the same names to your own script, so its flags are not the framework's."""
-    texts = [recipe.config, *recipe.args.values()]
+    texts = [recipe.config, recipe.video, *recipe.args.values()]
     names: set[str] = set()
     if recipe.kind in ("shell", "json"):
-        names |= {f for t in (recipe.launch, *recipe.args.values()) for f in _FLAG.findall(t)}
+        names |= {f for t in (recipe.launch, recipe.video, *recipe.args.values()) for f in _FLAG.findall(t)}
     if recipe.kind == "python":
         names |= {k for t in texts for k in _KWARG.findall(t)}
     if recipe.kind == "json":
@@ -200,10 +205,30 @@ def slug(plan_name: str) -> str:
     return plan_name.replace(" ", "-")
 
 
+_TORCHRUN = re.compile(r"\btorchrun --nproc[_-]per[_-]node[= ](\d+)")
+
+
+def multi_node(launch: str, world: int, per_node: int) -> tuple[str, str]:
+    """(launch, note) for a world larger than one node: torchrun gets its multi-node form (one line per node,
+    NODE = 0..nodes-1 on each, HOST0 = node 0's address); another launcher keeps its line and gets a note."""
+    if per_node <= 0 or world <= per_node:
+        return launch, ""
+    nodes = -(-world // per_node)
+    if _TORCHRUN.search(launch):
+        form = (f"torchrun --nnodes {nodes} --node-rank NODE --nproc-per-node {per_node} --master-addr HOST0 "
+                "--master-port 29500")
+        return (_TORCHRUN.sub(form, launch, count=1),
+                f"the plan spans {nodes} nodes of {per_node} cards: run this line on every node with NODE = "
+                f"0..{nodes - 1} (its rank) and HOST0 = node 0's address; all nodes see the same files")
+    return launch, (f"the plan spans {nodes} nodes of {per_node} cards ({world} processes): this launcher "
+                    "starts one node's processes; start it multi-node as its own documentation says")
+
+
 def render(fw, recipe: Recipe, model, shape, plan, *, pad: bool = False, sharded: bool = False,
-           steps: str | None = None, family: str = "") -> dict:
+           steps: str | None = None, family: str = "", per_node: int = 0) -> dict:
     """One recipe filled for one plan. `steps` None: the request's step count; '{steps}': left for the
-    few-step runner (the launch line then escapes every other brace, as fewstep.py's templates need)."""
+    few-step runner (the launch line then escapes every other brace, as fewstep.py's templates need).
+    `per_node`: cards per node; a world larger than that gets the multi-node launch (multi_node)."""
     used = _uses(plan)
     replicas = plan.dp if plan.dp > 1 and "dp" not in recipe.args else 1
     world = plan.devices // replicas
@@ -212,8 +237,11 @@ def render(fw, recipe: Recipe, model, shape, plan, *, pad: bool = False, sharded
               "devices": str(plan.devices), "world": str(world), "sp": str(plan.sp),
               "patches": str(plan.num_patches), "warmup": str(plan.warmup), "slug": slug(plan.name),
               "cfg_json": "true" if shape.cfg else "false", "cfg_py": "True" if shape.cfg else "False",
+              "width": str(shape.width), "height": str(shape.height), "frames": str(shape.frames),
               **{f: str(plan.degree(f)) for f in ("ulysses", "ring", "kv_allgather", "tp", "pipefusion", "cfg", "dp")}}
     values["script"] = recipe.scripts.get(model.name, recipe.scripts.get(family, ""))
+    values["video"] = _fill(recipe.video, values) if shape.frames > 1 else ""
+    values["video_flags"] = (" " + _flags([values["video"].lstrip(", ")])) if values["video"] else ""
     applies = set(used)
     if pad and "ulysses" in used:
         applies.add("uneven")
@@ -229,16 +257,22 @@ def render(fw, recipe: Recipe, model, shape, plan, *, pad: bool = False, sharded
     if recipe.kind == "json":
         values["config_inline"] = " ".join(config.split())
     launch = _fill(recipe.launch, values, shell_word)
+    launch, nodes_note = multi_node(launch, world, per_node)
     if steps == "{steps}":
         launch = launch.replace("{", "{{").replace("}", "}}").replace(_STEPS_MARK, "{steps}")
         config = config.replace(_STEPS_MARK, "{steps}")
-    notes = []
+    notes = [nodes_note] if nodes_note else []
     if replicas > 1:
         notes.append(f"data parallel {plan.dp}: {fw.name}'s launcher has no data-parallel degree here; start "
                      f"{plan.dp} copies, each on its own {world} cards (CUDA_VISIBLE_DEVICES or "
                      f"ASCEND_RT_VISIBLE_DEVICES); each serves its own requests")
     if pad and not set(keys) & {"uneven", "uneven_ring"} and plan.sp > 1:
         notes.append(f"the sequence does not divide {plan.sp}: {fw.name} pads it (costed in the prediction)")
+    if "{height}" not in recipe.launch + recipe.config and "{width}" not in recipe.launch + recipe.config:
+        notes.append(f"this recipe sets no resolution or frame count ({fw.name}'s names for them were not read at the "
+                     f"cited commit): set {shape.width}x{shape.height}"
+                     + (f", {shape.frames} frames" if shape.frames > 1 else "")
+                     + " yourself, else the run uses the framework's default shape")
     if sharded and "shard" not in recipe.args:
         notes.append("the plan fits memory only with layer-wise weight sharding, which this launcher does not set")
     for u in getattr(fw, "unverified", ()):   # unread entries that bear on this very plan are shown with it
