@@ -21,10 +21,11 @@ if TYPE_CHECKING:
 PROG = "collectives.py"
 TOOL = "collectives"
 MAIN = ["rank", "family", "group", "group_role", "count", "sum_us", "union_us", "union_over_sum",
-        "exposed_us", "mean_us", "median_us", "p90_us", "bytes", "bandwidth_GBps", "transit_us", "wait_us", "idle_us"]
+        "exposed_us", "mean_us", "median_us", "p90_us", "bytes", "bandwidth_GBps", "transit_us", "link_transit_us", "wait_us", "idle_us"]
 JSON_COLS = ["rank", "family", "group", "group_name", "group_role", "group_rank", "count", "sum_us", "union_us",
              "union_over_sum", "exposed_us", "mean_us", "median_us", "p90_us", "bytes", "bandwidth_GBps",
-             "transit_us", "wait_us", "idle_us", "wait_share", "split_ops", "bytes_from", "evidence"]
+             "transit_us", "link_transit_us", "wait_us", "idle_us", "wait_share", "split_ops", "bytes_from",
+             "evidence"]
 RANK_COLS = ["rank", "comm_union_us", "comm_exposed_us", "overlap_pct", "compute_union_us", "span_us"]
 
 
@@ -72,7 +73,14 @@ def payload(report: CollectiveReport, unclassified, skipped=()) -> dict:
         "unclassified": dict(unclassified),
         "skipped_ranks": skipped_ranks(skipped),
         "links": [] if report.links is None else report.links.to_dict("records"),
+        "transit_note": _transit_note(report),
     }
+
+
+def _transit_note(report: CollectiveReport) -> str | None:
+    from ditpar.analysis.collectives import transit_note
+
+    return transit_note(report.table)
 
 
 def _headline_records(report: CollectiveReport) -> list[dict]:
@@ -93,6 +101,9 @@ def print_text(report: CollectiveReport, unclassified) -> None:
     out(cli.format_table(report.table, MAIN, digits=3) + "\n")
     for note in blank_cell_notes(report.table):
         out(f"  {note}\n")
+    transit = _transit_note(report)
+    if transit:
+        out(f"  {transit}\n")
     out("\n")
     out("Per rank, whole capture, all families merged (memcpy/memset in neither set)\n")
     out(cli.format_table(report.ranks, RANK_COLS, digits=3) + "\n\n")

@@ -83,3 +83,48 @@ def test_no_split_is_nan_with_zero_ops_not_zero_time():
     ev = events([("comm:586", "comm", "hcom_allReduce__586_0_1", "allreduce", "586", 20, 100)])
     ar = collectives.analyse(ProfileSet(events=ev)).table.iloc[0]
     assert ar["split_ops"] == 0 and pd.isna(ar["transit_us"]) and pd.isna(ar["wait_share"])
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_link_transit_equals_the_profilers_bandwidth_info_and_the_links(rank):
+    """link_transit_us = communication.json's per-transport Transit Time (Total Op Info, HCCS + PCIE + SIO +
+    RDMA), the same sum as the links table; transit_us stays the master stream's Time Info figure."""
+    doc = json.loads(run_script("collectives.py", str(need_shared(*LEVEL1)), "--json", check=0).stdout)
+    row = next(c for c in doc["collectives"] if c["rank"] == rank)
+    total = total_op_info(rank)
+    bw = total["Communication Bandwidth Info"]
+    by_hand = 1000 * sum(bw[t]["Transit Time(ms)"] for t in ("HCCS", "PCIE", "SIO", "RDMA"))
+    assert row["link_transit_us"] == pytest.approx(by_hand, abs=0.01)
+    assert row["transit_us"] == pytest.approx(1000 * total["Communication Time Info"]["Transit Time(ms)"], abs=0.01)
+    off_chip = sum(lk["transit_us"] for lk in doc["links"] if lk["rank"] == rank and lk["transport"] != "LOCAL")
+    assert row["link_transit_us"] == pytest.approx(off_chip, abs=0.01)
+    assert "master stream only" in doc["transit_note"] and f"rank {rank} allreduce@586" in doc["transit_note"]
+    text = run_script("collectives.py", str(need_shared(*LEVEL1)), check=0).stdout
+    assert "transit_us < link_transit_us on 2 row(s)" in text
+
+
+def test_master_stream_without_transit_leaves_wait_share_empty(tmp_path):
+    """A mesh-style op: the master stream moves nothing (Time Info Transit 0, its time in Wait) while the
+    links carry data: wait_share is not 1.0 ('all waiting') but empty, and the note says why."""
+    for rank in (0, 1):
+        src = need_shared(*LEVEL1, f"rank{rank}_ascend_pt")
+        shutil.copytree(src, tmp_path / src.name)
+    path = tmp_path / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "communication.json"
+    doc = json.loads(path.read_text())
+    for name, op in doc["step50"]["collective"].items():
+        if name != "Total Op Info":
+            info = op["Communication Time Info"]
+            info["Wait Time(ms)"] += info["Transit Time(ms)"]
+            info["Transit Time(ms)"] = 0
+    path.write_text(json.dumps(doc))
+    out = json.loads(run_script("collectives.py", str(tmp_path), "--json", check=0).stdout)
+    row0 = next(c for c in out["collectives"] if c["rank"] == 0)
+    row1 = next(c for c in out["collectives"] if c["rank"] == 1)
+    assert row0["transit_us"] == 0 and row0["link_transit_us"] > 27000
+    assert row0["wait_share"] is None
+    assert row1["wait_share"] == pytest.approx(total_op_info(1)["Communication Time Info"]["Wait Time Ratio"], abs=5e-5)
+    assert "on 1 row(s) the master stream moved nothing" in out["transit_note"]
+    # the chosen-ranks path (one table) says the same
+    one = json.loads(run_script("collectives.py", str(tmp_path), "--rank", "0", "--json", check=0).stdout)
+    assert one["collectives"][0]["wait_share"] is None
+    assert "on 1 row(s) the master stream moved nothing" in one["transit_note"]
