@@ -28,6 +28,10 @@ JSON_COLS = ["rank", "family", "group", "group_name", "group_role", "group_rank"
              "evidence"]
 RANK_COLS = ["rank", "comm_union_us", "comm_exposed_us", "overlap_pct", "compute_union_us", "span_us"]
 
+#: what the tables still answer on a training profile (cli.note_not_dit)
+NOT_DIT_STILL = ("the per-family times, union, exposed, transit/wait and links hold for any profile; the DiT "
+                 "hints on extra calls (text encoder, VAE, CFG, Ulysses) do not apply and are left out")
+
 
 def build_parser():
     parser = cli.make_parser(
@@ -93,8 +97,6 @@ def print_text(report: CollectiveReport, unclassified) -> None:
     from ditpar.analysis.headline import HEADLINE_COLUMNS, blank_cell_notes, headline
 
     out = sys.stdout.write
-    if report.not_dit:
-        out(f"Not a DiT inference profile: {report.not_dit}\n\n")
     out("Headline: exposed communication (not overlapped by any compute) per family, share of the captured span\n")
     out(cli.format_table(headline(report.table, report.ranks), HEADLINE_COLUMNS, digits=2) + "\n\n")
     out("Collectives per rank x (family, group); times in us, exposed = not overlapped by any compute\n")
@@ -175,6 +177,7 @@ def main() -> None:
             report = analyse(ps, ranks=args.rank, families=families, layers=args.layers, steps=args.steps)
         else:
             report = analyse_ranks(ps, maker)
+        cli.note_not_dit(PROG, report.not_dit, NOT_DIT_STILL)
         if args.csv:
             cli.write_csv(args.csv, report.table[JSON_COLS])
         evidence = ps.evidence()

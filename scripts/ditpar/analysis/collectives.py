@@ -60,6 +60,14 @@ def training_facts(events: pd.DataFrame) -> tuple[int, pd.Series]:
     return len(names), hits.value_counts()
 
 
+def training_of_ranks(facts: list[tuple[int, pd.Series]]) -> str | None:
+    """training_line over the training_facts of several ranks (each computed where its events are)."""
+    counts = pd.Series(dtype="int64")
+    for _, hits in facts:
+        counts = counts.add(hits, fill_value=0)
+    return training_line(sum(int(total) for total, _ in facts), counts.astype("int64"))
+
+
 def training_line(total: int, hit_counts: pd.Series) -> str | None:
     hits = int(hit_counts.sum())
     if hits < TRAINING_MIN_KERNELS or hits < 0.01 * total:
