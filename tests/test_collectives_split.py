@@ -8,7 +8,7 @@ import shutil
 import pandas as pd
 import pytest
 from attribution_synth import events
-from conftest import need_shared, run_script
+from conftest import ROOT, need_shared, run_script
 from ditpar.analysis import collectives
 from ditpar.core.profile import ProfileSet
 
@@ -128,3 +128,62 @@ def test_master_stream_without_transit_leaves_wait_share_empty(tmp_path):
     one = json.loads(run_script("collectives.py", str(tmp_path), "--rank", "0", "--json", check=0).stdout)
     assert one["collectives"][0]["wait_share"] is None
     assert "on 1 row(s) the master stream moved nothing" in one["transit_note"]
+
+
+def _header(text: str, title: str) -> str:
+    lines = text.splitlines()
+    return next(lines[i + 1] for i, ln in enumerate(lines) if ln.startswith(title))
+
+
+def test_bytes_columns_are_named_by_what_they_hold(tmp_path):
+    """issue 42 item 10a: message bytes (trace_view count x dtype) read msg_bytes, what the op moved over its
+    links reads transit_bytes; the links' bytes are transit bytes; a mix of ranks says which is which."""
+    text = run_script("collectives.py", str(need_shared(*LEVEL1)), check=0).stdout
+    assert " msg_bytes " in _header(text, "Collectives per rank")
+    assert " transit_bytes " in _header(text, "link = group-local")
+    doc = json.loads(run_script("collectives.py", str(need_shared(*LEVEL1)), "--json", check=0).stdout)
+    assert set(doc["bytes_meaning"]["collectives[].bytes"]) == {"bytes_from=message", "bytes_from=transit"}
+    assert doc["bytes_meaning"]["links[].bytes"].startswith("transit bytes")
+    # rank 1 without trace_view.json: its bytes are transit bytes, rank 0's message bytes
+    for rank in (0, 1):
+        src = need_shared(*LEVEL1, f"rank{rank}_ascend_pt")
+        shutil.copytree(src, tmp_path / src.name)
+    (tmp_path / "rank1_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").unlink()
+    text = run_script("collectives.py", str(tmp_path), check=0).stdout
+    header = _header(text, "Collectives per rank")
+    assert " bytes " in header and "msg_bytes" not in header and "transit_bytes" not in header
+    assert "bytes differ by rank (bytes_from per row): ranks [0]: message bytes" in text
+    assert "ranks [1]: transit bytes" in text
+    doc = json.loads(run_script("collectives.py", str(tmp_path), "--json", check=0).stdout)
+    by_rank = {c["rank"]: c for c in doc["collectives"]}
+    hccs = total_op_info(1)["Communication Bandwidth Info"]["HCCS"]["Transit Size(MB)"]
+    assert by_rank[1]["bytes"] == round(hccs * 1e6) and by_rank[1]["bytes_from"] == "transit"
+    assert by_rank[0]["bytes_from"] == "message"
+
+
+def test_links_say_which_peers_were_not_captured():
+    """issue 42 item 10b: the level1 capture holds ranks 0 and 1 of an 8-rank communicator without
+    parallel_group_info; the links to local ranks 2-7 have no global rank, and the note names them."""
+    peers, blank, rows = set(), 0, 0
+    for rank in (0, 1):
+        matrix = json.loads((out_dir(rank) / "communication_matrix.json").read_text())
+        for ops in matrix["step50"].values():
+            for key, links in ops.items():
+                if "-total@" not in key:
+                    continue
+                for link in links:
+                    src, dst = (int(x) for x in link.split("-"))
+                    peers |= {src, dst}
+                    rows += 1
+                    blank += dst not in (0, 1)  # ranks 0 and 1 map by their own self links
+    assert sorted(peers) == list(range(8))
+    text = run_script("collectives.py", str(need_shared(*LEVEL1)), check=0).stdout
+    assert (f"links: src_rank/dst_rank blank in {blank} of {rows} rows: communicator 586: 8 ranks in its links, "
+            f"local rank(s) [2, 3, 4, 5, 6, 7] not captured") in text
+    assert "mapped: local 0 = rank 0, local 1 = rank 1" in text
+    doc = json.loads(run_script("collectives.py", str(need_shared(*LEVEL1)), "--json", check=0).stdout)
+    assert doc["links_note"].startswith(f"links: src_rank/dst_rank blank in {blank} of {rows} rows")
+    # the shipped CANN 8.3 profile has no links: no note
+    shipped = json.loads(run_script("collectives.py", str(ROOT / "tests" / "data" / "ascend_cann83"), "--json",
+                                    check=0).stdout)
+    assert shipped["links_note"] is None

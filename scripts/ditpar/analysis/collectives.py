@@ -293,6 +293,34 @@ def transit_note(table: pd.DataFrame) -> str | None:
     return line
 
 
+#: what ``bytes`` holds, by ``bytes_from``: the text header names it, the JSON says it (bytes_meaning)
+BYTES_MEANING = {
+    "message": "message bytes: the size the profile records per call (Ascend trace_view.json count x dtype, "
+               "Kineto msg nelems x dtype)",
+    "transit": "transit bytes: what each op moved over its links (communication.json / analysis.db Transit Size, "
+               "HCCS + PCIE + SIO + RDMA; the profile records no message size, e.g. trace_view.json absent), "
+               "not the message size",
+}
+#: what links[].bytes holds
+LINK_BYTES_MEANING = "transit bytes: what the op type moved over that link in the step (communication_matrix.json)"
+
+
+def bytes_label(table: pd.DataFrame) -> tuple[str, str | None]:
+    """The header for the ``bytes`` column (msg_bytes / transit_bytes, or bytes when the ranks differ) and a
+    note when the meaning is not the message size, or differs by rank."""
+    kinds = table["bytes_from"] if "bytes_from" in table else pd.Series(dtype=object)
+    present = sorted({str(k) for k in kinds if k})
+    if present == ["message"]:
+        return "msg_bytes", None
+    if present == ["transit"]:
+        return "transit_bytes", f"transit_bytes = {BYTES_MEANING['transit']}"
+    if not present:
+        return "bytes", None
+    ranks = {k: sorted({int(r) for r, b in zip(table["rank"], kinds, strict=True) if b == k}) for k in present}
+    return "bytes", ("bytes differ by rank (bytes_from per row): " + "; ".join(
+        f"ranks {ranks[k]}: {BYTES_MEANING.get(k, k)}" for k in present) + "; their bandwidths do not compare")
+
+
 def link_table(ps: ProfileSet, ranks: list[int] | None = None) -> pd.DataFrame:
     """Per rank, op type and link: bytes, transit time and bandwidth (communication_matrix.json totals).
 
