@@ -187,3 +187,28 @@ def test_links_say_which_peers_were_not_captured():
     shipped = json.loads(run_script("collectives.py", str(ROOT / "tests" / "data" / "ascend_cann83"), "--json",
                                     check=0).stdout)
     assert shipped["links_note"] is None
+
+
+def test_shipped_profile_link_transit_from_its_communication_json():
+    """The shipped CANN 8.3 profile: per (rank, family, group), link_transit_us is the sum of its ops'
+    per-transport Transit Time in communication.json; master-stream transit equals it, so no note."""
+    base = ROOT / "tests" / "data" / "ascend_cann83"
+    expected: dict[tuple[str, str], float] = {}
+    for path in sorted(base.glob("*_ascend_pt/ASCEND_PROFILER_OUTPUT/communication.json")):
+        rank = 0 if "23101" in str(path) else 2  # profiler_info_0.json / profiler_info_2.json
+        for kinds in json.loads(path.read_text()).values():
+            for ops in kinds.values():
+                for name, op in ops.items():
+                    if name == "Total Op Info":
+                        continue
+                    bw = op["Communication Bandwidth Info"]
+                    ms = sum(bw[t]["Transit Time(ms)"] for t in ("HCCS", "PCIE", "SIO", "RDMA") if t in bw)
+                    fam = name.split("__")[0].removeprefix("hcom_").lower().replace("receive", "recv")
+                    key = (rank, fam)
+                    expected[key] = expected.get(key, 0.0) + 1000 * ms
+    doc = json.loads(run_script("collectives.py", str(base), "--json", check=0).stdout)
+    got = {(c["rank"], c["family"]): c["link_transit_us"] for c in doc["collectives"]}
+    assert set(got) == set(expected)
+    for key, value in expected.items():
+        assert got[key] == pytest.approx(value, abs=1e-6), key
+    assert doc["transit_note"] is None
