@@ -24,6 +24,10 @@ TOOL = "bubbles"
 GAP_COLS = ["rank", "step", "start_ns", "end_ns", "dur_us", "released_us", "running_us", "other_us",
             "idle_us", "release_family"]
 
+#: what the gap classes still answer on a training profile (cli.note_not_dit)
+NOT_DIT_STILL = ("the gap classes (released / running / other / idle) hold for any profile, but the windows are "
+                 "training steps: a collective that releases a gap may be a gradient reduction, not a DiT exchange")
+
 
 def build_parser():
     parser = cli.make_parser(
@@ -81,7 +85,7 @@ def payload(report: BubbleReport) -> dict:
     return {**totals_us(report.totals()), "by_family": family_rows(report.by_family()),
             "releasing_families": report.families or "any", "tolerance_us": us(report.tolerance_ns),
             "tolerance_choice": report.tolerance, "tolerance_sweep": report.tolerance_sweep,
-            "ranks": ranks, "consumer": report.lag_summary}
+            "ranks": ranks, "consumer": report.lag_summary, "not_dit_inference": report.not_dit}
 
 
 def print_text(report: BubbleReport) -> None:
@@ -139,6 +143,7 @@ def main() -> None:
                              consumer=args.consumer, stream=args.stream)
         else:  # every rank's gaps found where it is read: 8 large ranks never meet in one table
             report = analyse_ranks(ps, maker, args.tolerance_us)
+        cli.note_not_dit(PROG, report.not_dit, NOT_DIT_STILL)
         for rank, have in sorted(ps.partial_ranks.items()):
             sys.stderr.write(f"{PROG}: rank {rank} has no kernel_details.csv ({', '.join(have)} only): its "
                              "compute-stream gaps need device tasks; left out of this answer\n")

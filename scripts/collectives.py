@@ -21,11 +21,16 @@ if TYPE_CHECKING:
 PROG = "collectives.py"
 TOOL = "collectives"
 MAIN = ["rank", "family", "group", "group_role", "count", "sum_us", "union_us", "union_over_sum",
-        "exposed_us", "mean_us", "median_us", "p90_us", "bytes", "bandwidth_GBps", "transit_us", "wait_us", "idle_us"]
+        "exposed_us", "mean_us", "median_us", "p90_us", "bytes", "bandwidth_GBps", "transit_us", "link_transit_us", "wait_us", "idle_us"]
 JSON_COLS = ["rank", "family", "group", "group_name", "group_role", "group_rank", "count", "sum_us", "union_us",
              "union_over_sum", "exposed_us", "mean_us", "median_us", "p90_us", "bytes", "bandwidth_GBps",
-             "transit_us", "wait_us", "idle_us", "wait_share", "split_ops", "bytes_from", "evidence"]
+             "transit_us", "link_transit_us", "wait_us", "idle_us", "wait_share", "split_ops", "bytes_from",
+             "evidence"]
 RANK_COLS = ["rank", "comm_union_us", "comm_exposed_us", "overlap_pct", "compute_union_us", "span_us"]
+
+#: what the tables still answer on a training profile (cli.note_not_dit)
+NOT_DIT_STILL = ("the per-family times, union, exposed, transit/wait and links hold for any profile; the DiT "
+                 "hints on extra calls (text encoder, VAE, CFG, Ulysses) do not apply and are left out")
 
 
 def build_parser():
@@ -72,7 +77,29 @@ def payload(report: CollectiveReport, unclassified, skipped=()) -> dict:
         "unclassified": dict(unclassified),
         "skipped_ranks": skipped_ranks(skipped),
         "links": [] if report.links is None else report.links.to_dict("records"),
+        "transit_note": _transit_note(report),
+        "bytes_meaning": _bytes_meaning(),
+        "links_note": _links_note(report),
     }
+
+
+def _links_note(report: CollectiveReport) -> str | None:
+    from ditpar.analysis.global_ranks import unmapped_note
+
+    return unmapped_note(report.links)
+
+
+def _bytes_meaning() -> dict:
+    from ditpar.analysis.collectives import BYTES_MEANING, LINK_BYTES_MEANING
+
+    return {"collectives[].bytes": {f"bytes_from={k}": v for k, v in BYTES_MEANING.items()},
+            "links[].bytes": LINK_BYTES_MEANING}
+
+
+def _transit_note(report: CollectiveReport) -> str | None:
+    from ditpar.analysis.collectives import transit_note
+
+    return transit_note(report.table)
 
 
 def _headline_records(report: CollectiveReport) -> list[dict]:
@@ -81,26 +108,44 @@ def _headline_records(report: CollectiveReport) -> list[dict]:
     return headline(report.table, report.ranks).to_dict("records")
 
 
-def print_text(report: CollectiveReport, unclassified) -> None:
+def empty_line(title: str, tables: bool) -> str:
+    """The one line printed instead of a table without rows: which table, and why it is empty."""
+    why = ("--profiler-tables reads no task row, and this table is built from the device tasks (kernel_details.csv"
+           " / task tables); run without --profiler-tables for it" if tables else
+           "no analysed rank has device tasks (kernel_details.csv / task tables), and this table is built from them")
+    return f"{title}: no rows ({why})\n\n"
+
+
+def print_text(report: CollectiveReport, unclassified, tables: bool = False) -> None:
+    from ditpar.analysis.collectives import bytes_label
     from ditpar.analysis.headline import HEADLINE_COLUMNS, blank_cell_notes, headline
 
     out = sys.stdout.write
-    if report.not_dit:
-        out(f"Not a DiT inference profile: {report.not_dit}\n\n")
-    out("Headline: exposed communication (not overlapped by any compute) per family, share of the captured span\n")
-    out(cli.format_table(headline(report.table, report.ranks), HEADLINE_COLUMNS, digits=2) + "\n\n")
+
+    def section(name: str, title: str, frame, columns=None, digits: int = 3) -> None:
+        if frame is None or len(frame) == 0:
+            out(empty_line(name, tables))
+            return
+        out(title + "\n")
+        out(cli.format_table(frame, columns, digits=digits) + "\n\n")
+
+    section("Headline (exposed communication per family)", "Headline: exposed communication (not overlapped by any compute) per family, share of the captured span",
+            headline(report.table, report.ranks), HEADLINE_COLUMNS, digits=2)
+
+    label, bytes_note = bytes_label(report.table)
     out("Collectives per rank x (family, group); times in us, exposed = not overlapped by any compute\n")
-    out(cli.format_table(report.table, MAIN, digits=3) + "\n")
+    out(cli.format_table(report.table, MAIN, digits=3, headers={"bytes": label}) + "\n")
     for note in blank_cell_notes(report.table):
         out(f"  {note}\n")
+    transit = _transit_note(report)
+    if transit:
+        out(f"  {transit}\n")
     out("\n")
-    out("Per rank, whole capture, all families merged (memcpy/memset in neither set)\n")
-    out(cli.format_table(report.ranks, RANK_COLS, digits=3) + "\n\n")
+    section("Per-rank table (comm union, exposed, overlap)", "Per rank, whole capture, all families merged (memcpy/memset in neither set)", report.ranks, RANK_COLS)
     if not report.overlap.empty:
         out("Cross-family overlap on merged intervals (share of the smaller union)\n")
         out(cli.format_table(report.overlap, digits=3) + "\n\n")
-    out("Streams (busy = union of the stream's events)\n")
-    out(cli.format_table(report.streams, digits=3) + "\n\n")
+    section("Streams table", "Streams (busy = union of the stream's events)", report.streams)
     if len(report.ranks) > 1:
         out(f"Slowest rank: {report.slowest_rank} (by {report.slowest_by}); per-family skew across ranks:\n")
         out(cli.format_table(report.skew, digits=3) + "\n\n")
@@ -111,15 +156,19 @@ def print_text(report: CollectiveReport, unclassified) -> None:
                 "training profile and are left out\n")
         cols = [c for c in report.layers.columns if c != "likely_extra" or not report.not_dit]
         out(cli.format_table(report.layers, cols, digits=3) + "\n\n")
-    transit = sorted({b for b in report.table.get("bytes_from", []) if b == "transit"})
-    if transit:
-        out("bytes: what each op moved over its links (communication.json Transit Size; trace_view.json absent), "
-            "not the message size\n\n")
+    if bytes_note:
+        out(bytes_note + "\n\n")
     if report.links is not None and not report.links.empty:
-        out("Links (communication_matrix.json totals; bandwidth = bytes / transit time)\n")
+        out("Links (communication_matrix.json totals; transit_bytes = what the op type moved over the link; "
+            "bandwidth = transit_bytes / transit time)\n")
         out("link = group-local ranks src-dst; src_rank/dst_rank = global ranks (mapped_by: parallel_group_info "
             "or a rank's own self link, as msprof-analyze maps them; empty when neither tells)\n")
-        out(cli.format_table(report.links.drop(columns=["group_hash"]), digits=3) + "\n\n")
+        out(cli.format_table(report.links.drop(columns=["group_hash"]), digits=3,
+                             headers={"bytes": "transit_bytes"}) + "\n")
+        peers = _links_note(report)
+        if peers:
+            out(f"  {peers}\n")
+        out("\n")
     if unclassified:
         top = ", ".join(f"{k} x{v}" for k, v in list(unclassified.most_common(5)))
         out(f"Unclassified event names (not counted as collectives): {top}\n\n")
@@ -164,6 +213,7 @@ def main() -> None:
             report = analyse(ps, ranks=args.rank, families=families, layers=args.layers, steps=args.steps)
         else:
             report = analyse_ranks(ps, maker)
+        cli.note_not_dit(PROG, report.not_dit, NOT_DIT_STILL)
         if args.csv:
             cli.write_csv(args.csv, report.table[JSON_COLS])
         evidence = ps.evidence()
@@ -172,7 +222,7 @@ def main() -> None:
                                   "source": "profiler tables" if args.profiler_tables else "tasks",
                                   "evidence": {str(r): v for r, v in evidence.items()}})
         else:
-            print_text(report, ps.unclassified)
+            print_text(report, ps.unclassified, args.profiler_tables)
             print(evidence_note(evidence, args.profiler_tables))
         return 0 if all(c["status"] != "FAIL" for c in report.checks) else 1
 

@@ -32,6 +32,10 @@ TABLE_COLUMNS = {
     "evidence": "evidence",
 }
 
+#: what the step columns still answer on a training profile (cli.note_not_dit)
+NOT_DIT_STILL = ("the per-step computing / communication / overlap / free figures hold for any profile, but a step "
+                 "here is a training step (forward + backward + optimizer), not one DiT denoising step")
+
 
 def main() -> None:
     cli.run(PROG, body)
@@ -85,6 +89,7 @@ def body() -> int:
         status = "match" if result.ok else "mismatch"
     for line in [*result.mismatches, *result.unmatched_reference]:
         sys.stderr.write(f"{PROG}: {line}\n")
+    cli.note_not_dit(PROG, result.not_dit, NOT_DIT_STILL)
     if args.csv:
         import pandas as pd
 
@@ -111,6 +116,7 @@ def body() -> int:
             "unclassified": dict(profiles.unclassified),
             "skipped_ranks": [{"rank": s["rank"], "reason": s["reason"], "path": s["path"]}
                               for s in profiles.skipped],
+            "not_dit_inference": result.not_dit,
             "rows": rows,
         })
     else:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import csv
 import functools
 import json
 
 import pandas as pd
 import pytest
 from attribution_synth import events, mask
-from conftest import need_shared, run_script
+from conftest import ROOT, need_shared, run_script
 from ditpar.analysis import collectives
 from ditpar.core.events import make_events
 from ditpar.core.profile import ProfileSet
@@ -287,7 +288,7 @@ def test_ascend_wait_split_and_calls_per_layer():
     # kernels), so the DiT hints on extra calls are left out and that is said once (issue 14 item 11)
     proc = run_script("collectives.py", path, "--layers", "3", check=1)
     assert "1.333" in proc.stdout and "TP row-parallel" not in proc.stdout
-    assert proc.stdout.count("Not a DiT inference profile") == 1
+    assert proc.stderr.count("not a DiT inference profile") == 1
 
 
 def test_unknown_family_on_real_profile_lists_families():
@@ -300,14 +301,14 @@ def test_unknown_family_on_real_profile_lists_families():
 def test_training_profile_gets_one_note_instead_of_dit_hints():
     path = str(need_shared(*KINETO["nccl"]))
     proc = run_script("collectives.py", path, "--layers", "40", check=1)
-    assert proc.stdout.count("Not a DiT inference profile") == 1
+    assert proc.stderr.count("not a DiT inference profile") == 1
     assert "likely extra" not in proc.stdout and "text encoder, VAE, norm" not in proc.stdout
     doc = json.loads(run_script("collectives.py", path, "--layers", "40", "--json", check=1).stdout)
     assert doc["not_dit_inference"].startswith("282 of 2679 compute kernels")
     assert all(row["likely_extra"] == "" for row in doc["calls_per_layer"])
     # without --layers the training step is flagged too (issue 24: it was silent then)
     plain = run_script("collectives.py", path, check=0)
-    assert plain.stdout.startswith("Not a DiT inference profile: 282 of 2679 compute kernels")
+    assert "collectives.py: not a DiT inference profile: 282 of 2679 compute kernels" in plain.stderr
     doc = json.loads(run_script("collectives.py", path, "--json", check=0).stdout)
     assert doc["not_dit_inference"].startswith("282 of 2679 compute kernels")
 
@@ -353,3 +354,46 @@ def test_a_long_training_kernel_name_is_cut_around_what_matched():
     assert "sigmoid_backward_out" in cut and cut.startswith("...") and len(cut) == 90 + 3
     assert evidence_excerpt("adamw_step") == "adamw_step"
     assert evidence_excerpt("backward_" + "x" * 200).endswith("...")
+
+
+# --- issue 42 item 9: every profile tool says a training step once ----------------------------------------
+
+def _training_counts_by_hand(folder, rank: str = "*") -> tuple[int, int]:
+    """(compute rows, backward/gradient/optimizer rows) of kernel_details.csv, counted with the csv module."""
+    total = hits = 0
+    for path in sorted(folder.glob(f"rank{rank}_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv")):
+        with path.open(newline="") as fh:
+            for row in csv.DictReader(fh):
+                if row["Name"].startswith("hcom_"):
+                    continue
+                total += 1
+                name = row["Name"].lower()
+                hits += "backward" in name or "grad" in name or "adam" in name
+    return total, hits
+
+
+@pytest.mark.parametrize("tool", ["collectives.py", "step_breakdown.py", "bubbles.py"])
+@pytest.mark.parametrize("one_rank", [False, True])
+def test_every_profile_tool_flags_a_training_step_once(tool, one_rank):
+    folder = need_shared("fixtures", "ascend", "msinsight-text-level1")
+    total, hits = _training_counts_by_hand(folder)
+    assert (total, hits) == (374, 50)
+    args = [str(folder)]
+    if one_rank and tool != "step_breakdown.py":  # --rank: the whole-table path, the rank's own kernels
+        args += ["--rank", "0"]
+        total, hits = _training_counts_by_hand(folder, "0")
+    for as_json in (False, True):
+        proc = run_script(tool, *args, *(["--json"] if as_json else []), check=None)
+        assert proc.returncode in (0, 1) and "Traceback" not in proc.stderr
+        assert proc.stderr.count("not a DiT inference profile") == 1
+        assert f"{tool}: not a DiT inference profile: {hits} of {total} compute kernels" in proc.stderr
+        assert "not a DiT inference profile" not in proc.stdout.lower()
+        if as_json:
+            assert json.loads(proc.stdout)["not_dit_inference"].startswith(f"{hits} of {total} compute kernels")
+
+
+@pytest.mark.parametrize("tool", ["collectives.py", "step_breakdown.py", "bubbles.py"])
+def test_an_inference_profile_gets_no_training_note(tool):
+    proc = run_script(tool, str(ROOT / "tests" / "data" / "ascend_cann83"), "--json", check=None)
+    assert "not a DiT inference profile" not in proc.stderr
+    assert json.loads(proc.stdout)["not_dit_inference"] is None

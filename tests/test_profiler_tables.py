@@ -128,3 +128,24 @@ def _empty_rank(tmp_path: Path) -> Path:
     (rank / "ASCEND_PROFILER_OUTPUT").mkdir(parents=True)
     (rank / "profiler_info_0.json").write_text('{"rank_id": 0}')
     return rank
+
+
+def test_a_table_without_rows_is_one_line_saying_why():
+    """issue 42 item 10c: --profiler-tables reads no task row, so the headline, per-rank and streams tables
+    have no rows: each is one line naming it and why, not a header over nothing."""
+    proc = run_script("collectives.py", str(need_shared(*REAL_DB)), "--profiler-tables", check=0)
+    lines = proc.stdout.splitlines()
+    for name in ("Headline (exposed communication per family)", "Per-rank table (comm union, exposed, overlap)",
+                 "Streams table"):
+        hit = [ln for ln in lines if ln.startswith(f"{name}: no rows (--profiler-tables reads no task row")]
+        assert len(hit) == 1, name
+    # no table header is printed without a row under it
+    for i, line in enumerate(lines[:-1]):
+        if set(line) == {"-", " "} and line.strip():
+            assert i + 1 < len(lines) and lines[i + 1].strip(), f"empty table under {lines[i - 1]!r}"
+    assert "rank  stream" not in proc.stdout and "comm_union_us" not in proc.stdout
+    # the collectives table has rows and stays a table
+    assert "Collectives per rank x (family, group)" in proc.stdout
+    # with the tasks read, the tables are back
+    full = run_script("collectives.py", str(need_shared(*REAL_DB)), check=0).stdout
+    assert "no rows (" not in full and "rank  stream" in full

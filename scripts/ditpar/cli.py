@@ -352,6 +352,13 @@ def warn_skipped(prog: str, skipped: Sequence[Mapping[str, Any]], needs_all: boo
         sys.stderr.write(f"{prog}: {len(skipped)} rank(s) skipped; {what}\n")
 
 
+def note_not_dit(prog: str, line: str | None, still: str) -> None:
+    """One stderr line when the profile is a training step (collectives.training_line): what the tool's
+    figures still answer there (``still``) and that its DiT inference reading does not apply."""
+    if line:
+        sys.stderr.write(f"{prog}: not a DiT inference profile: {line}; {still}\n")
+
+
 def json_document(tool: str, payload: Mapping[str, Any]) -> dict[str, Any]:
     """Wrap a payload as a versioned JSON document of one tool."""
     return {"schema": f"{SCHEMA_PREFIX}/{tool}/v1", **payload}

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ditpar.analysis.collectives import training_facts, training_of_ranks
 from ditpar.core.events import by_rank, kind_masks
 from ditpar.core.intervals import Intervals
 from ditpar.core.profile import ProfileSet
@@ -70,6 +71,8 @@ class Breakdown:
     unmatched_reference: list[str]
     #: ranks without device tasks whose rows are the profiler's own (step_trace_time.csv only)
     profiler_only: list[int] = field(default_factory=list)
+    #: set when the profile is a training step (collectives.training_line), else None
+    not_dit: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -100,11 +103,13 @@ def step_breakdown(ps: ProfileSet) -> Breakdown:
         parts = [per_rank[r] for r in sorted(per_rank)]
         if all(part is None for part in parts) and not extra:
             raise InputError("no device tasks in the profile; nothing to break down")
-        result = _compare([row for part in parts if part for row in part], reference, exact)
+        result = _compare([row for part in parts if part for row in part["rows"]], reference, exact)
+        result.not_dit = training_of_ranks([part["training"] for part in parts if part])
     elif ps.events.empty and not extra:
         raise InputError("no device tasks in the profile; nothing to break down")
     else:
         result = _compare(_rows(ps) if not ps.events.empty else [], reference, exact)
+        result.not_dit = training_of_ranks([training_facts(ps.events)]) if not ps.events.empty else None
     result.rows = sorted(result.rows + extra, key=lambda r: (r["rank"], r["step"] is not None, r["step"] or 0))
     result.profiler_only = sorted({r["rank"] for r in extra})
     return result
@@ -129,9 +134,12 @@ def _profiler_rows(step_trace, ranks: list[int]) -> list[dict]:
     return rows
 
 
-def rank_rows(ps: ProfileSet) -> list[dict] | None:
-    """The breakdown rows of a set (one rank, for load_profiles(per_rank=...)); None when it has no tasks."""
-    return _rows(ps) if not ps.events.empty else None
+def rank_rows(ps: ProfileSet) -> dict | None:
+    """The breakdown rows of a set (one rank, for load_profiles(per_rank=...)) and its training_facts (a
+    training step is judged where the events are); None when it has no tasks."""
+    if ps.events.empty:
+        return None
+    return {"rows": _rows(ps), "training": training_facts(ps.events)}
 
 
 #: the event columns rank_rows reads: a reader running it per rank lets the others go first (load_profiles)

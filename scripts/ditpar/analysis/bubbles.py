@@ -22,7 +22,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ditpar.analysis.collectives import intervals_of, require_families, select_ranks, us
+from ditpar.analysis.collectives import (
+    intervals_of,
+    require_families,
+    select_ranks,
+    training_evidence,
+    us,
+)
 from ditpar.analysis.steps import assign_steps, has_steps, rank_steps
 from ditpar.core.events import by_rank, end_ns, few_codes, kind_masks
 from ditpar.core.intervals import Intervals, union_length
@@ -364,6 +370,8 @@ class BubbleReport:
     #: how the tolerance was chosen (source auto/given, rule, lags, break_us) and the sweep of others
     tolerance: dict = field(default_factory=dict)
     tolerance_sweep: list[dict] = field(default_factory=list)
+    #: set when the profile is a training step (collectives.training_line), else None
+    not_dit: str | None = None
 
     def totals(self) -> dict[str, int]:
         keys = ["gaps_total_ns", *(f"{c}_ns" for c in CLASSES)]
@@ -410,7 +418,7 @@ def analyse(ps: ProfileSet, ranks: list[int] | None = None, families: list[str] 
     out = [classify_gaps(rg, tol_ns) for rg in per_rank]
     report = BubbleReport(ranks=out, families=fams, tolerance_ns=tol_ns,
                           tolerance={k: v for k, v in choice.items() if k != "tolerance_ns"},
-                          tolerance_sweep=sweep(cands, tol_ns))
+                          tolerance_sweep=sweep(cands, tol_ns), not_dit=training_evidence(events))
     if pattern is not None:
         report.lags = pd.concat(lag_frames, ignore_index=True)
         report.lag_summary = {"pattern": consumer, **summarise_lags(report.lags, tol_ns)}

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ditpar.analysis import bubbles as bu
+from ditpar.analysis import collectives as co
 from ditpar.analysis.steps import rank_steps
 from ditpar.core.events import kind_counts, kind_masks
 from ditpar.core.intervals import Intervals
@@ -32,8 +33,8 @@ class RankGaps:
         self.families, self.stream, self.consumer = families, stream, consumer
         self.keep_gaps = keep_gaps  # False: only a GapSummary travels (no gap table in the report)
         #: the event columns __call__ reads (the reader lets the others go first: load_profiles' per_rank)
-        self.columns = frozenset({"rank", "stream", "kind", "family", "start_ns", "dur_ns", "step"}
-                                 | ({"name"} if consumer else set()))
+        # name: the training-step check (collectives.training_facts) reads the compute kernel names
+        self.columns = frozenset({"rank", "stream", "kind", "family", "start_ns", "dur_ns", "step", "name"})
         self.__qualname__ = type(self).__qualname__  # ProfileSet.rank_results_from names the maker
 
     def __call__(self, one: ProfileSet) -> dict | None:
@@ -45,7 +46,7 @@ class RankGaps:
         out = {"kinds": kind_counts(events),
                "present": sorted(set(events.loc[masks[1], "family"]) - {""}),
                "gaps": bu.rank_gaps(events, rank_steps(one.steps, rank), self.families or [], self.stream, masks),
-               "lags": None, "common": None}
+               "lags": None, "common": None, "training": co.training_facts(events)}
         if self.keep_gaps:
             # one family name per gap travels as small codes: unpickling a million strings would cost ~50 MB
             codes, uniques = pd.factorize(out["gaps"].fam, use_na_sentinel=False)
@@ -189,7 +190,7 @@ def analyse_ranks(ps: ProfileSet, maker: RankGaps, tolerance_us: float | None = 
     results.clear()
     report = bu.BubbleReport(ranks=classified, families=maker.families or [], tolerance_ns=tol_ns,
                              tolerance={k: v for k, v in choice.items() if k != "tolerance_ns"},
-                             tolerance_sweep=sweep)
+                             tolerance_sweep=sweep, not_dit=co.training_of_ranks([p["training"] for p in parts]))
     if maker.consumer:
         report.lags = pd.concat([p["lags"] for p in parts], ignore_index=True)
         report.lag_summary = {"pattern": maker.consumer, **bu.summarise_lags(report.lags, tol_ns)}
@@ -215,7 +216,8 @@ def _from_summaries(parts: list[dict], maker: RankGaps, tolerance_us: float | No
     tol_ns = choice["tolerance_ns"]
     report = bu.BubbleReport(ranks=[s.classify(tol_ns) for s in summaries], families=maker.families or [],
                              tolerance_ns=tol_ns, tolerance={k: v for k, v in choice.items() if k != "tolerance_ns"},
-                             tolerance_sweep=bu.sweep(cands, tol_ns))
+                             tolerance_sweep=bu.sweep(cands, tol_ns),
+                             not_dit=co.training_of_ranks([p["training"] for p in parts]))
     if maker.consumer:
         report.lags = pd.concat([p["lags"] for p in parts], ignore_index=True)
         report.lag_summary = {"pattern": maker.consumer, **bu.summarise_lags(report.lags, tol_ns)}

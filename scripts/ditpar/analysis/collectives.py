@@ -60,6 +60,14 @@ def training_facts(events: pd.DataFrame) -> tuple[int, pd.Series]:
     return len(names), hits.value_counts()
 
 
+def training_of_ranks(facts: list[tuple[int, pd.Series]]) -> str | None:
+    """training_line over the training_facts of several ranks (each computed where its events are)."""
+    counts = pd.Series(dtype="int64")
+    for _, hits in facts:
+        counts = counts.add(hits, fill_value=0)
+    return training_line(sum(int(total) for total, _ in facts), counts.astype("int64"))
+
+
 def training_line(total: int, hit_counts: pd.Series) -> str | None:
     hits = int(hit_counts.sum())
     if hits < TRAINING_MIN_KERNELS or hits < 0.01 * total:
@@ -81,7 +89,7 @@ def evidence_excerpt(name: str, width: int = 90) -> str:
 TABLE_COLUMNS = [
     "rank", "family", "group", "group_name", "group_role", "count", "sum_us", "union_us",
     "union_over_sum", "exposed_us", "mean_us", "median_us", "p90_us", "bytes", "bandwidth_GBps",
-    "transit_us", "wait_us", "idle_us", "wait_share",
+    "transit_us", "link_transit_us", "wait_us", "idle_us", "wait_share",
 ]
 
 
@@ -214,6 +222,7 @@ def _add_wait_split(table: pd.DataFrame, comm_ops: pd.DataFrame | None,
     ``split_ops`` counts the ops summed, so a missing split (0 ops) is not read as zero time.
     """
     table["transit_us"] = float("nan")
+    table["link_transit_us"] = float("nan")
     table["wait_us"] = float("nan")
     table["wait_share"] = float("nan")
     table["idle_us"] = float("nan")
@@ -221,6 +230,8 @@ def _add_wait_split(table: pd.DataFrame, comm_ops: pd.DataFrame | None,
     if comm_ops is None or comm_ops.empty or table.empty:
         return table
     ops = comm_ops.copy()
+    if "link_transit_us" not in ops:
+        ops["link_transit_us"] = float("nan")
     ops["group"] = ops["group"].astype(str)
     if events is not None and "name" in ops:
         comm = events.loc[events["kind"] == "comm", ["rank", "name", "family", "group"]]
@@ -231,17 +242,83 @@ def _add_wait_split(table: pd.DataFrame, comm_ops: pd.DataFrame | None,
         ops.loc[hit, "group"] = ops.loc[hit, "_g"].astype(str)
     keys = ["rank", "family", "group"]
     agg = ops.groupby(keys, sort=False).agg(
-        transit_us=("transit_us", _sum_all), wait_us=("wait_us", _sum_all),
-        idle_us=("idle_us", _sum_all), split_ops=("transit_us", "size")).reset_index()
+        transit_us=("transit_us", _sum_all), link_transit_us=("link_transit_us", _sum_all),
+        wait_us=("wait_us", _sum_all), idle_us=("idle_us", _sum_all),
+        split_ops=("transit_us", "size")).reset_index()
     left = table[keys].assign(group=table["group"].astype(str), rank=table["rank"].astype("int64"))
     agg["rank"] = agg["rank"].astype("int64")
     joined = left.merge(agg, on=keys, how="left")
-    for col in ("transit_us", "wait_us", "idle_us"):
+    for col in ("transit_us", "link_transit_us", "wait_us", "idle_us"):
         table[col] = joined[col].to_numpy(float)
     table["split_ops"] = joined["split_ops"].fillna(0).astype("int64").to_numpy()
-    total = table["transit_us"] + table["wait_us"]
-    table["wait_share"] = np.where(total > 0, table["wait_us"] / total.where(total > 0, 1.0), np.nan)
+    table["wait_share"] = wait_share(table["transit_us"], table["link_transit_us"], table["wait_us"])
     return table
+
+
+def wait_share(transit: pd.Series, link_transit: pd.Series, wait: pd.Series) -> np.ndarray:
+    """wait / (wait + transit); null where it would mislead: no time at all, or a master stream that moved
+    nothing (transit 0) while the links carried data (link transit > 0): its wait then holds the transfers
+    that other streams ran, not only waiting for peers."""
+    total = transit + wait
+    hidden = (transit <= 0) & (link_transit > 0)
+    return np.where((total > 0) & ~hidden, wait / total.where(total > 0, 1.0), np.nan)
+
+
+def transit_note(table: pd.DataFrame) -> str | None:
+    """Why transit_us and the links' transit differ, naming the rows where transit_us is below link_transit_us.
+
+    communication.json times an op's transit, wait and idle on its master stream only (wall clock: transit +
+    wait + idle = elapse); its per-transport Transit Time, like communication_matrix.json's links, sums the
+    transfer tasks of every stream and link (busy time, parallel links counted each). Where the transfers run
+    on other streams (e.g. a mesh all-gather) the master stream only waits: transit reads 0 and the wait holds
+    the transfer.
+    """
+    if "link_transit_us" not in table or table.empty:
+        return None
+    rows = table[(table["link_transit_us"] > table["transit_us"]) & table["transit_us"].notna()]
+    if rows.empty:
+        return None
+    hidden = rows[rows["transit_us"] <= 0]
+    named = "; ".join(f"rank {r.rank} {r.family}@{r.group}: {r.transit_us:.3f} vs {r.link_transit_us:.3f}"
+                      for r in rows.head(6).itertuples())
+    more = f"; and {len(rows) - 6} more" if len(rows) > 6 else ""
+    line = (f"transit_us < link_transit_us on {len(rows)} row(s) ({named}{more}): transit_us/wait_us/idle_us are "
+            "communication.json's Communication Time Info, timed on the op's master stream only (transit + wait "
+            "+ idle = elapse); link_transit_us is its Communication Bandwidth Info Transit Time (HCCS, PCIE, SIO, "
+            "RDMA), which sums the transfer tasks of every stream and link, as the links table does, so parallel "
+            "links each count")
+    if len(hidden):
+        line += (f"; on {len(hidden)} row(s) the master stream moved nothing (transit_us 0): the transfers ran on "
+                 "other streams while it waited, so wait_us holds transfer time and wait_share is left empty")
+    return line
+
+
+#: what ``bytes`` holds, by ``bytes_from``: the text header names it, the JSON says it (bytes_meaning)
+BYTES_MEANING = {
+    "message": "message bytes: the size the profile records per call (Ascend trace_view.json count x dtype, "
+               "Kineto msg nelems x dtype)",
+    "transit": "transit bytes: what each op moved over its links (communication.json / analysis.db Transit Size, "
+               "HCCS + PCIE + SIO + RDMA; the profile records no message size, e.g. trace_view.json absent), "
+               "not the message size",
+}
+#: what links[].bytes holds
+LINK_BYTES_MEANING = "transit bytes: what the op type moved over that link in the step (communication_matrix.json)"
+
+
+def bytes_label(table: pd.DataFrame) -> tuple[str, str | None]:
+    """The header for the ``bytes`` column (msg_bytes / transit_bytes, or bytes when the ranks differ) and a
+    note when the meaning is not the message size, or differs by rank."""
+    kinds = table["bytes_from"] if "bytes_from" in table else pd.Series(dtype=object)
+    present = sorted({str(k) for k in kinds if k})
+    if present == ["message"]:
+        return "msg_bytes", None
+    if present == ["transit"]:
+        return "transit_bytes", f"transit_bytes = {BYTES_MEANING['transit']}"
+    if not present:
+        return "bytes", None
+    ranks = {k: sorted({int(r) for r, b in zip(table["rank"], kinds, strict=True) if b == k}) for k in present}
+    return "bytes", ("bytes differ by rank (bytes_from per row): " + "; ".join(
+        f"ranks {ranks[k]}: {BYTES_MEANING.get(k, k)}" for k in present) + "; their bandwidths do not compare")
 
 
 def link_table(ps: ProfileSet, ranks: list[int] | None = None) -> pd.DataFrame:
@@ -566,7 +643,7 @@ def partial_rank_rows(ps: ProfileSet, ranks: list[int] | None, families: list[st
         sized_ns = int(durs[sized].sum()) if sized.any() else 0
         info = ps.groups.get(str(group))
         transit, wait = sub["transit_us"].sum(min_count=1), sub["wait_us"].sum(min_count=1)
-        total = transit + wait
+        link = sub["link_transit_us"].sum(min_count=1) if "link_transit_us" in sub else float("nan")
         rows.append({
             "rank": int(rank), "family": family, "group": group,
             "group_name": info.name if info else "", "group_role": info.role if info else "",
@@ -575,8 +652,10 @@ def partial_rank_rows(ps: ProfileSet, ranks: list[int] | None, families: list[st
             "exposed_us": np.nan, "mean_us": us(durs.mean()), "median_us": _percentile_us(durs, 50),
             "p90_us": _percentile_us(durs, 90), "sized_count": int(sized.sum()), "bytes": nbytes,
             "bandwidth_GBps": nbytes / sized_ns if nbytes is not None and sized_ns else float("nan"),
-            "transit_us": transit, "wait_us": wait, "idle_us": sub["idle_us"].sum(min_count=1),
-            "wait_share": wait / total if total > 0 else float("nan"), "split_ops": int(len(sub)),
+            "transit_us": transit, "link_transit_us": link, "wait_us": wait,
+            "idle_us": sub["idle_us"].sum(min_count=1),
+            "wait_share": float(wait_share(pd.Series([transit]), pd.Series([link]), pd.Series([wait]))[0]),
+            "split_ops": int(len(sub)),
             "evidence": "profiler communication table only (no task rows)",
         })
     return pd.DataFrame(rows, columns=cols)

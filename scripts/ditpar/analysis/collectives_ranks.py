@@ -86,8 +86,7 @@ def analyse_ranks(ps: ProfileSet, maker: RankCollectives) -> co.CollectiveReport
     on_comm = _add_counts([p["comm_streams"][1] for p in parts])
     checks = [accounting, co.comm_streams_check(keys, on_comm)]
     layer_table = None
-    total = sum(p["training"][0] for p in parts)
-    not_dit = co.training_line(total, _add_counts([p["training"][1] for p in parts])) if parts else None
+    not_dit = co.training_of_ranks([p["training"] for p in parts])
     if maker.layers is not None:
         layer_table = _concat([p["layers"] for p in parts], ["rank", "family", "group", "count", "layers", "steps",
                                                              "calls_per_layer", "whole", "likely_extra"])

@@ -76,3 +76,37 @@ def group_ranks(ps: ProfileSet, table: pd.DataFrame) -> list[int | None]:
         info = ps.groups.get(group)
         out.append(inverse.get(info.full_hash, {}).get(int(rank)) if info and info.full_hash else None)
     return out
+
+
+def unmapped_note(links: pd.DataFrame) -> str | None:
+    """One line naming, per communicator, the group-local ranks whose global rank is unknown (blank src_rank /
+    dst_rank in links[]): ranks that were not captured and that no parallel_group_info lists; None when none."""
+    if links is None or links.empty or "dst_rank" not in links:
+        return None
+    blank = links["src_rank"].isna() | links["dst_rank"].isna()
+    if not blank.any():
+        return None
+    parts = []
+    for group_hash, sub in links.groupby(links["group_hash"].astype(str), sort=True):
+        ends = sub["link"].astype(str).str.extract(_LINK.pattern).dropna()
+        pairs = list(zip(pd.to_numeric(ends["src"]), pd.to_numeric(ends["dst"]), strict=True))
+        locals_ = sorted({int(x) for pair in pairs for x in pair})
+        known: dict[int, int] = {}
+        for (src, dst), s_rank, d_rank in zip(pairs, sub.loc[ends.index, "src_rank"], sub.loc[ends.index, "dst_rank"],
+                                              strict=True):
+            if not pd.isna(s_rank):
+                known[int(src)] = int(s_rank)
+            if not pd.isna(d_rank):
+                known[int(dst)] = int(d_rank)
+        missing = [r for r in locals_ if r not in known]
+        if not missing:
+            continue
+        name = f"communicator {group_hash[-3:]}" if group_hash else "a communicator without a hash"
+        have = ", ".join(f"local {k} = rank {v}" for k, v in sorted(known.items())) or "none"
+        parts.append(f"{name}: {len(locals_)} ranks in its links, local rank(s) {missing} not captured (no rank "
+                     f"folder here, and no parallel_group_info lists the communicator), so their global ranks are "
+                     f"unknown; mapped: {have}")
+    if not parts:
+        return None
+    return (f"links: src_rank/dst_rank blank in {int(blank.sum())} of {len(links)} rows: " + "; ".join(parts)
+            + ". Capture every rank (or keep profiler_metadata.json) to name them")

@@ -49,7 +49,11 @@ BLANK_REASONS = {
     "group": "the profile names no communicator for these ops (Kineto: no 'Process Group Name' arg)",
     "transit_us": "no per-op transit/wait split: only Ascend communication.json records it (transit, "
                   "wait and idle are then blank, never 0)",
+    "link_transit_us": "the profile's communication table has no per-transport transit time for these ops "
+                       "(analysis.db / msprof-analyze tables are not read for it; communication.json has it)",
 }
+#: a column counted blank only on the rows where this other column is filled (else its own note says why)
+BLANK_ONLY_WHERE = {"link_transit_us": "transit_us"}
 
 
 def blank_cell_notes(table: pd.DataFrame) -> list[str]:
@@ -60,6 +64,8 @@ def blank_cell_notes(table: pd.DataFrame) -> list[str]:
             continue
         cells = table[col]
         blank = cells.isna() | (cells.astype(str).str.strip() == "")
+        if col in BLANK_ONLY_WHERE and BLANK_ONLY_WHERE[col] in table:
+            blank &= table[BLANK_ONLY_WHERE[col]].notna()
         if blank.any():
             notes.append(f"{col} blank in {int(blank.sum())} of {len(table)} rows: {why}")
     return notes

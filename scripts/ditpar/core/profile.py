@@ -44,6 +44,9 @@ COMM_OP_COLUMNS = (
     "idle_us",
     "bytes",
 )
+#: optional comm_ops columns, null where a reader lacks them: ``link_transit_us`` = communication.json's
+#: per-transport Transit Time (every stream's transfer tasks, summed over links; what links[] sums)
+COMM_OP_OPTIONAL = ("link_transit_us",)
 
 
 #: columns of ProfileSet.links: per-link totals where the profile has them (Ascend communication_matrix.json)

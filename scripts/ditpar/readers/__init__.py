@@ -22,6 +22,7 @@ import pandas as pd
 from ditpar.core.events import COLUMNS, make_events, validate_events
 from ditpar.core.profile import (
     COMM_OP_COLUMNS,
+    COMM_OP_OPTIONAL,
     LINK_COLUMNS,
     STEP_COLUMNS,
     GroupInfo,
@@ -501,7 +502,8 @@ def _combine(fmt: str, reads: list, locations: list[Path]) -> ProfileSet:
         events=all_events,
         steps=step_frame.sort_values(["rank", "start_ns"]).reset_index(drop=True),
         step_trace=(pd.concat(traces, ignore_index=True) if traces else None),
-        comm_ops=(pd.concat(comm_ops, ignore_index=True)[list(COMM_OP_COLUMNS)] if comm_ops else None),
+        comm_ops=(pd.concat(comm_ops, ignore_index=True).reindex(columns=[*COMM_OP_COLUMNS, *COMM_OP_OPTIONAL])
+                  if comm_ops else None),
         groups=groups,
         unclassified=unplaced,
         sources=sources,

@@ -584,7 +584,8 @@ def _read_communication(path: Path) -> tuple[pd.DataFrame, dict[str, str]]:
         del raw
         fields = ("Start Timestamp(us)", *_TIME_FIELDS.values())
         rows, hashes = _communication_rows(path, comm_json.raw_ops(text),
-                                           lambda op: comm_json.prune(op, fields, _TRANSPORTS, "Transit Size(MB)"))
+                                           lambda op: comm_json.prune(op, fields, _TRANSPORTS,
+                                                                           ("Transit Size(MB)", "Transit Time(ms)")))
         del text
     except (OSError, UnicodeDecodeError, comm_json.NotPlain):  # the whole parse names what is wrong, if anything
         rows, hashes = _communication_rows(path, load_json(path, "torch_npu communication.json"), lambda op: op)
@@ -613,7 +614,7 @@ def _communication_rows(path: Path, data: object, op_view: Callable[[object], ob
 
 
 def _communication_frame(path: Path, rows: list[dict]) -> pd.DataFrame:
-    frame = pd.DataFrame(rows, columns=[c for c in COMM_OP_COLUMNS if c != "rank"] + ["start_text"])
+    frame = pd.DataFrame(rows, columns=[c for c in COMM_OP_COLUMNS if c != "rank"] + ["start_text", "link_transit_us"])
     if len(frame):
         decided = classify.classify_ascend(frame["name"], pd.Series([""] * len(frame)),
                                            pd.Series(["COMMUNICATION"] * len(frame)))
@@ -624,7 +625,7 @@ def _communication_frame(path: Path, rows: list[dict]) -> pd.DataFrame:
     frame.insert(0, "rank", 0)
     frame["step"] = pd.array(frame["step"], dtype="Int64")
     frame["bytes"] = pd.array(frame["bytes"], dtype="Int64")
-    return frame[list(COMM_OP_COLUMNS)]
+    return frame[[*COMM_OP_COLUMNS, "link_transit_us"]]
 
 
 _TIME_FIELDS = {
@@ -652,6 +653,8 @@ def _comm_row(path: Path, step: int | None, op_key: str, op: object, hashes: dic
         row[key] = _ms_to_us(info.get(field_name), f"{where}: {field_name}")
     total = 0.0
     have = False
+    link_us = 0.0
+    timed = False
     bw = op.get("Communication Bandwidth Info")
     if isinstance(bw, dict):
         for transport in _TRANSPORTS:
@@ -659,9 +662,14 @@ def _comm_row(path: Path, step: int | None, op_key: str, op: object, hashes: dic
             if isinstance(t, dict) and "Transit Size(MB)" in t:
                 total += _number(t["Transit Size(MB)"], f"{where}: {transport} Transit Size(MB)")
                 have = True
+            if isinstance(t, dict) and "Transit Time(ms)" in t:
+                # every stream's transfer tasks on this transport, summed (the links' busy time, not wall clock)
+                link_us += _ms_to_us(t["Transit Time(ms)"], f"{where}: {transport} Transit Time(ms)")
+                timed = True
     if have and not (math.isfinite(total) and 0 <= total * 1e6 < 2**62):
         raise InputError(f"{where}: Transit Size(MB) total {total!r} is not a valid size")
     row["bytes"] = int(round(total * 1e6)) if have else None
+    row["link_transit_us"] = link_us if timed else float("nan")
     m = classify.HCOM_NAME.match(name)
     if m and full_hash:
         hashes.setdefault(m.group("group"), full_hash)

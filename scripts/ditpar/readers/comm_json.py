@@ -39,16 +39,18 @@ def raw_ops(text: str) -> dict[str, dict[str, dict[str, msgspec.Raw]]]:
         raise NotPlain from None
 
 
-def prune(raw: msgspec.Raw, time_fields: tuple[str, ...], transports: tuple[str, ...], size_field: str) -> dict:
-    """One op as {TIME_INFO: {field: value}, BANDWIDTH_INFO: {transport: {size_field: value}}}, only those
+def prune(raw: msgspec.Raw, time_fields: tuple[str, ...], transports: tuple[str, ...],
+          link_fields: str | tuple[str, ...]) -> dict:
+    """One op as {TIME_INFO: {field: value}, BANDWIDTH_INFO: {transport: {link field: value}}}, only those
     fields; NotPlain when a part is not an object (the whole parse then decides what that means)."""
     try:
-        return _prune(raw, time_fields, transports, size_field)
+        return _prune(raw, time_fields, transports, (link_fields,) if isinstance(link_fields, str) else link_fields)
     except (msgspec.DecodeError, ValueError, RecursionError):
         raise NotPlain from None
 
 
-def _prune(raw: msgspec.Raw, time_fields: tuple[str, ...], transports: tuple[str, ...], size_field: str) -> dict:
+def _prune(raw: msgspec.Raw, time_fields: tuple[str, ...], transports: tuple[str, ...],
+           link_fields: tuple[str, ...]) -> dict:
     op = _OBJECT.decode(raw)
     pruned: dict = {}
     if TIME_INFO in op:
@@ -60,7 +62,7 @@ def _prune(raw: msgspec.Raw, time_fields: tuple[str, ...], transports: tuple[str
         for transport in transports:
             if transport in links:
                 entry = _OBJECT.decode(links[transport])
-                sizes[transport] = {size_field: _value(entry[size_field])} if size_field in entry else {}
+                sizes[transport] = {k: _value(entry[k]) for k in link_fields if k in entry}
         pruned[BANDWIDTH_INFO] = sizes
     return pruned
 
