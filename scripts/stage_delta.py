@@ -50,7 +50,7 @@ def load_side(label: str, path: str) -> Side:
     if not p.exists():
         raise InputError(f"{path}: no such file or folder")
     if p.is_file() and p.suffix.lower() == ".csv":
-        from ditpar.readers.ascend import rank_of_file
+        from ditpar.readers.ascend.text import rank_of_file
 
         rank, rank_from = rank_of_file(p)
         return side_from_step_trace_csv(label, path, rank, rank_from)

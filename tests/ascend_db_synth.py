@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT / "scripts") not in sys.path:
     sys.path.insert(0, str(ROOT / "scripts"))
 
-from ditpar.readers.ascend import double_hash  # noqa: E402
+from ditpar.readers.ascend.text import double_hash  # noqa: E402
 
 OUT_DIR = "ASCEND_PROFILER_OUTPUT"
 FP16 = 3  # ENUM_HCCL_DATA_TYPE id of FP16 in the real capture

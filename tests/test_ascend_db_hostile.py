@@ -12,8 +12,9 @@ import pytest
 from ascend_db_synth import SPAN_NS, T0, write_db_rank, write_many_spans
 from conftest import ROOT
 from ditpar.errors import InputError
-from ditpar.readers import ascend_db, load_profiles
-from ditpar.readers.ascend_db import Col
+from ditpar.readers import load_profiles
+from ditpar.readers.ascend import db as ascend_db
+from ditpar.readers.ascend.db import Col
 
 RANK0 = sorted((ROOT / "tests" / "data" / "ascend_cann83").glob("*_ascend_pt"))[0]
 

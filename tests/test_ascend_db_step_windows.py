@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from ascend_db_synth import write_db_rank
 from conftest import ROOT, run_script
-from ditpar.readers import ascend_db, load_profiles
+from ditpar.readers import load_profiles
+from ditpar.readers.ascend import db as ascend_db
 
 RANK0 = sorted((ROOT / "tests" / "data" / "ascend_cann83").glob("*_ascend_pt"))[0]
 

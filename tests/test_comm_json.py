@@ -8,7 +8,8 @@ import json
 import pytest
 from conftest import ROOT
 from ditpar.errors import InputError
-from ditpar.readers import ascend, comm_json
+from ditpar.readers.ascend import comm_json
+from ditpar.readers.ascend import text as ascend
 
 RANK0 = sorted((ROOT / "tests" / "data" / "ascend_cann83").glob("*_ascend_pt"))[0]
 COMM = RANK0 / "ASCEND_PROFILER_OUTPUT" / "communication.json"

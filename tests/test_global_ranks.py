@@ -6,7 +6,7 @@ import json
 import shutil
 
 from conftest import ROOT, need_shared, run_script
-from ditpar.readers.ascend import double_hash
+from ditpar.readers.ascend.text import double_hash
 
 DATA = ROOT / "tests" / "data" / "ascend_cann83"
 RANKS = {0: "node0_23101_20251127201437501_ascend_pt", 2: "node0_23103_20251127201437507_ascend_pt"}

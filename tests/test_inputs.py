@@ -125,7 +125,8 @@ def test_os_errors_that_escape_are_one_line_naming_the_file(capsys):
 def test_permission_denied_on_a_profile_is_one_line(monkeypatch, capsys):
     """Root reads everything, so the denial is simulated where the reader opens the kernel table."""
     from conftest import ROOT
-    from ditpar.readers import ascend, load_profiles
+    from ditpar.readers import load_profiles
+    from ditpar.readers.ascend import text as ascend
 
     rank0 = ROOT / "tests/data/ascend_cann83/node0_23101_20251127201437501_ascend_pt"
 
@@ -174,6 +175,6 @@ def test_a_subfolder_the_user_may_not_list_is_named_not_skipped(tmp_path, monkey
         if onerror is not None:
             onerror(PermissionError(13, "Permission denied", str(tmp_path / "rank1")))
         yield from real_walk(top, **kw)
-    monkeypatch.setattr(readers.os, "walk", walk)
+    monkeypatch.setattr(readers.load.os, "walk", walk)
     with pytest.raises(InputError, match="rank1: permission denied"):
         readers.discover(tmp_path)

@@ -10,7 +10,8 @@ import re
 import pandas as pd
 import pytest
 from conftest import need_shared
-from ditpar.readers import jsonstream, kineto
+from ditpar.readers import jsonstream
+from ditpar.readers.kineto import trace as kineto
 
 pytest.importorskip("msgspec")
 

@@ -62,3 +62,26 @@ def test_imports_point_down_the_layers_only():
 def test_flat_top_level_is_small():
     top = sorted(p.name for p in PKG.glob("*.py"))
     assert len(top) <= 7, top
+
+
+def test_a_package_face_only_hands_names_on():
+    """No package __init__.py over 40 lines or defining a function or class: logic lives in named modules."""
+    bad = []
+    for init in PKG.rglob("__init__.py"):
+        tree = ast.parse(init.read_text())
+        defines = [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))]
+        if len(init.read_text().splitlines()) > 40 or defines:
+            bad.append(f"{init.relative_to(PKG)}: {len(init.read_text().splitlines())} lines, defines {defines}")
+    assert not bad, bad
+
+
+def test_no_module_prefix_shared_by_three_files_of_one_folder():
+    """A prefix shared by three modules (ascend, ascend_db, ascend_partial) is a room waiting to be a folder."""
+    from collections import Counter
+
+    bad = []
+    for folder in {p.parent for p in PKG.rglob("*.py")}:
+        stems = [p.stem for p in folder.glob("*.py") if p.stem != "__init__"]
+        prefixes = Counter(s.split("_")[0] for s in stems if "_" in s or any(o.startswith(s + "_") for o in stems))
+        bad += [f"{folder.relative_to(PKG)}: {p} x{n}" for p, n in prefixes.items() if n >= 3]
+    assert not bad, bad

@@ -10,7 +10,8 @@ import threading
 import pytest
 from conftest import ROOT
 from ditpar.errors import InputError
-from ditpar.readers import load_profiles, msprof_cluster
+from ditpar.readers import load_profiles
+from ditpar.readers.ascend import cluster as msprof_cluster
 from msprof_cluster_synth import build_cluster
 
 SHIPPED = sorted((ROOT / "tests" / "data" / "ascend_cann83").glob("*_ascend_pt"))

@@ -22,11 +22,11 @@ ALLOWED = {
     ("scope/recorder.py", "open"): "writes the shape records (an output, inside a model process)",
     ("comm/audit.py", "open"): "appends fingerprints to the audit sink (an output, inside a rank process)",
     ("hang/record.py", "json.loads"): "re-reads the dump torch itself just wrote in this process",
-    ("readers/ascend.py", "open"): "kernel_details.csv's header, after files.regular_input (a saved file)",
-    ("readers/ascend.py", "pacsv.read_csv"): "kernel_details.csv streamed by Arrow, after files.regular_input",
-    ("readers/ascend.py", "pd.read_csv"): "a profiler CSV, after files.regular_input in _csv_header",
-    ("readers/ascend_db.py", "sqlite3.connect"): "SQLite opens the db by name, after files.regular_input",
-    ("readers/ascend_db.py", "open"): "the db's 100-byte header, after files.regular_input (a saved file)",
+    ("readers/ascend/text.py", "open"): "kernel_details.csv's header, after files.regular_input (a saved file)",
+    ("readers/ascend/text.py", "pacsv.read_csv"): "kernel_details.csv streamed by Arrow, after files.regular_input",
+    ("readers/ascend/text.py", "pd.read_csv"): "a profiler CSV, after files.regular_input in _csv_header",
+    ("readers/ascend/db.py", "sqlite3.connect"): "SQLite opens the db by name, after files.regular_input",
+    ("readers/ascend/db.py", "open"): "the db's 100-byte header, after files.regular_input (a saved file)",
 }
 
 OPENERS = {"open", "os.open", "gzip.open", "bz2.open", "lzma.open", "io.open", "sqlite3.connect",

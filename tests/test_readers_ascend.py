@@ -11,7 +11,7 @@ from conftest import ROOT, need_shared
 from ditpar.core.events import COLUMNS
 from ditpar.errors import InputError
 from ditpar.readers import discover, load_profiles
-from ditpar.readers.ascend import double_hash
+from ditpar.readers.ascend.text import double_hash
 
 CANN83 = ROOT / "tests" / "data" / "ascend_cann83"
 RANK0_83 = CANN83 / "node0_23101_20251127201437501_ascend_pt"

@@ -10,7 +10,7 @@ import pytest
 from conftest import ROOT, need_shared
 from ditpar.core.classify import classify_ascend
 from ditpar.errors import InputError
-from ditpar.readers import ascend
+from ditpar.readers.ascend import text as ascend
 from ditpar.timeparse import us_to_ns
 
 RANK0 = ROOT / "tests" / "data" / "ascend_cann83" / "node0_23101_20251127201437501_ascend_pt"

@@ -114,11 +114,11 @@ def test_workers_flag_reaches_the_reader(monkeypatch):
     import subprocess
     import sys
 
-    import ditpar.readers as readers
+    import ditpar.readers.load as load_module
 
     seen = []
-    real = readers._read_each
-    monkeypatch.setattr(readers, "_read_each", lambda fmt, locs, workers, per_rank=None, tasks=True:
+    real = load_module._read_each
+    monkeypatch.setattr(load_module, "_read_each", lambda fmt, locs, workers, per_rank=None, tasks=True:
                         seen.append(workers) or real(fmt, locs, workers, per_rank, tasks))
     for script in ("step_breakdown.py", "collectives.py", "bubbles.py"):
         outs = []

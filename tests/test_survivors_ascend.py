@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from ditpar.core.profile import BYTES_MESSAGE, BYTES_TRANSIT
 from ditpar.errors import IncompleteRankError, InputError
-from ditpar.readers import ascend
+from ditpar.readers.ascend import text as ascend
 
 HEADER = ["Step Id", "Device_id", "Stream ID", "Name", "Type", "Accelerator Core", "Start Time(us)", "Duration(us)"]
 T0 = "1764246877073569"  # an absolute microsecond stamp (needs exact parsing)
@@ -487,7 +487,7 @@ def test_steps_of_no_events():
 
 
 def test_a_rank_names_every_file_it_read(tmp_path):
-    # issue 29, readers/ascend.py full run: the sources list is what reports cite; each optional file read joins it
+    # issue 29, readers/ascend/text.py full run: the sources list is what reports cite; each optional file read joins it
     comm = {"step3": {"collective": {f"{AR}@1": _op(10.5)}}}
     meta = {"parallel_group_info": {"group_name_1": {"group_name": "tp", "global_ranks": [0, 1]}}}
     st = ST_HEADER + "\n0,3,1,2,3,4,5,6,0\n"
@@ -535,7 +535,7 @@ def test_header_names_are_read_without_spaces_or_bom(tmp_path):
     assert list(frame.columns) == ["Step", "Free"] and frame["Free"].tolist() == ["1.5"]
 
 
-# --- survivors of readers/ascend.py's full run, second pass (issue 29) ---
+# --- survivors of readers/ascend/text.py's full run, second pass (issue 29) ---
 
 BIG_US = "4611686018427388"   # 4,611,686,018,427,388,000 ns: just over 2**62 = 4,611,686,018,427,387,904
 

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from ditpar.errors import InputError
-from ditpar.readers import kineto
+from ditpar.readers.kineto import trace as kineto
 
 BASE = 1_000_000_000  # baseTimeNanoseconds of the traces below (1 s)
 
@@ -441,7 +441,7 @@ def test_message_bytes_of_a_lone_collective(tmp_path):
 def test_event_structs_stay_off_the_cycle_collector():
     """Millions of decoded events hold no cycles: none of their structs is tracked by the collector."""
     msgspec = pytest.importorskip("msgspec")
-    from ditpar.readers import kineto_events as ke
+    from ditpar.readers.kineto import events as ke
 
     text = b'[{"ph":"X","cat":"kernel","name":"k","ts":1,"dur":2,"args":{"stream":7,"Process Group Ranks":[0,1]}},{"ph":"M","name":"x"}]'
     x, m = msgspec.json.decode(text, type=list[ke.AnyEvent])
@@ -452,7 +452,7 @@ def test_event_structs_stay_off_the_cycle_collector():
 
 def test_kineto_events_exports():
     namespace: dict = {}
-    exec("from ditpar.readers.kineto_events import *", namespace)
+    exec("from ditpar.readers.kineto.events import *", namespace)
     assert sorted(k for k in namespace if not k.startswith("__")) == ["AnyEvent", "Args", "Event", "NO_ARGS", "UNSET"]
 
 

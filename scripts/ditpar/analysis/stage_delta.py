@@ -19,7 +19,7 @@ from ditpar.analysis.steps import assign_steps, has_steps, rank_steps
 from ditpar.core.events import end_ns
 from ditpar.core.profile import ProfileSet
 from ditpar.errors import InputError
-from ditpar.readers.ascend import read_step_trace
+from ditpar.readers.ascend.text import read_step_trace
 
 #: the step columns, in the profiler's names (Ascend step_trace_time.csv) and our JSON keys
 COLUMNS = {

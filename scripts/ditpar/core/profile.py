@@ -108,7 +108,7 @@ class ProfileSet:
     #: the ranks that had events, when ``events`` was left empty (per_rank)
     event_ranks: list[int] | None = None
     #: ranks read without device tasks (no kernel_details.csv) -> what they have: "step_trace",
-    #: "communication", "links"; they are not in ``ranks`` (readers/ascend_partial.py)
+    #: "communication", "links"; they are not in ``ranks`` (readers/ascend/partial.py)
     partial_ranks: dict[int, list[str]] = field(default_factory=dict)
     #: True when ``links`` name global ranks already (msprof-analyze cluster output), not group-local ones
     links_global: bool = False

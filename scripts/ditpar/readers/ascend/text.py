@@ -38,7 +38,7 @@ from ditpar.core.profile import (
 )
 from ditpar.errors import IncompleteRankError, InputError
 from ditpar.files import input_problem
-from ditpar.readers import comm_json
+from ditpar.readers.ascend import comm_json
 from ditpar.readers.common import (
     as_int,
     byte_counts,

@@ -254,7 +254,7 @@ def _as_dict(e: object) -> dict:
         if key in ev:
             ev[key] = _texts([ev[key]])[0]
     if isinstance(ev.get("args"), msgspec.Struct):
-        from ditpar.readers.kineto_events import ARG_NAMES
+        from ditpar.readers.kineto.events import ARG_NAMES
 
         ev["args"] = {ARG_NAMES[k]: v for k, v in msgspec.structs.asdict(ev["args"]).items()
                       if v is not UNSET and v is not None}
@@ -273,7 +273,7 @@ def _collect(path: Path) -> tuple:
 def _collect_blocks(path: Path) -> tuple:
     """:func:`_collect` with the events decoded in typed blocks by msgspec (NotPlain when one does not fit)."""
     global UNSET, _NO_ARGS
-    from ditpar.readers import kineto_events
+    from ditpar.readers.kineto import events as kineto_events
 
     UNSET, _NO_ARGS = kineto_events.UNSET, kineto_events.NO_ARGS
     event_type = kineto_events.AnyEvent

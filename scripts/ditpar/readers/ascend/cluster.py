@@ -41,8 +41,8 @@ from ditpar.core.profile import (
     GroupInfo,
 )
 from ditpar.errors import InputError
-from ditpar.readers import ascend
-from ditpar.readers.ascend_db import GBPS, MB, MS, US, Col, _Db, ident
+from ditpar.readers.ascend import text as ascend
+from ditpar.readers.ascend.db import GBPS, MB, MS, US, Col, _Db, ident
 from ditpar.timeparse import us_to_ns
 
 OUTPUT_DIR = "cluster_analysis_output"

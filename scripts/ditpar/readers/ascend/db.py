@@ -44,7 +44,7 @@ from ditpar.core.profile import (
     STEP_TRACE_COLUMNS,
 )
 from ditpar.errors import InputError
-from ditpar.readers import ascend
+from ditpar.readers.ascend import text as ascend
 from ditpar.readers.common import LIMIT, check_times, duplicate_mask
 
 PROFILER_DB_GLOB = "ascend_pytorch_profiler*.db"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ditpar.core.events import make_events
 from ditpar.core.profile import STEP_COLUMNS
-from ditpar.readers import ascend
+from ditpar.readers.ascend import text as ascend
 
 #: the files that let a rank without kernel_details.csv take part, and what each gives
 EVIDENCE_FILES = {

@@ -1,0 +1,1 @@
+"""PyTorch Kineto traces: the events of one rank (trace) and the argument names read from them (events)."""
