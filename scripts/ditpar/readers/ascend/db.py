@@ -432,17 +432,8 @@ def _optional_file(path: Path) -> bool:
 
 
 def _metadata_groups(path: Path) -> dict[str, dict]:
-    """profiler_metadata.json parallel_group_info, read through files.read_input (formats.load_json)."""
-    data = formats.load_json(path)
-    if not isinstance(data, dict):
-        raise InputError(f"{path}: expected a JSON object (torch_npu's profiler_metadata.json), "
-                         f"got {type(data).__name__}")
-    info = data.get("parallel_group_info")
-    if info is None:
-        return {}
-    if not isinstance(info, dict):
-        raise InputError(f"{path}: parallel_group_info: expected an object keyed by group name")
-    return {str(k): v for k, v in info.items() if isinstance(v, dict)}
+    """profiler_metadata.json parallel_group_info, read as the text export reads it (one rule for both)."""
+    return ascend._parallel_groups(path)
 
 
 def read_rank(folder: Path) -> ascend.AscendRank:

@@ -696,7 +696,8 @@ def _parallel_groups(path: Path) -> dict[str, dict]:
     """profiler_metadata.json parallel_group_info: {group_name_<N>: {group_name, group_rank, global_ranks}}."""
     data = load_json(path, "profiler_metadata.json")
     if not isinstance(data, dict):
-        return {}
+        raise InputError(f"{path}: expected a JSON object (torch_npu's profiler_metadata.json), "
+                         f"got {type(data).__name__}")
     info = data.get("parallel_group_info")
     if info is None:
         return {}
