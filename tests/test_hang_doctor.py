@@ -183,7 +183,7 @@ def test_creation_order_without_recorded_members_says_what_it_cannot_tell(dumps,
                 assert "cannot rule out a creation-order problem" in g["detail"], g
     else:
         # every rank still in its encoder all-reduce: each name's calls look alike on the ranks that made
-        # them, and without members nothing tells the groups apart: a blind spot (failure-modes 2.9)
+        # them, and without members nothing tells the groups apart: a blind spot (hangs-and-deadlocks)
         r, _ = doctor(str(folder), check=0)
         assert r["verdict"] == "no divergence"
         assert any("not completed although every rank seen" in n for n in r["notes"]), r["notes"]
@@ -388,7 +388,7 @@ def test_torchfrtrace_on_gloo_dumps_as_torch_writes_them(dumps, tmp_path):
 def test_how_is_printed_and_written_in_the_reference():
     proc = run_script("hang_doctor.py", "--how", check=0)
     assert proc.stdout == howto.HOW
-    assert howto.HOW in (ROOT / "references" / "failure-modes.md").read_text(encoding="utf-8")
+    assert howto.HOW in (ROOT / "references" / "hangs-and-deadlocks.md").read_text(encoding="utf-8")
     for name in ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_DUMP_ON_TIMEOUT", "TORCH_FR_DUMP_TEMP_FILE",
                  "TORCH_HCCL_TRACE_BUFFER_SIZE", "TORCH_HCCL_DUMP_ON_TIMEOUT", "TORCH_HCCL_DEBUG_INFO_TEMP_FILE",
                  "kill -USR1", "hang_watch"):

@@ -1,5 +1,5 @@
 """How to get Flight Recorder dumps on NCCL, gloo and HCCL (printed by hang_doctor.py --how and kept word
-for word in references/failure-modes.md 2.9; a test holds the two together)."""
+for word in references/hangs-and-deadlocks.md; a test holds the two together)."""
 
 HOW = """\
 Flight Recorder: one dump per rank, then  python scripts/hang_doctor.py DUMP_DIR [--plan "U4 R2"]
