@@ -181,6 +181,9 @@ def _calibration_args(p) -> None:
                    help="comm_bench.py CSV(s) from this box: measured busbw replaces the preset link figures it covers")
     g.add_argument("--topo", default=None, metavar="TOPO.txt",
                    help="'nvidia-smi topo -m' or 'npu-smi info -t topo' output: domains of this box")
+    g.add_argument("--domains", default=None, metavar="N,N",
+                   help="the node as domain sizes when no preset or matrix has its split: '3,3' = six cards, "
+                        "ranks 0-2 and 3-5 on the fast link, the preset's inter_domain link between them")
     g.add_argument("--ref-step-s", type=float, default=None,
                    help="measured single-device seconds of one denoising step of this request: calibrates compute")
     g.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -318,6 +321,10 @@ def _run_plan(args) -> int:
     # said once the answer stands (an input error stays the run's one stderr line)
     notes = read_notes + [f"plan.py: note: --hardware {args.hardware!r} resolved to {hw.name}; {other} also fits that name "
              f"(as {alias!r}): name the box to choose it\n" for other, alias in presets.other_matches(args.hardware, hw.name)]
+    if args.devices < hw.devices_per_node and hw.devices_per_node > hw.domain_size and not (args.topo or args.domains):
+        notes.append(f"plan.py: note: {args.devices} of the preset's {hw.devices_per_node} devices per node, in "
+                     f"domains of {hw.domain_size}: ranks fill the domains in order; a box whose {args.devices} cards "
+                     f"split otherwise: --domains (e.g. {','.join([str(args.devices // 2)] * 2)}) or --topo\n")
     shape = make_shape(model, width, height, args.frames, args.steps, cfg=False if args.no_cfg else None)
     shape = custom_model.with_tokens(shape, args.tokens)
     _in_range("--warmup", args.warmup, 0, shape.steps, f" (the request has {shape.steps} steps)")

@@ -39,3 +39,27 @@ def test_the_smallest_machine_file_runs():
     doc = json.loads(run_script("plan.py", "--model", "FLUX.1-dev", "--hardware", str(TEMPLATES / "my-hardware.toml"),
                                 "--devices", "4", "--json", check=0).stdout)
     assert doc["plans"] and doc["hardware"] == "My PCIe box x4"
+
+
+def test_domains_describe_a_box_no_preset_has():
+    from ditpar.plan.inputs import presets
+    from ditpar.plan.inputs.topology import apply_domains
+
+    hw = apply_domains("3,3", presets.resolve_hardware("L40 PCIe", None, 6))
+    assert (hw.devices_per_node, hw.domain_size) == (6, 3)
+    assert hw.class_for([0, 1, 2]) == "intra_domain" and hw.class_for([2, 3]) == "inter_domain"
+    base = ["--model", "FLUX.1-dev", "--hardware", "L40 PCIe", "--devices", "6"]
+    note = run_script("plan.py", *base, check=0).stderr
+    assert "6 of the preset's 8 devices per node, in domains of 4" in note and "--domains (e.g. 3,3)" in note
+    quiet = run_script("plan.py", *base, "--domains", "3,3", "--json", check=0)
+    assert "--domains (e.g." not in quiet.stderr
+    by_plan = {p["name"]: p for p in json.loads(quiet.stdout)["plans"]}
+    default = {p["name"]: p for p in json.loads(run_script("plan.py", *base, "--json", check=0).stdout)["plans"]}
+    # R2 TP3: its ring hops cross the socket at other ranks once the box is 3 + 3 instead of 4 + 2
+    assert by_plan["R2 TP3"]["exposed_by_link_s"] != default["R2 TP3"]["exposed_by_link_s"]
+    assert "unequal sizes" in run_script("plan.py", *base, "--domains", "4,2", check=2).stderr
+    assert "both describe the node" in run_script("plan.py", *base, "--domains", "3,3", "--topo",
+                                                  str(ROOT / "tests" / "data" / "topo" / "nvidia_l40_pcie_2socket.txt"),
+                                                  check=2).stderr
+    assert "no links.inter_domain" in run_script("plan.py", "--model", "FLUX.1-dev", "--hardware", "H100",
+                                                 "--devices", "6", "--domains", "3,3", check=2).stderr

@@ -29,8 +29,15 @@ def calibrate_box(args, model, hw, shape, tun) -> Box:
     from ditpar.plan.decide.rank import calibrate
 
     warnings: list[str] = []
+    if args.topo and getattr(args, "domains", None):
+        raise InputError("--topo and --domains both describe the node: give one")
     if args.topo:
         hw, warnings = calibration.load_topology(args.topo, hw)
+    elif getattr(args, "domains", None):
+        from ditpar.plan.inputs.topology import apply_domains
+
+        hw = apply_domains(args.domains, hw).with_nodes(max(1, -(-args.devices // sum(
+            int(p) for p in args.domains.split(",")))))
     if args.bench:
         curves = calibration.read_bench(args.bench, hw)
         hw, records = calibration.apply_bench(hw, curves, model, shape)

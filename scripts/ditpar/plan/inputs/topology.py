@@ -405,3 +405,24 @@ def apply_topology(topo: Topology, base, where: str = "topology"):
     return replace(base, devices_per_node=s["devices_per_node"], domain_size=s["domain_size"],
                    domains=() if s["contiguous"] else doms,
                    notes=(base.notes + " " if base.notes else "") + "Node layout from a topology matrix.")
+
+
+def apply_domains(text: str, base, where: str = "--domains"):
+    """A HardwarePreset like `base` whose node is the domains given as sizes ('3,3': six cards, two domains
+    of three, ranks 0-2 and 3-5): the split of a box no preset has, without a topology matrix."""
+    from dataclasses import replace
+
+    parts = [p.strip() for p in text.split(",")]
+    if not parts or not all(p.isdigit() and len(p) <= 4 for p in parts):
+        raise InputError(f"{where} {text!r}: expected domain sizes separated by commas, e.g. 3,3 or 4,4")
+    sizes = [int(p) for p in parts]
+    if min(sizes) < 1 or sum(sizes) > limits.MAX_NODE_DEVICES:
+        raise InputError(f"{where} {text!r}: sizes 1.. with at most {limits.MAX_NODE_DEVICES} devices in a node")
+    if len(set(sizes)) > 1:
+        raise InputError(f"{where} {text!r}: domains of unequal sizes; a node of this model has equal domains "
+                         "(describe the cards you use, e.g. 3,3 for 3 of each 4)")
+    if len(sizes) > 1 and ("inter_domain" not in base.links or "inter_domain" in base.implied_links):
+        raise InputError(f"{where} {text!r}: {len(sizes)} domains, but preset '{base.name}' gives no "
+                         "links.inter_domain figure (one domain per node); pass a preset that has one")
+    return replace(base, devices_per_node=sum(sizes), domain_size=sizes[0], domains=(),
+                   notes=(base.notes + " " if base.notes else "") + f"Node layout from {where} {text}.")
