@@ -321,6 +321,9 @@ def _run_plan(args) -> int:
     # said once the answer stands (an input error stays the run's one stderr line)
     notes = read_notes + [f"plan.py: note: --hardware {args.hardware!r} resolved to {hw.name}; {other} also fits that name "
              f"(as {alias!r}): name the box to choose it\n" for other, alias in presets.other_matches(args.hardware, hw.name)]
+    if model.sources.get("estimated"):
+        notes.append(f"plan.py: note: {args.model_file} leaves out {model.sources['estimated']} (estimated; write the "
+                     "model's own figures into the file for a closer answer)\n")
     if args.devices < hw.devices_per_node and hw.devices_per_node > hw.domain_size and not (args.topo or args.domains):
         notes.append(f"plan.py: note: {args.devices} of the preset's {hw.devices_per_node} devices per node, in "
                      f"domains of {hw.domain_size}: ranks fill the domains in order; a box whose {args.devices} cards "

@@ -10,7 +10,10 @@ from ditpar.errors import InputError
 from ditpar.plan.inputs import schema
 from ditpar.plan.inputs.presets import ModelPreset, _read_toml
 
-REQUIRED = ("name", "heads", "kv_heads", "head_dim", "layers", "hidden", "ffn", "text_tokens", "cfg")
+REQUIRED = ("name", "heads", "kv_heads", "head_dim", "layers", "cfg")
+# widths a model file may leave out, each with the estimate used and why (every DiT preset has hidden =
+# heads x head_dim; a plain MLP is 4x wide; 512 is T5's usual maximum prompt length)
+ESTIMATES = {"hidden": "heads x head_dim", "ffn": "4 x hidden", "text_tokens": "512 (T5's usual maximum prompt length)"}
 # stated defaults of every other field (references/parallel-selection.md, "Describe an in-house model")
 DEFAULTS = {"text_attention": "cross", "ffn_matrices": 2, "latent_channels": 16, "steps": 50,
             "experts": 1, "text_encoder_params_b": 0.0}
@@ -35,8 +38,11 @@ def load(path_text: str) -> ModelPreset:
     has_tokens, has_latent = "tokens" in data, "latent" in data
     if has_tokens == has_latent or has_latent != ("patch" in data):
         raise InputError(f"{path}: give either 'tokens' or 'latent' = [t, h, w] with 'patch' = [t, h, w]")
-    heads, kv, hd, layers, hidden, ffn, text = (data[k] for k in ("heads", "kv_heads", "head_dim", "layers", "hidden",
-                                                                   "ffn", "text_tokens"))
+    heads, kv, hd, layers = (data[k] for k in ("heads", "kv_heads", "head_dim", "layers"))
+    hidden = data.get("hidden", heads * hd)
+    ffn = data.get("ffn", 4 * hidden)
+    text = data.get("text_tokens", 512)
+    estimated = [f"{k} = {ESTIMATES[k]}" for k in ESTIMATES if k not in data]
     if heads % kv:
         raise InputError(f"{path}: key 'kv_heads' ({kv}) must divide 'heads' ({heads})")
     opts = {k: data.get(k, v) for k, v in DEFAULTS.items()}
@@ -56,7 +62,8 @@ def load(path_text: str) -> ModelPreset:
         latent_channels=opts["latent_channels"], patch=patch, vae_stride=(1, 1, 1),
         vae_temporal_causal=False, cfg_default=data["cfg"], default_width=w, default_height=h,
         default_frames=t, default_steps=opts["steps"],
-        sources={"model": f"{path} (in-house model file; params_b derived from widths unless given)"},
+        sources={"model": f"{path} (in-house model file; params_b derived from widths unless given)",
+                 **({"estimated": "; ".join(estimated)} if estimated else {})},
         experts=opts["experts"], ffn_matrices=mats, family=data.get("family", "custom"),
         text_encoder_params_b=float(opts["text_encoder_params_b"]),
         notes="in-house model: the sizes in --resolution are latent grid units, not pixels", path=str(path))

@@ -181,7 +181,8 @@ CUSTOM_MODEL = Table({
     # sizes carry the bounds their plan.py flags have (ditpar/limits.py: --heads, --layers, --tokens, --steps)
     "heads": _int(1, limits.MAX_HEADS), "kv_heads": _int(1, limits.MAX_HEADS), "head_dim": _int(1, 4096),
     "layers": _int(1, limits.MAX_LAYERS),
-    "hidden": _int(1, 1 << 20), "ffn": _int(1, 1 << 22), "text_tokens": _int(0, 1 << 20),
+    # estimated when left out (custom_model.ESTIMATES): hidden = heads x head_dim, ffn = 4 x hidden, 512 text tokens
+    "hidden": _int(1, 1 << 20, False), "ffn": _int(1, 1 << 22, False), "text_tokens": _int(0, 1 << 20, False),
     "cfg": Key("bool", required=True),
     "tokens": _int(1, limits.MAX_TOKENS, False), "latent": Key("int3"), "patch": Key("int3"),
     "text_attention": Key("choice", choices=("cross", "joint")), "ffn_matrices": Key("choice", choices=(2, 3)),
