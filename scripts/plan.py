@@ -323,6 +323,10 @@ def _run_plan(args) -> int:
     text = text + " " + bench_cmd if bench_cmd else text
     meas = measured.apply(args.measured, results, model, shape) if args.measured else None
     check_finite(args, results, meas)
+    if meas:
+        from ditpar.plan.cost import Plan, predict
+
+        text += measured.one_device(meas, results, predict(model, hw, shape, Plan(), tun), shape.steps)
     payload = report.payload(results, model, hw, shape, tun, text, fws, args.allow_approximate)
     calibrated.extend_payload(payload, results, extra, box)
     payload["serial_stages"] = report.serial_record(stages, results)

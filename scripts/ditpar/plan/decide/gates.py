@@ -146,8 +146,11 @@ def memory_fit(model, hw, shape: Shape, plan: Plan, bd: Breakdown) -> Gate:
                     f"{peak(tuple(usable)):.1f} GB" if usable else head)
     best = fitting[0]
     unlock = f"lossless unlock: {' + '.join(names[k] for k in best)} needs {peak(best):.1f} GB"
-    if best == ("shard",):   # applied by the ranking, its all-gather charged
-        return Gate("G2", "memory fit", "warn", f"{head}; {unlock}; re-run G3 with the weight all-gathers")
+    if ("shard",) in fitting:   # applied by the ranking, its all-gather charged (one memory story: issue 42)
+        alt = "" if best == ("shard",) else (f"; without sharding, {' + '.join(names[k] for k in best)} needs "
+                                             f"{peak(best):.1f} GB (set it and re-run)")
+        return Gate("G2", "memory fit", "warn", f"{head}; lossless unlock: {names['shard']} needs "
+                    f"{peak(('shard',)):.1f} GB{alt}; re-run G3 with the weight all-gathers")
     return Gate("G2", "memory fit", "veto", f"{head}; {unlock}")
 
 
