@@ -171,7 +171,29 @@ def _compare_pair(lead, other, model, hw, shape, tun, measured: frozenset[str] =
     rec["sensitivity"] = shortlist.sensitivity(model, hw, shape, pair_tun, lead, other)
     # the short list's rule on the pair: at some shared setting of the preset link figures either could be faster
     rec["tie"] = len(uncertainty.joint_short_list([lead.breakdown, other.breakdown], measured)) == 2
+    why = uncertainty.pair_tie(lead.breakdown, other.breakdown, measured)
+    rec["tie_rule"] = {"corner": why["corner"], "other_low_s": why["other_low_s"], "lead_high_s": why["lead_high_s"],
+                       "other_high_s": why["other_high_s"]}
     return rec
+
+
+def tie_text(c: dict) -> str:
+    """--compare's tie with the rule that decides it and the two figures it compares (issue 42: a pair 20.8 %
+    apart tied and one 21.5 % apart did not, with nothing on the page to say why)."""
+    t = c["tie_rule"]
+    setting = uncertainty.describe_corner(t["corner"])
+    h = uncertainty.MODEL_HALF_WIDTH
+    if t["other_high_s"] < t["lead_high_s"]:
+        cmp = (f"{c['b']} is the faster of the two there (pessimistic ends {t['other_high_s']:.4g} s against "
+               f"{c['a']}'s {t['lead_high_s']:.4g} s)")
+    else:
+        cmp = (f"{c['b']}'s optimistic end {t['other_low_s']:.4g} s {'reaches' if c['tie'] else 'stays above'} "
+               f"{c['a']}'s pessimistic end {t['lead_high_s']:.4g} s")
+    return (f"{'yes' if c['tie'] else 'no'}: at {setting} (the setting most favourable to {c['b']}, each unmeasured "
+            f"figure within its evidence range), {cmp}. Rule: the short list's (model error +-{h:.1%} and PipeFusion "
+            "schedule on top of the link figures; references/plan-output.md section 2.1), applied to these two "
+            "alone: not a percentage gap, since how far two plans can swap depends on how much of each time "
+            "rests on unmeasured link figures")
 
 
 def _align_ab_gate(top: list, measure: list) -> None:
@@ -288,6 +310,13 @@ def _source(rec: dict) -> str:
     return "given (--set)" if rec["how"].startswith("--set ") else "measured" if rec["measured"] else "preset"
 
 
+def _tie_mark(r, extra: dict) -> str:
+    """The band table's short-list cell: 'tie, measure' for the plans the conclusion asks to measure."""
+    if not (r.short_list and len(extra["short_list"]) > 1):
+        return ""
+    return "tie, measure" if r.plan.name in extra["measure"] else "tie"
+
+
 def render(text: str, results, extra: dict, box: Box, top: int) -> str:
     """The ranking's text with the band table, link figures, overrides, comparison and matrix added."""
     feas = [r for r in results if r.feasible]
@@ -298,14 +327,16 @@ def render(text: str, results, extra: dict, box: Box, top: int) -> str:
     lines = ["", f"predicted bands (model error +-{uncertainty.MODEL_HALF_WIDTH:.1%} held-out, plus exposed comm on "
              f"preset link figures moved x1.5 / x2 / x3 either way as each is measured / derived / from another class, "
              f"PipeFusion schedule x{uncertainty.PIPELINE_FACTOR:g}); tie = on the short list: at some setting of the preset "
-             "link figures, the same for every plan, it could be the fastest",
+             "link figures, the same for every plan, it could be the fastest; measure = the short list's fastest "
+             f"{shortlist.MAX_MEASURE}, the ones the conclusion asks to measure (the other ties only if those come "
+             "out within their spread)",
              f"{'#':>3} {'plan':<18}{'latency_s':>10}{'low_s':>10}{'high_s':>10}  short list"]
     for r in shown:
         if not r.feasible:
             lines.append(f"{r.rank:>3} {r.plan.name:<18}{'-':>10}  infeasible")
             continue
         lines.append(f"{r.rank:>3} {r.plan.name:<18}{r.latency_s:>10.3f}{r.band.low_s:>10.3f}{r.band.high_s:>10.3f}  "
-                     f"{'tie' if r.short_list and len(extra['short_list']) > 1 else ''}")
+                     f"{_tie_mark(r, extra)}".rstrip())
     lines += ["", f"compute: {box.compute}", "link figures (measured = from --bench; given = typed with --set; "
               "preset = templates/hardware):"]
     for rec in box.link_records:
@@ -320,7 +351,7 @@ def render(text: str, results, extra: dict, box: Box, top: int) -> str:
         if "note" in c:
             lines.append(f"  {c['note']}")
             continue
-        lines.append(f"  tie (either could be faster): {'yes' if c['tie'] else 'no'}")
+        lines.append(f"  tie (either could be faster): {tie_text(c)}")
         lines.append(f"  G6 {c['G6']}")
         lines.append(f"  G7 {c['G7']}")
         s = c["sensitivity"]

@@ -260,6 +260,10 @@ def conclusion(results: list[PlanResult], model, hw, shape: Shape) -> str:
     approx = (f" A faster approximate plan exists ({faster[0].plan.name}, {faster[0].latency_s:.3g} s, "
               f"stale activations): it changes the output; --allow-approximate ranks it." if faster else "")
     pad = f" The sequence is padded by {a.pad_tokens} tokens." if a.pad_tokens else ""
+    from ditpar.plan.decide.report import head_split
+
+    split = head_split(model, a.plan)
+    kind += f"; {split}" if split else ""
     return (f"On {hw.name} with {a.plan.devices} devices, {model.name} at {shape.describe()} ({gqa}): "
             f"{a.plan.name}{runs_on} ({kind}) is predicted fastest ({a.latency_s:.3g} s, "
             f"{a.speedup_vs_1:.1f}x one device), {lead:.1%} ahead of {b.plan.name}; "
