@@ -356,8 +356,8 @@ def render(text: str, results, extra: dict, box: Box, top: int) -> str:
         lines.append(f"  G7 {c['G7']}")
         s = c["sensitivity"]
         if s:
-            lines.append(f"  sensitivity: the {s['input']} moved x{s['factor']:.3g} flips them (the smallest move "
-                         f"of any single input; G7 scales whole links); measure: {s['command']}")
+            lines.append(f"  sensitivity: the {s['move']} makes {s['challenger']} beat {s['leader']} (the smallest "
+                         f"move of any single input; G7 scales every pattern of a link at once); measure: {s['command']}")
         else:
             lines.append("  sensitivity: no single input within 1/16x..16x flips them")
     if extra["matrix"]:

@@ -256,8 +256,10 @@ def projection(model, hw, shape: Shape, a: Plan, b: Plan, tun: Tunables) -> Gate
             bw = hw.links[key].bandwidth_GBps * x
             direction = "exceeds" if _gap(model, _scale_link(hw, key, x * 1.5), shape, a, b, tun) < 0 else \
                 "drops below"
+            move = f"x{x:.3g}" if x >= 1 else f"/{1 / x:.3g}"
             out.append(f"{b.name} beats {a.name} once {key} bandwidth {direction} {bw:.3g} GB/s "
-                       f"(now {hw.links[key].bandwidth_GBps:.3g})")
+                       f"(now {hw.links[key].bandwidth_GBps:.3g}) with every pattern of that link moved {move} "
+                       "together (ring and all-to-all figures alike)")
     for h in sorted({d for d in range(1, model.heads) if model.heads % d == 0}, reverse=True):
         if h >= model.kv_heads:
             continue
