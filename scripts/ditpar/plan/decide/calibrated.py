@@ -297,6 +297,7 @@ def extend_payload(payload: dict, results, extra: dict, box: Box) -> None:
     payload["measure"] = extra["measure"]   # the short list's fastest few: what the conclusion asks to measure
     payload["sensitivity"] = extra["sensitivity"]
     payload["link_figures"] = box.link_records
+    payload["alltoall_figures_used"] = used_alltoall_figures(results, box.hw, box.tun, len(results))
     payload["overrides"] = box.overrides
     payload["compute_calibration"] = box.compute
     payload["band"] = {"model_half_width": uncertainty.MODEL_HALF_WIDTH, "preset_factor": uncertainty.PRESET_FACTOR}
@@ -308,6 +309,40 @@ def extend_payload(payload: dict, results, extra: dict, box: Box) -> None:
 def _source(rec: dict) -> str:
     """Where a link figure comes from, in the table: a --set figure is the user's, not a measurement."""
     return "given (--set)" if rec["how"].startswith("--set ") else "measured" if rec["measured"] else "preset"
+
+
+def used_alltoall_figures(results, hw, tun, top: int) -> list[dict]:
+    """The all-to-all figure each Ulysses group size of the shown plans was priced with, per link class it crosses
+    (issue 42: the footer printed the 4-card table figure for a 2-card run, whose pair all-to-all uses the bus
+    bandwidth): {link, cards, GBps, source, plans}, one per (link, group size)."""
+    from ditpar.plan.cost import layout
+    from ditpar.plan.cost.work import alltoall_flows, alltoall_split, effective_bw, shared_link
+
+    out: dict[tuple[str, int], dict] = {}
+    for r in [r for r in results if r.feasible][:top]:
+        for g in layout(r.plan, (r.tunables or tun).order).get("ulysses", []):
+            if len(g) < 2:
+                continue
+            flows = alltoall_flows(hw, g)
+            for key in alltoall_split(hw, g, 1.0):
+                k = len(g)
+                rec = out.get((key, k))
+                if rec is None:
+                    table = hw.links[key].alltoall_bus_GBps(k)
+                    n = flows.get(key, 1)
+                    if table > 0:
+                        listed = max(c for c, _ in hw.links[key].alltoall_GBps if c <= k)
+                        source = f"the all-to-all figure of group {listed}"
+                    else:
+                        smallest = min((c for c, _ in hw.links[key].alltoall_GBps), default=None)
+                        source = ("the link's bus bandwidth" + (f" shared by {n} sending ranks" if n > 2 and
+                                                                 shared_link(hw, key) else "")
+                                  + (f" (the all-to-all figures start at {smallest} cards)" if smallest else ""))
+                    rec = out[(key, k)] = {"link": key, "cards": k, "GBps": effective_bw(hw, key, k, n, "alltoall"),
+                                           "source": source, "plans": []}
+                if r.plan.name not in rec["plans"]:
+                    rec["plans"].append(r.plan.name)
+    return [out[k] for k in sorted(out, key=lambda kk: (kk[0], kk[1]))]
 
 
 def _tie_mark(r, extra: dict) -> str:
@@ -339,9 +374,20 @@ def render(text: str, results, extra: dict, box: Box, top: int) -> str:
                      f"{_tie_mark(r, extra)}".rstrip())
     lines += ["", f"compute: {box.compute}", "link figures (measured = from --bench; given = typed with --set; "
               "preset = templates/hardware):"]
+    devices = feas[0].plan.devices if feas else 0
     for rec in box.link_records:
+        m = re.match(r"all-to-all busbw, group (\d+)$", rec["figure"])
+        if m and int(m.group(1)) > devices:   # a table entry no group of this run can reach
+            continue
         lines.append(f"  {rec['link']:<13} {rec['figure']:<48} {rec['GBps']:>7.3g} GB/s  "
                      f"{_source(rec)}: {rec['how']}")
+    used = used_alltoall_figures(results, box.hw, box.tun, top)
+    if used:
+        lines.append("all-to-all figures the plans above were priced with, per group size:")
+        for u in used:
+            names = ", ".join(u["plans"][:4]) + (f" and {len(u['plans']) - 4} more" if len(u["plans"]) > 4 else "")
+            lines.append(f"  {u['link']:<13} {'all-to-all over ' + str(u['cards']) + ' cards':<48} {u['GBps']:>7.3g} GB/s  "
+                         f"{u['source']} ({names})")
     if box.overrides:
         lines.append("overrides (--set): " + "; ".join(box.overrides))
     for w in box.warnings:
