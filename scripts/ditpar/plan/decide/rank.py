@@ -153,6 +153,37 @@ def rank_plans(model, hw, shape: Shape, devices: int, tun: Tunables, *, with_dp:
     return results
 
 
+def half_devices(model, hw, shape: Shape, devices: int, tun: Tunables, lead: PlanResult | None, **kw) -> dict | None:
+    """The best plan on half the cards (cards 0..devices/2-1 of the same box, the same flags), so that "N vs 2N
+    cards" is answered from one run (issue 42). None for an odd count or under 4 cards; {'devices', 'error'} when no
+    plan fits half the cards."""
+    if devices < 4 or devices % 2 or lead is None:   # 2 vs 1: the one-device line says it
+        return None
+    half = devices // 2
+    try:
+        res = rank_plans(model, hw, shape, half, tun, detail=False, **kw)
+    except InputError as exc:
+        return {"devices": half, "error": str(exc)}
+    best = next((r for r in res if r.feasible and (half == 1 or r.plan.dp < half)), None)
+    if best is None:
+        return {"devices": half, "error": "no feasible plan"}
+    return {"devices": half, "plan": best.plan.name, "framework": best.framework,
+            "predicted_latency_s": best.latency_s, "speedup_vs_1": best.speedup_vs_1,
+            "gain_of_double": best.latency_s / lead.latency_s}
+
+
+def half_devices_line(h: dict | None, lead: PlanResult | None) -> str:
+    """One line: the best plan on half the cards and what doubling them gains."""
+    if not h or lead is None:
+        return ""
+    if "error" in h:
+        return f"on {h['devices']} of these cards: no plan fits ({h['error']})"
+    on = f" on {h['framework']}" if h["framework"] else ""
+    return (f"on {h['devices']} of these cards (0-{h['devices'] - 1}) the best plan is {h['plan']}{on}: "
+            f"{h['predicted_latency_s']:.3f} s predicted, {h['speedup_vs_1']:.1f}x one device; {lead.plan.devices} "
+            f"cards ({lead.plan.name}) are {h['gain_of_double']:.2f}x faster than {h['devices']} (DiT loop)")
+
+
 def add_weight_gather(hw, shape: Shape, plan: Plan, bd: Breakdown) -> None:
     """Charge layer-wise weight sharding (the G2 unlock): every step all-gathers the weights over all
     ranks, prefetched behind compute, so only the part longer than the step's compute is exposed."""

@@ -237,7 +237,8 @@ def runtime_label(tun) -> str:
 GATE_WIDTH = 5  # "VETO" and "warn" plus a space
 
 
-def render(results, model, hw, shape, tun, conclusion: str, top: int, show_all: bool, stages=None) -> str:
+def render(results, model, hw, shape, tun, conclusion: str, top: int, show_all: bool, stages=None,
+           half_line: str = "") -> str:
     """The ranked table, the gates of the top two, and the conclusion."""
     feas = [r for r in results if r.feasible]
     lines = [f"{model.name} on {hw.name}, {feas[0].plan.devices if feas else '?'} devices: {shape.describe()}",
@@ -247,6 +248,8 @@ def render(results, model, hw, shape, tun, conclusion: str, top: int, show_all: 
         lines.append(serial_line(stages))
     if single_device_line(stages, results):
         lines.append(single_device_line(stages, results))
+    if half_line:
+        lines.append(half_line)
     if stages is not None:
         expected = speedup_range_line(stages, results)
         if expected:
