@@ -188,3 +188,19 @@ def test_head_split_on_every_answer_line():
     doc = plan_json(*args)
     for p in doc["plans"]:
         assert (p["head_split"] is not None) == (p["ulysses"] > 1), p["name"]
+
+
+def test_g2_without_a_sharding_framework_names_the_flag():
+    # weights 6 + text encoder 4 + activations 1 = 11 > 9 (cap 90 % of 10 GB) on U8: sharding alone 6/8 + 4 + 1 =
+    # 5.75 fits, offload alone 6 + 1 = 7 fits. With a framework that shards: warn (sharding applied, flag named);
+    # with none: veto naming the flag, not sharding
+    from ditpar.plan.cost.plans import Plan
+    from ditpar.plan.decide import gates
+    from test_gates_boundaries import bd, box, image, tiny_model
+
+    hw, m, plan = box(memory_GB=10.0), tiny_model(), Plan(ulysses=8)
+    b = bd(11.0, plan, weights=6.0, text_encoder=4.0, activations=1.0)
+    assert gates.memory_fit(m, hw, image(m), plan, b).verdict == "warn"
+    g = gates.memory_fit(m, hw, image(m), plan, b, can_shard=False)
+    assert g.verdict == "veto"
+    assert g.reason.endswith("lossless unlock: --offload-text-encoder (it runs once before denoising) needs 7.0 GB")

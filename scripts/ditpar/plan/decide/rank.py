@@ -97,8 +97,10 @@ def rank_plans(model, hw, shape: Shape, devices: int, tun: Tunables, *, with_dp:
         if g2.verdict == "warn":
             sharders = [fw for fw in runners if fw.weight_sharding]
             if frameworks and not sharders:
-                g2 = gates.Gate("G2", "memory fit", "veto", g2.reason.split("; re-run")[0]
-                                + f"; but none of {', '.join(fw.name for fw in runners)} shards weights")
+                g2 = gates.memory_fit(model, hw, pshape, plan, bd, can_shard=False)
+                if "weight sharding" in g2.reason.split("lossless unlock:", 1)[-1]:
+                    g2 = gates.Gate("G2", "memory fit", "veto", g2.reason
+                                    + f"; but none of {', '.join(fw.name for fw in runners)} shards weights")
                 feasible = False
             else:
                 runners = sharders or runners
