@@ -55,6 +55,9 @@ def test_compare_prints_the_rule_and_the_table_marks_what_the_conclusion_measure
                            "favourable to R4")
     assert "R4's optimistic end" in line and "stays above U2 R2's pessimistic end" in line
     assert "Rule: the short list's" in line and "not a percentage gap" in line
+    # FLUX.1-dev: 24 heads, 24 K/V heads; U2: 12 each per rank (item 14: the comparison carries it too)
+    assert "\n  U2 R2: heads: 24 query heads / U2 = 12 per rank; 24 K/V heads / U2 = 12 per rank\n" in text
+    assert "R4: heads" not in text
     doc = plan_json(*args)
     marks = [ln for ln in text.splitlines() if ln.endswith("tie, measure")]
     assert len(marks) == len(doc["measure"]) == min(3, len(doc["short_list"]))

@@ -159,8 +159,10 @@ def _compare_pair(lead, other, model, hw, shape, tun, measured: frozenset[str] =
     """G6, G7, sensitivity and tie of one asked pair (lead = the faster prediction)."""
     from ditpar.plan.decide import gates
     from ditpar.plan.decide.rank import pair_tunables
+    from ditpar.plan.decide.report import head_split
 
-    rec = {"a": lead.plan.name, "b": other.plan.name}
+    rec = {"a": lead.plan.name, "b": other.plan.name,
+           "head_split": {r.plan.name: head_split(model, r.plan) for r in (lead, other) if head_split(model, r.plan)}}
     if not (lead.feasible and other.feasible):
         bad = lead if not lead.feasible else other
         rec["note"] = f"{bad.plan.name} is infeasible: {bad.gates[-1].gate} {bad.gates[-1].reason}"
@@ -394,6 +396,7 @@ def render(text: str, results, extra: dict, box: Box, top: int) -> str:
         lines.append(f"topology warning: {w}")
     for c in extra["compare"]:
         lines += ["", f"your comparison: {c['a']} vs {c['b']}"]
+        lines += [f"  {name}: {split}" for name, split in c.get("head_split", {}).items()]
         if "note" in c:
             lines.append(f"  {c['note']}")
             continue
