@@ -207,3 +207,35 @@ def test_g2_without_a_sharding_framework_names_the_flag():
     g = gates.memory_fit(m, hw, image(m), plan, b, can_shard=False)
     assert g.verdict == "veto"
     assert g.reason.endswith("lossless unlock: --offload-text-encoder (it runs once before denoising) needs 7.0 GB")
+
+
+def test_measured_that_makes_every_split_slower_says_one_device(tmp_path):
+    # FLUX.1-dev on 4 x H100: predicted 2.2x one device. Measured step = the predicted step with its exposed
+    # communication x1000: the fit gives compute x1 and communication x1000, so one device stays at its prediction
+    # (it has no communication) and every split plan, measured or calibrated, is slower
+    args = ("--model", "FLUX.1-dev", "--hardware", "H100", "--devices", "4")
+    doc = plan_json(*args)
+    assert "one device beats" not in doc["conclusion"].lower()
+    steps = doc["shape"]["steps"]
+    feas = {p["name"]: p for p in doc["plans"] if p["feasible"]}
+    rows = []
+    for name in ("TP4", "U4", "U2 R2"):
+        p = feas[name]
+        step = p["step_s"] + 999 * p["exposed_comm_s"] / steps
+        rows.append({"name": name, "step_s": step, "request_s": step * steps, "dispersion_pct": 1.0, "verdict": "tie"})
+    path = tmp_path / "measured.json"
+    path.write_text(json.dumps({"schema": "dit-parallel-opt/plan_bench/v1", "model": doc["model"], "world": 4,
+                                "shape": {"tokens": doc["shape"]["tokens"], "cfg": doc["shape"]["cfg"]}, "plans": rows}))
+    got = plan_json(*args, "--measured", str(path))
+    assert got["measured"]["compute_scale"] == pytest.approx(1.0, rel=1e-6)
+    assert got["measured"]["comm_scale"] == pytest.approx(1000.0, rel=1e-6)
+    lead = doc["plans"][0]
+    one = lead["speedup_vs_1"] * lead["predicted_latency_s"]      # the one-device prediction, compute x1
+    # the ranking's class: exact plans (PF4, approximate, is not what the conclusion recommends)
+    split = [o for o in got["measured"]["order"] if feas[o["name"]]["dp"] == 1 and feas[o["name"]]["exact"]]
+    best = min(split, key=lambda o: o["measured_request_s"] if o["measured"] else o["calibrated_latency_s"])
+    t = best["measured_request_s"] if best["measured"] else best["calibrated_latency_s"]
+    assert t > one
+    assert (f" Measured: one device beats every exact parallel plan: the fastest that splits the request, "
+            f"{best['name']}, {'measured' if best['measured'] else 'calibrated on the measurements'} at {t:.4g} s against {one:.4g} s "
+            "on one device (its prediction with the fitted compute scale x1;") in got["conclusion"]

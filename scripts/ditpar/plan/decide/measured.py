@@ -217,7 +217,9 @@ def one_device(m: dict, results, single, steps: int) -> str:
     """The conclusion's sentence when, after --measured, one device beats every parallel plan (a measured plan by
     its measured request time, the others calibrated): one device is priced with the same fitted compute scale.
     `single` is the one-device predicted Breakdown. '' when a plan that splits the request is faster."""
-    dp = {r.plan.name: r.plan.dp > 1 for r in results if r.feasible}
+    feas = [r for r in results if r.feasible]
+    exact = bool(feas) and getattr(feas[0], "exact", True)   # the ranking's class: exact plans unless approximate lead
+    dp = {r.plan.name: r.plan.dp > 1 or (exact and not getattr(r, "exact", True)) for r in feas}
     split = [o for o in m["order"] if not dp.get(o["name"], True)]
     if not split or single is None or not math.isfinite(single.latency_s):
         return ""
@@ -231,7 +233,8 @@ def one_device(m: dict, results, single, steps: int) -> str:
     if not best > one:
         return ""
     n = results[0].plan.devices
-    return (f" Measured: one device beats every parallel plan: the fastest that splits the request, {name}, "
+    kind = "exact parallel plan" if exact and any(not getattr(r, "exact", True) for r in feas) else "parallel plan"
+    return (f" Measured: one device beats every {kind}: the fastest that splits the request, {name}, "
             f"{'measured' if was else 'calibrated on the measurements'} at {best:.4g} s against {one:.4g} s on one "
             f"device (its prediction with the fitted compute scale x{m['compute_scale']:.3g}; {one / best:.2g}x). "
             f"Run each request on one card: DP{n} ({n} replicas) serves {n} requests at once; the plans above are "

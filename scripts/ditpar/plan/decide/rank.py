@@ -274,9 +274,12 @@ def conclusion(results: list[PlanResult], model, hw, shape: Shape) -> str:
                 f"{a.speedup_vs_1:.1f}x one device." + sharding_sentence(a)
                 + (f" A faster approximate plan exists ({faster[0].plan.name}, {faster[0].latency_s:.3g} s, "
                    f"stale activations): --allow-approximate ranks it." if faster else ""))
+    faster = [r for r in feas if r.latency_s < a.latency_s and not r.exact]
+    approx = (f" A faster approximate plan exists ({faster[0].plan.name}, {faster[0].latency_s:.3g} s, "
+              f"stale activations): it changes the output; --allow-approximate ranks it." if faster else "")
     slow = one_device_sentence(a, feas)
     if slow:
-        return slow + sharding_sentence(a)
+        return slow + sharding_sentence(a) + approx
     lead = b.latency_s / a.latency_s - 1
     g7 = next((g for g in a.gates if g.gate == "G7"), None)
     flips = ""
@@ -289,9 +292,6 @@ def conclusion(results: list[PlanResult], model, hw, shape: Shape) -> str:
     gqa = "GQA" if model.kv_heads < model.heads else "no GQA"
     runs_on = f" on {a.framework}" if a.framework else ""
     kind = "exact" if a.exact else "approximate (stale activations)"
-    faster = [r for r in feas if r.latency_s < a.latency_s and not r.exact]
-    approx = (f" A faster approximate plan exists ({faster[0].plan.name}, {faster[0].latency_s:.3g} s, "
-              f"stale activations): it changes the output; --allow-approximate ranks it." if faster else "")
     pad = f" The sequence is padded by {a.pad_tokens} tokens." if a.pad_tokens else ""
     from ditpar.plan.decide.report import head_split
 
