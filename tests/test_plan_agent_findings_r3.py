@@ -239,3 +239,17 @@ def test_measured_that_makes_every_split_slower_says_one_device(tmp_path):
     assert (f" Measured: one device beats every exact parallel plan: the fastest that splits the request, "
             f"{best['name']}, {'measured' if best['measured'] else 'calibrated on the measurements'} at {t:.4g} s against {one:.4g} s "
             "on one device (its prediction with the fitted compute scale x1;") in got["conclusion"]
+
+
+def test_half_the_cards_line_when_doubling_does_not_pay():
+    from ditpar.plan.decide.rank import half_devices_line
+
+    lead = SimpleNamespace(latency_s=4.0, plan=SimpleNamespace(devices=8, name="U8"))
+    # 4 cards: 3.0 s; 8 cards: 4.0 s -> gain 3 / 4 = 0.75 < 1
+    h = {"devices": 4, "plan": "TP4", "framework": "", "predicted_latency_s": 3.0, "speedup_vs_1": 2.0,
+         "gain_of_double": 0.75}
+    assert half_devices_line(h, lead) == ("on 4 of these cards (0-3) the best plan is TP4: 3.000 s predicted, 2.0x one "
+                                          "device; 8 cards (U8) are slower than 4 (4.000 s): doubling the cards does "
+                                          "not pay (DiT loop)")
+    assert half_devices_line({"devices": 4, "error": "no feasible plan"}, lead) == (
+        "on 4 of these cards: no plan fits (no feasible plan)")

@@ -181,9 +181,12 @@ def half_devices_line(h: dict | None, lead: PlanResult | None) -> str:
     if "error" in h:
         return f"on {h['devices']} of these cards: no plan fits ({h['error']})"
     on = f" on {h['framework']}" if h["framework"] else ""
+    gain = h["gain_of_double"]
+    than = (f"are {gain:.2f}x faster than {h['devices']}" if gain >= 1 else
+            f"are slower than {h['devices']} ({lead.latency_s:.3f} s): doubling the cards does not pay")
     return (f"on {h['devices']} of these cards (0-{h['devices'] - 1}) the best plan is {h['plan']}{on}: "
             f"{h['predicted_latency_s']:.3f} s predicted, {h['speedup_vs_1']:.1f}x one device; {lead.plan.devices} "
-            f"cards ({lead.plan.name}) are {h['gain_of_double']:.2f}x faster than {h['devices']} (DiT loop)")
+            f"cards ({lead.plan.name}) {than} (DiT loop)")
 
 
 def add_weight_gather(hw, shape: Shape, plan: Plan, bd: Breakdown) -> None:
