@@ -44,7 +44,7 @@ def test_pair_tie_names_the_setting_and_the_two_ends():
     assert not t["tie"] and t["corner"] == {"intra_domain": 2.0}
     assert t["other_low_s"] == pytest.approx(13 * math.exp(-0.025))
     assert uncertainty.describe_corner(t["corner"]) == "intra_domain bandwidth /2"
-    assert uncertainty.describe_corner({}) == "the preset link figures"
+    assert uncertainty.describe_corner({}) == "the link figures as they stand"
 
 
 def test_compare_prints_the_rule_and_the_table_marks_what_the_conclusion_measures():

@@ -191,8 +191,9 @@ def tie_text(c: dict) -> str:
     else:
         cmp = (f"{c['b']}'s optimistic end {t['other_low_s']:.4g} s {'reaches' if c['tie'] else 'stays above'} "
                f"{c['a']}'s pessimistic end {t['lead_high_s']:.4g} s")
-    return (f"{'yes' if c['tie'] else 'no'}: at {setting} (the setting most favourable to {c['b']}, each unmeasured "
-            f"figure within its evidence range), {cmp}. Rule: the short list's (model error +-{h:.1%} and PipeFusion "
+    why = (f"no move of an unmeasured figure favours {c['b']}" if not t["corner"] else
+           f"the setting most favourable to {c['b']}, each unmeasured figure within its evidence range")
+    return (f"{'yes' if c['tie'] else 'no'}: at {setting} ({why}), {cmp}. Rule: the short list's (model error +-{h:.1%} and PipeFusion "
             "schedule on top of the link figures; references/plan-output.md section 2.1), applied to these two "
             "alone: not a percentage gap, since how far two plans can swap depends on how much of each time "
             "rests on unmeasured link figures")

@@ -185,7 +185,7 @@ def pair_tie(lead, other, measured_links: set[str] | frozenset[str], half_width:
 def describe_corner(corner: dict[str, float]) -> str:
     """'intra_domain all-to-all x1/2, inter_domain x3' for a setting of the link figures; the presets when none moves."""
     if not corner or all(f == 1.0 for f in corner.values()):
-        return "the preset link figures"
+        return "the link figures as they stand"
     parts = []
     for k, f in sorted(corner.items()):
         name = link_of(k) + (" all-to-all" if k.endswith(ALLTOALL_PART) else "")
