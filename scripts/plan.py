@@ -348,6 +348,11 @@ def _run_plan(args) -> int:
                          patches=args.patches, warmup=args.warmup, frameworks=fws,
                          allow_approximate=args.allow_approximate)
     check_finite(args, results)
+    from ditpar.plan.decide.rank import half_devices, half_devices_line
+
+    lead = next((r for r in results if r.feasible), None)
+    half = half_devices(model, hw, shape, args.devices, tun, lead, with_dp=not args.no_dp, patches=args.patches,
+                        warmup=args.warmup, frameworks=fws, allow_approximate=args.allow_approximate)
     text = conclusion(results, model, hw, shape)
     from ditpar.fewstep.matrix import WRITE_COLUMNS, matrix_csv
 
@@ -363,10 +368,15 @@ def _run_plan(args) -> int:
     text = text + " " + bench_cmd if bench_cmd else text
     meas = measured.apply(args.measured, results, model, shape) if args.measured else None
     check_finite(args, results, meas)
+    if meas:
+        from ditpar.plan.cost import Plan, predict
+
+        text += measured.one_device(meas, results, predict(model, hw, shape, Plan(), tun), shape.steps)
     payload = report.payload(results, model, hw, shape, tun, text, fws, args.allow_approximate)
     calibrated.extend_payload(payload, results, extra, box)
     payload["serial_stages"] = report.serial_record(stages, results)
     payload["model_fields"] = model_config.fields(model)
+    payload["half_devices"] = half
     if meas:
         measured.extend_payload(payload, results, meas)
     from ditpar.plan.decide import run_recipe
@@ -379,7 +389,8 @@ def _run_plan(args) -> int:
     if args.json:
         cli.print_json("plan", payload)
     else:
-        sys.stdout.write(calibrated.render(report.render(results, model, hw, shape, tun, text, args.top, args.all, stages),
+        sys.stdout.write(calibrated.render(report.render(results, model, hw, shape, tun, text, args.top, args.all, stages,
+                                                         half_devices_line(half, lead)),
                                            results, extra, box, args.top) + (measured.render(meas, args.top) if meas else "")
                      + run_text)
     sys.stderr.write("".join(notes))

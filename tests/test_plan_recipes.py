@@ -289,8 +289,10 @@ def test_plan_prints_a_recipe_for_rank_one_and_the_short_list():
     assert all(p["run_recipe"] is None for p in doc["plans"] if not p["feasible"])
     text = run_script("plan.py", *FLUX8, check=0).stdout
     for name in doc["short_list"]:
-        rec = next(p for p in feas if p["name"] == name)["run_recipe"]
-        assert f"{name}: run it on {rec['framework']}" in text and rec["launch"] in text
+        plan = next(p for p in feas if p["name"] == name)
+        rec = plan["run_recipe"]
+        head = f"{name} ({plan['head_split']})" if plan["head_split"] else name   # a Ulysses plan: its head split
+        assert f"{head}: run it on {rec['framework']}" in text and rec["launch"] in text
 
 
 def test_framework_flag_selects_the_recipe():

@@ -44,10 +44,10 @@ def test_seconds_have_one_format():
         cells = row.split()
         # '#', plan words, then the 9 seconds columns and mem_GB before the gates
         numbers = [c for c in cells if re.fullmatch(r"-?\d+(\.\d+)?", c)]
-        # latency, then the speedup (one decimal: a ratio of two predictions, issue 24), then seconds
-        seconds = [numbers[1]] + numbers[3:2 + len(SECONDS)]
+        # latency, then the speedup and e2e_x (one decimal: ratios of two predictions, issues 24 and 42), then seconds
+        seconds = [numbers[1]] + numbers[4:3 + len(SECONDS)]
         assert all(re.fullmatch(r"\d+\.\d{3}", c) for c in seconds), row
-        assert re.fullmatch(r"\d+\.\d", numbers[2]), row
+        assert re.fullmatch(r"\d+\.\d", numbers[2]) and re.fullmatch(r"\d+\.\d", numbers[3]), row
 
 
 def test_infeasible_reasons_are_not_cut_at_semicolons():

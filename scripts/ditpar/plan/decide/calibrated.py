@@ -166,8 +166,10 @@ def _compare_pair(lead, other, model, hw, shape, tun, measured: frozenset[str] =
     """G6, G7, sensitivity and tie of one asked pair (lead = the faster prediction)."""
     from ditpar.plan.decide import gates
     from ditpar.plan.decide.rank import pair_tunables
+    from ditpar.plan.decide.report import head_split
 
-    rec = {"a": lead.plan.name, "b": other.plan.name}
+    rec = {"a": lead.plan.name, "b": other.plan.name,
+           "head_split": {r.plan.name: head_split(model, r.plan) for r in (lead, other) if head_split(model, r.plan)}}
     if not (lead.feasible and other.feasible):
         bad = lead if not lead.feasible else other
         rec["note"] = f"{bad.plan.name} is infeasible: {bad.gates[-1].gate} {bad.gates[-1].reason}"
@@ -178,7 +180,30 @@ def _compare_pair(lead, other, model, hw, shape, tun, measured: frozenset[str] =
     rec["sensitivity"] = shortlist.sensitivity(model, hw, shape, pair_tun, lead, other)
     # the short list's rule on the pair: at some shared setting of the preset link figures either could be faster
     rec["tie"] = len(uncertainty.joint_short_list([lead.breakdown, other.breakdown], measured)) == 2
+    why = uncertainty.pair_tie(lead.breakdown, other.breakdown, measured)
+    rec["tie_rule"] = {"corner": why["corner"], "other_low_s": why["other_low_s"], "lead_high_s": why["lead_high_s"],
+                       "other_high_s": why["other_high_s"]}
     return rec
+
+
+def tie_text(c: dict) -> str:
+    """--compare's tie with the rule that decides it and the two figures it compares (issue 42: a pair 20.8 %
+    apart tied and one 21.5 % apart did not, with nothing on the page to say why)."""
+    t = c["tie_rule"]
+    setting = uncertainty.describe_corner(t["corner"])
+    h = uncertainty.MODEL_HALF_WIDTH
+    if t["other_high_s"] < t["lead_high_s"]:
+        cmp = (f"{c['b']} is the faster of the two there (pessimistic ends {t['other_high_s']:.4g} s against "
+               f"{c['a']}'s {t['lead_high_s']:.4g} s)")
+    else:
+        cmp = (f"{c['b']}'s optimistic end {t['other_low_s']:.4g} s {'reaches' if c['tie'] else 'stays above'} "
+               f"{c['a']}'s pessimistic end {t['lead_high_s']:.4g} s")
+    why = (f"no move of an unmeasured figure favours {c['b']}" if not t["corner"] else
+           f"the setting most favourable to {c['b']}, each unmeasured figure within its evidence range")
+    return (f"{'yes' if c['tie'] else 'no'}: at {setting} ({why}), {cmp}. Rule: the short list's (model error +-{h:.1%} and PipeFusion "
+            "schedule on top of the link figures; references/plan-output.md section 2.1), applied to these two "
+            "alone: not a percentage gap, since how far two plans can swap depends on how much of each time "
+            "rests on unmeasured link figures")
 
 
 def _align_ab_gate(top: list, measure: list) -> None:
@@ -282,6 +307,7 @@ def extend_payload(payload: dict, results, extra: dict, box: Box) -> None:
     payload["measure"] = extra["measure"]   # the short list's fastest few: what the conclusion asks to measure
     payload["sensitivity"] = extra["sensitivity"]
     payload["link_figures"] = box.link_records
+    payload["alltoall_figures_used"] = used_alltoall_figures(results, box.hw, box.tun, len(results))
     payload["overrides"] = box.overrides
     payload["compute_calibration"] = box.compute
     payload["band"] = {"model_half_width": uncertainty.MODEL_HALF_WIDTH, "preset_factor": uncertainty.PRESET_FACTOR}
@@ -295,6 +321,47 @@ def _source(rec: dict) -> str:
     return "given (--set)" if rec["how"].startswith("--set ") else "measured" if rec["measured"] else "preset"
 
 
+def used_alltoall_figures(results, hw, tun, top: int) -> list[dict]:
+    """The all-to-all figure each Ulysses group size of the shown plans was priced with, per link class it crosses
+    (issue 42: the footer printed the 4-card table figure for a 2-card run, whose pair all-to-all uses the bus
+    bandwidth): {link, cards, GBps, source, plans}, one per (link, group size)."""
+    from ditpar.plan.cost import layout
+    from ditpar.plan.cost.work import alltoall_flows, alltoall_split, effective_bw, shared_link
+
+    out: dict[tuple[str, int], dict] = {}
+    for r in [r for r in results if r.feasible][:top]:
+        for g in layout(r.plan, (r.tunables or tun).order).get("ulysses", []):
+            if len(g) < 2:
+                continue
+            flows = alltoall_flows(hw, g)
+            for key in alltoall_split(hw, g, 1.0):
+                k = len(g)
+                rec = out.get((key, k))
+                if rec is None:
+                    table = hw.links[key].alltoall_bus_GBps(k)
+                    n = flows.get(key, 1)
+                    if table > 0:
+                        listed = max(c for c, _ in hw.links[key].alltoall_GBps if c <= k)
+                        source = f"the all-to-all figure of group {listed}"
+                    else:
+                        smallest = min((c for c, _ in hw.links[key].alltoall_GBps), default=None)
+                        source = ("the link's bus bandwidth" + (f" shared by {n} sending ranks" if n > 2 and
+                                                                 shared_link(hw, key) else "")
+                                  + (f" (the all-to-all figures start at {smallest} cards)" if smallest else ""))
+                    rec = out[(key, k)] = {"link": key, "cards": k, "GBps": effective_bw(hw, key, k, n, "alltoall"),
+                                           "source": source, "plans": []}
+                if r.plan.name not in rec["plans"]:
+                    rec["plans"].append(r.plan.name)
+    return [out[k] for k in sorted(out, key=lambda kk: (kk[0], kk[1]))]
+
+
+def _tie_mark(r, extra: dict) -> str:
+    """The band table's short-list cell: 'tie, measure' for the plans the conclusion asks to measure."""
+    if not (r.short_list and len(extra["short_list"]) > 1):
+        return ""
+    return "tie, measure" if r.plan.name in extra["measure"] else "tie"
+
+
 def render(text: str, results, extra: dict, box: Box, top: int) -> str:
     """The ranking's text with the band table, link figures, overrides, comparison and matrix added."""
     feas = [r for r in results if r.feasible]
@@ -305,35 +372,49 @@ def render(text: str, results, extra: dict, box: Box, top: int) -> str:
     lines = ["", f"predicted bands (model error +-{uncertainty.MODEL_HALF_WIDTH:.1%} held-out, plus exposed comm on "
              f"preset link figures moved x1.5 / x2 / x3 either way as each is measured / derived / from another class, "
              f"PipeFusion schedule x{uncertainty.PIPELINE_FACTOR:g}); tie = on the short list: at some setting of the preset "
-             "link figures, the same for every plan, it could be the fastest",
+             "link figures, the same for every plan, it could be the fastest; measure = the short list's fastest "
+             f"{shortlist.MAX_MEASURE}, the ones the conclusion asks to measure (the other ties only if those come "
+             "out within their spread)",
              f"{'#':>3} {'plan':<18}{'latency_s':>10}{'low_s':>10}{'high_s':>10}  short list"]
     for r in shown:
         if not r.feasible:
             lines.append(f"{r.rank:>3} {r.plan.name:<18}{'-':>10}  infeasible")
             continue
         lines.append(f"{r.rank:>3} {r.plan.name:<18}{r.latency_s:>10.3f}{r.band.low_s:>10.3f}{r.band.high_s:>10.3f}  "
-                     f"{'tie' if r.short_list and len(extra['short_list']) > 1 else ''}")
+                     f"{_tie_mark(r, extra)}".rstrip())
     lines += ["", f"compute: {box.compute}", "link figures (measured = from --bench; given = typed with --set; "
               "preset = templates/hardware):"]
+    devices = feas[0].plan.devices if feas else 0
     for rec in box.link_records:
+        m = re.match(r"all-to-all busbw, group (\d+)$", rec["figure"])
+        if m and int(m.group(1)) > devices:   # a table entry no group of this run can reach
+            continue
         lines.append(f"  {rec['link']:<13} {rec['figure']:<48} {rec['GBps']:>7.3g} GB/s  "
                      f"{_source(rec)}: {rec['how']}")
+    used = used_alltoall_figures(results, box.hw, box.tun, top)
+    if used:
+        lines.append("all-to-all figures the plans above were priced with, per group size:")
+        for u in used:
+            names = ", ".join(u["plans"][:4]) + (f" and {len(u['plans']) - 4} more" if len(u["plans"]) > 4 else "")
+            lines.append(f"  {u['link']:<13} {'all-to-all over ' + str(u['cards']) + ' cards':<48} {u['GBps']:>7.3g} GB/s  "
+                         f"{u['source']} ({names})")
     if box.overrides:
         lines.append("overrides (--set): " + "; ".join(box.overrides))
     for w in box.warnings:
         lines.append(f"topology warning: {w}")
     for c in extra["compare"]:
         lines += ["", f"your comparison: {c['a']} vs {c['b']}"]
+        lines += [f"  {name}: {split}" for name, split in c.get("head_split", {}).items()]
         if "note" in c:
             lines.append(f"  {c['note']}")
             continue
-        lines.append(f"  tie (either could be faster): {'yes' if c['tie'] else 'no'}")
+        lines.append(f"  tie (either could be faster): {tie_text(c)}")
         lines.append(f"  G6 {c['G6']}")
         lines.append(f"  G7 {c['G7']}")
         s = c["sensitivity"]
         if s:
-            lines.append(f"  sensitivity: the {s['input']} moved x{s['factor']:.3g} flips them (the smallest move "
-                         f"of any single input; G7 scales whole links); measure: {s['command']}"
+            lines.append(f"  sensitivity: the {s['move']} makes {s['challenger']} beat {s['leader']} (the smallest "
+                         f"move of any single input; G7 scales every pattern of a link at once); measure: {s['command']}"
                          + (f" ({s['command_note']})" if s.get("command_note") else ""))
         else:
             lines.append("  sensitivity: no single input within 1/16x..16x flips them")

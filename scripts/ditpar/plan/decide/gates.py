@@ -109,7 +109,7 @@ def _gb(value: float, other: float) -> str:
     return f"{value:.3f}"
 
 
-def memory_fit(model, hw, shape: Shape, plan: Plan, bd: Breakdown) -> Gate:
+def memory_fit(model, hw, shape: Shape, plan: Plan, bd: Breakdown, can_shard: bool = True) -> Gate:
     """G2: peak memory per rank within the device; when it does not fit, name the lossless steps, in
     order, that make it fit: text-encoder offload, VAE tiling, layer-wise weight sharding. Weight
     sharding is applied by the ranking (warn) when it alone suffices; the flags are the user's to set."""
@@ -144,10 +144,15 @@ def memory_fit(model, hw, shape: Shape, plan: Plan, bd: Breakdown) -> Gate:
     if not fitting:
         return Gate("G2", "memory fit", "veto", f"{head}; even {' + '.join(names[k] for k in usable)} needs "
                     f"{peak(tuple(usable)):.1f} GB" if usable else head)
+    if not can_shard:   # no framework running the plan shards weights: a flag-only unlock first, if one fits
+        fitting.sort(key=lambda sub: "shard" in sub)
     best = fitting[0]
     unlock = f"lossless unlock: {' + '.join(names[k] for k in best)} needs {peak(best):.1f} GB"
-    if best == ("shard",):   # applied by the ranking, its all-gather charged
-        return Gate("G2", "memory fit", "warn", f"{head}; {unlock}; re-run G3 with the weight all-gathers")
+    if ("shard",) in fitting and can_shard:   # applied by the ranking, its all-gather charged (one memory story: issue 42)
+        alt = "" if best == ("shard",) else (f"; without sharding, {' + '.join(names[k] for k in best)} needs "
+                                             f"{peak(best):.1f} GB (set it and re-run)")
+        return Gate("G2", "memory fit", "warn", f"{head}; lossless unlock: {names['shard']} needs "
+                    f"{peak(('shard',)):.1f} GB{alt}; re-run G3 with the weight all-gathers")
     return Gate("G2", "memory fit", "veto", f"{head}; {unlock}")
 
 
@@ -253,8 +258,10 @@ def projection(model, hw, shape: Shape, a: Plan, b: Plan, tun: Tunables) -> Gate
             bw = hw.links[key].bandwidth_GBps * x
             direction = "exceeds" if _gap(model, _scale_link(hw, key, x * 1.5), shape, a, b, tun) < 0 else \
                 "drops below"
+            move = f"x{x:.3g}" if x >= 1 else f"/{1 / x:.3g}"
             out.append(f"{b.name} beats {a.name} once {key} bandwidth {direction} {bw:.3g} GB/s "
-                       f"(now {hw.links[key].bandwidth_GBps:.3g})")
+                       f"(now {hw.links[key].bandwidth_GBps:.3g}) with every pattern of that link moved {move} "
+                       "together (ring and all-to-all figures alike)")
     for h in sorted({d for d in range(1, model.heads) if model.heads % d == 0}, reverse=True):
         if h >= model.kv_heads:
             continue

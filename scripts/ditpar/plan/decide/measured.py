@@ -213,6 +213,34 @@ def apply(path: str, results, model, shape) -> dict:
             f"{a:.3g} and exposed communication x{b:.3g} fitted to the measured plans"}
 
 
+def one_device(m: dict, results, single, steps: int) -> str:
+    """The conclusion's sentence when, after --measured, one device beats every parallel plan (a measured plan by
+    its measured request time, the others calibrated): one device is priced with the same fitted compute scale.
+    `single` is the one-device predicted Breakdown. '' when a plan that splits the request is faster."""
+    feas = [r for r in results if r.feasible]
+    exact = bool(feas) and getattr(feas[0], "exact", True)   # the ranking's class: exact plans unless approximate lead
+    dp = {r.plan.name: r.plan.dp > 1 or (exact and not getattr(r, "exact", True)) for r in feas}
+    split = [o for o in m["order"] if not dp.get(o["name"], True)]
+    if not split or single is None or not math.isfinite(single.latency_s):
+        return ""
+    c = single.compute_s / steps
+    h = max(0.0, single.step_s - c - single.exposed_comm_s / steps)
+    one = (m["compute_scale"] * c + h) * steps + (single.latency_s - single.step_s * steps)
+    times = {o["name"]: (o["measured_request_s"] if o["measured"] else o["calibrated_latency_s"], o["measured"])
+             for o in split}
+    name = min(times, key=lambda k: times[k][0])
+    best, was = times[name]
+    if not best > one:
+        return ""
+    n = results[0].plan.devices
+    kind = "exact parallel plan" if exact and any(not getattr(r, "exact", True) for r in feas) else "parallel plan"
+    return (f" Measured: one device beats every {kind}: the fastest that splits the request, {name}, "
+            f"{'measured' if was else 'calibrated on the measurements'} at {best:.4g} s against {one:.4g} s on one "
+            f"device (its prediction with the fitted compute scale x{m['compute_scale']:.3g}; {one / best:.2g}x). "
+            f"Run each request on one card: DP{n} ({n} replicas) serves {n} requests at once; the plans above are "
+            "ordered for a request that must be split.")
+
+
 def render(m: dict, top: int) -> str:
     lines = ["", f"measured (--measured {m['file']}, on {m['measured_on']}): {m['note']}",
              f"{'plan':<18}{'source':>11}{'request_s':>11}{'predicted_s':>13}"]

@@ -107,12 +107,15 @@ def rank_plans(model, hw, shape: Shape, devices: int, tun: Tunables, *, with_dp:
         if g2.verdict == "warn":
             sharders = [fw for fw in runners if fw.weight_sharding]
             if frameworks and not sharders:
-                g2 = gates.Gate("G2", "memory fit", "veto", g2.reason.split("; re-run")[0]
-                                + f"; but none of {', '.join(fw.name for fw in runners)} shards weights")
+                g2 = gates.memory_fit(model, hw, pshape, plan, bd, can_shard=False)
+                if "weight sharding" in g2.reason.split("lossless unlock:", 1)[-1]:
+                    g2 = gates.Gate("G2", "memory fit", "veto", g2.reason
+                                    + f"; but none of {', '.join(fw.name for fw in runners)} shards weights")
                 feasible = False
             else:
                 runners = sharders or runners
                 add_weight_gather(hw, pshape, plan, bd)
+                g2 = sharded_gate(hw, plan, bd, g2)
         res = PlanResult(plan, bd, [g1, g2], feasible, framework=runners[0].name if runners else "",
                          exact=exact, exact_reason=why_exact, pad_tokens=pad, tunables=plan_tun)
         res.speedup_vs_1 = single_s / bd.latency_s if bd.latency_s > 0 else float("nan")
@@ -162,6 +165,40 @@ def rank_plans(model, hw, shape: Shape, devices: int, tun: Tunables, *, with_dp:
     return results
 
 
+def half_devices(model, hw, shape: Shape, devices: int, tun: Tunables, lead: PlanResult | None, **kw) -> dict | None:
+    """The best plan on half the cards (cards 0..devices/2-1 of the same box, the same flags), so that "N vs 2N
+    cards" is answered from one run (issue 42). None for an odd count or under 4 cards; {'devices', 'error'} when no
+    plan fits half the cards."""
+    if devices < 4 or devices % 2 or lead is None:   # 2 vs 1: the one-device line says it
+        return None
+    half = devices // 2
+    try:
+        res = rank_plans(model, hw, shape, half, tun, detail=False, **kw)
+    except InputError as exc:
+        return {"devices": half, "error": str(exc)}
+    best = next((r for r in res if r.feasible and (half == 1 or r.plan.dp < half)), None)
+    if best is None:
+        return {"devices": half, "error": "no feasible plan"}
+    return {"devices": half, "plan": best.plan.name, "framework": best.framework,
+            "predicted_latency_s": best.latency_s, "speedup_vs_1": best.speedup_vs_1,
+            "gain_of_double": best.latency_s / lead.latency_s}
+
+
+def half_devices_line(h: dict | None, lead: PlanResult | None) -> str:
+    """One line: the best plan on half the cards and what doubling them gains."""
+    if not h or lead is None:
+        return ""
+    if "error" in h:
+        return f"on {h['devices']} of these cards: no plan fits ({h['error']})"
+    on = f" on {h['framework']}" if h["framework"] else ""
+    gain = h["gain_of_double"]
+    than = (f"are {gain:.2f}x faster than {h['devices']}" if gain >= 1 else
+            f"are slower than {h['devices']} ({lead.latency_s:.3f} s): doubling the cards does not pay")
+    return (f"on {h['devices']} of these cards (0-{h['devices'] - 1}) the best plan is {h['plan']}{on}: "
+            f"{h['predicted_latency_s']:.3f} s predicted, {h['speedup_vs_1']:.1f}x one device; {lead.plan.devices} "
+            f"cards ({lead.plan.name}) {than} (DiT loop)")
+
+
 def add_weight_gather(hw, shape: Shape, plan: Plan, bd: Breakdown) -> None:
     """Charge layer-wise weight sharding (the G2 unlock): every step all-gathers the weights over all
     ranks, prefetched behind compute, so only the part longer than the step's compute is exposed."""
@@ -182,6 +219,47 @@ def add_weight_gather(hw, shape: Shape, plan: Plan, bd: Breakdown) -> None:
     bd.memory_GB -= bd.memory_parts_GB["weights_GB"] * (1 - 1 / p)
     bd.memory_parts_GB["weights_GB"] /= p
     bd.notes.append("weights sharded layer-wise over all ranks (G2 unlock); their all-gather is included")
+
+
+def sharded_gate(hw, plan: Plan, bd: Breakdown, g2):
+    """G2 of a plan the ranking shards (warn): it leads with the figure mem_GB shows, the sharded one, then the
+    unsharded check that made sharding necessary (issue 42: one memory story per plan)."""
+    from ditpar.plan.decide import gates
+
+    cap = hw.memory_GB * gates.MEMORY_HEADROOM
+    return gates.Gate("G2", "memory fit", "warn",
+                      f"needs layer-wise weight sharding over the {plan.devices} ranks (applied here, its all-gather "
+                      f"priced): {gates._gb(bd.memory_GB, cap)} GB per rank sharded (mem_GB) <= "
+                      f"{gates._gb(cap, bd.memory_GB)} GB; unsharded " + g2.reason)
+
+
+def sharding_sentence(r) -> str:
+    """The conclusion's sentence on a plan that fits only with weight sharding (G2 warn), '' otherwise."""
+    g2 = next((g for g in r.gates if g.gate == "G2"), None)
+    if g2 is None or g2.verdict != "warn":
+        return ""
+    bd = r.breakdown
+    unsharded = bd.memory_GB + bd.memory_parts_GB.get("weights_GB", 0.0) * (r.plan.devices - 1)
+    return (f" {r.plan.name} fits only with layer-wise weight sharding (G2 warn: {unsharded:.1f} GB per rank "
+            f"unsharded, {bd.memory_GB:.1f} GB sharded; its weight all-gather is priced): turn weight sharding on"
+            f"{' (' + r.framework + ')' if r.framework else ''} or the prediction does not hold.")
+
+
+def one_device_sentence(a: PlanResult, feas: list[PlanResult]) -> str:
+    """When the fastest plan that splits the request is slower than one device: say so first (issue 42: the
+    conclusion recommended a parallel plan at 0.2x). '' when a parallel plan is faster than one device."""
+    if a.plan.devices <= 1 or not a.speedup_vs_1 < 1 or a.plan.dp > 1:
+        return ""
+    single = a.speedup_vs_1 * a.latency_s
+    n = a.plan.devices
+    head = (f"One device beats every parallel plan: the fastest that splits the request, {a.plan.name}"
+            + (f" on {a.framework}" if a.framework else "") + f", is predicted at {a.latency_s:.3g} s against "
+            f"{single:.3g} s on one device ({a.speedup_vs_1:.2g}x). ")
+    if any(r.plan.dp == n for r in feas):
+        return head + (f"Run each request on one card: DP{n} ({n} replicas) serves {n} requests at once; splitting a "
+                       "request makes it slower here.")
+    return head + (f"One card cannot run it as ranked here (DP{n} is not among the feasible plans: G2 or --no-dp), "
+                   f"so {a.plan.name} is the plan that fits; it is slower than one card would be.")
 
 
 def runner_up(feas: list[PlanResult]) -> PlanResult | None:
@@ -206,9 +284,15 @@ def conclusion(results: list[PlanResult], model, hw, shape: Shape) -> str:
         faster = [r for r in feas if r.latency_s < a.latency_s and not r.exact]
         return (f"Only {a.plan.name} is feasible" + (" among exact plans" if a.exact and len(feas) > 1 else "")
                 + (f" (on {a.framework})" if a.framework else "") + f": predicted {a.latency_s:.3g} s, "
-                f"{a.speedup_vs_1:.1f}x one device."
+                f"{a.speedup_vs_1:.1f}x one device." + sharding_sentence(a)
                 + (f" A faster approximate plan exists ({faster[0].plan.name}, {faster[0].latency_s:.3g} s, "
                    f"stale activations): --allow-approximate ranks it." if faster else ""))
+    faster = [r for r in feas if r.latency_s < a.latency_s and not r.exact]
+    approx = (f" A faster approximate plan exists ({faster[0].plan.name}, {faster[0].latency_s:.3g} s, "
+              f"stale activations): it changes the output; --allow-approximate ranks it." if faster else "")
+    slow = one_device_sentence(a, feas)
+    if slow:
+        return slow + sharding_sentence(a) + approx
     lead = b.latency_s / a.latency_s - 1
     g7 = next((g for g in a.gates if g.gate == "G7"), None)
     flips = ""
@@ -221,13 +305,15 @@ def conclusion(results: list[PlanResult], model, hw, shape: Shape) -> str:
     gqa = "GQA" if model.kv_heads < model.heads else "no GQA"
     runs_on = f" on {a.framework}" if a.framework else ""
     kind = "exact" if a.exact else "approximate (stale activations)"
-    faster = [r for r in feas if r.latency_s < a.latency_s and not r.exact]
-    approx = (f" A faster approximate plan exists ({faster[0].plan.name}, {faster[0].latency_s:.3g} s, "
-              f"stale activations): it changes the output; --allow-approximate ranks it." if faster else "")
     pad = f" The sequence is padded by {a.pad_tokens} tokens." if a.pad_tokens else ""
+    from ditpar.plan.decide.report import head_split
+
+    split = head_split(model, a.plan)
+    kind += f"; {split}" if split else ""
     return (f"On {hw.name} with {a.plan.devices} devices, {model.name} at {shape.describe()} ({gqa}): "
             f"{a.plan.name}{runs_on} ({kind}) is predicted fastest ({a.latency_s:.3g} s, "
             f"{a.speedup_vs_1:.1f}x one device), {lead:.1%} ahead of {b.plan.name}; "
             f"its exposed communication is {share:.0%} of the latency, mostly {dom}. "
             f"Conditions: {flips}. "
-            f"This is a prediction: confirm with the G6 A/B pair before committing.{pad}{approx}")
+            f"This is a prediction: confirm with the G6 A/B pair before committing.{pad}{approx}"
+            + sharding_sentence(a))

@@ -21,6 +21,30 @@ def padded_heads(model, plan) -> tuple[int, int] | None:
     return int(local), int(math.ceil(local / plan.ulysses) * plan.ulysses)
 
 
+def head_split(model, plan) -> str:
+    """Head divisibility of a plan that uses Ulysses, in one phrase ('' without Ulysses): query heads and K/V heads
+    per TP rank against the Ulysses degree, and what the cost model does when they do not divide (issue 42)."""
+    from ditpar.plan.cost.work import heads_per_rank
+
+    u = plan.ulysses
+    if model is None or u <= 1:
+        return ""
+    tp = f" per TP{plan.tp} rank" if plan.tp > 1 else ""
+    q = model.heads / plan.tp
+    pad = padded_heads(model, plan)
+    if pad is None:
+        qtext = f"{q:g} query heads{tp} / U{u} = {int(q) // u} per rank"
+    else:
+        qtext = f"{pad[0]} query heads{tp} do not divide by U{u}: padded to {pad[1]} ({pad[1] // u} per rank, priced)"
+    kv = heads_per_rank(model.kv_heads, plan.tp)
+    if kv % u == 0:
+        ktext = f"{kv} K/V heads{tp} / U{u} = {kv // u} per rank"
+    else:
+        ktext = (f"{kv} K/V heads{tp} do not divide by U{u}: replicated to {math.lcm(kv, u)} "
+                 f"({heads_per_rank(kv, u)} per rank, priced)")
+    return f"heads: {qtext}; {ktext}"
+
+
 def padding_note(r, model) -> str:
     """'; sequence padded by N tokens; heads padded 30 -> 32 (+6.7 % attention)' or ''."""
     text = f"; sequence padded by {r.pad_tokens} tokens" if r.pad_tokens else ""
@@ -29,6 +53,36 @@ def padding_note(r, model) -> str:
         text += (f"; heads padded {heads[0]} -> {heads[1]} per TP rank for Ulysses {r.plan.ulysses} "
                  f"(+{heads[1] / heads[0] - 1:.1%} attention work, priced)")
     return text
+
+
+def needs_sharding(r) -> bool:
+    """A plan that fits only with layer-wise weight sharding (G2 warn: the ranking applied it, its all-gather
+    charged, mem_GB the sharded figure)."""
+    return any(g.gate == "G2" and g.verdict == "warn" for g in r.gates)
+
+
+def single_device_s(results) -> float | None:
+    """The single-device predicted DiT seconds every speedup is taken over (None without a feasible plan)."""
+    for r in results:
+        lat = r.breakdown.latency_s
+        if r.feasible and math.isfinite(lat) and lat > 0 and math.isfinite(r.speedup_vs_1):
+            return r.speedup_vs_1 * lat
+    return None
+
+
+def single_device_line(stages, results) -> str:
+    """One line: the one-device prediction, the basis of `speedup` (DiT loop) and `e2e_x` (serial stages added)."""
+    single = single_device_s(results)
+    if single is None:
+        return ""
+    e2e = f"; end to end {single + stages.total_s:.3f} s (the basis of e2e_x)" if stages is not None else ""
+    return f"one device (predicted): DiT loop {single:.3f} s (the basis of speedup){e2e}"
+
+
+def header_notes(r, model) -> str:
+    """What a plan's gates header adds to its exactness: sequence padding and the head split (padding included)."""
+    split = head_split(model, r.plan)
+    return (f"; sequence padded by {r.pad_tokens} tokens" if r.pad_tokens else "") + (f"; {split}" if split else "")
 
 
 def cards_used(hw, n: int) -> dict:
@@ -66,6 +120,8 @@ def plan_record(r, model=None) -> dict:
            "speedup_vs_1": r.speedup_vs_1 if finite and math.isfinite(r.speedup_vs_1) else None,
            "pad_tokens": r.pad_tokens,
            "pad_heads": None if heads is None else {"from": heads[0], "to": heads[1]},
+           "head_split": head_split(model, r.plan) or None,
+           "needs_weight_sharding": needs_sharding(r),
            "gates": [g.as_dict() for g in r.gates]}
     if finite:
         rec.update({
@@ -134,8 +190,8 @@ def speedup_range_line(stages, results) -> str:
     a, b = uncertainty.SPEEDUP_RANGE_LOG2
     return (f"end-to-end speedup of #{lead.rank} {lead.plan.name} over one device ({what}): {s:.1f}x, expected "
             f"{lo:.1f}-{hi:.1f}x: measured / predicted speedup fell within x{2 ** a:.2f}..x{2 ** b:.2f} for "
-            f"{uncertainty.SPEEDUP_RANGE_LEVEL:.0%} of published rows held out (plan.py evaluate; --json "
-            "serial_stages.end_to_end_speedup has every plan)")
+            f"{uncertainty.SPEEDUP_RANGE_LEVEL:.0%} of published rows held out (plan.py evaluate; every plan's: e2e_x "
+            "in the table, --json serial_stages.end_to_end_speedup)")
 
 
 def serial_line(stages) -> str:
@@ -181,7 +237,8 @@ def runtime_label(tun) -> str:
 GATE_WIDTH = 5  # "VETO" and "warn" plus a space
 
 
-def render(results, model, hw, shape, tun, conclusion: str, top: int, show_all: bool, stages=None) -> str:
+def render(results, model, hw, shape, tun, conclusion: str, top: int, show_all: bool, stages=None,
+           half_line: str = "") -> str:
     """The ranked table, the gates of the top two, and the conclusion."""
     feas = [r for r in results if r.feasible]
     lines = [f"{model.name} on {hw.name}, {feas[0].plan.devices if feas else '?'} devices: {shape.describe()}",
@@ -189,6 +246,11 @@ def render(results, model, hw, shape, tun, conclusion: str, top: int, show_all: 
              f"(text encoder and VAE decode: the serial-stages line); host cost {tun.launch_us:g} us per op: {runtime_label(tun)}"]
     if stages is not None:
         lines.append(serial_line(stages))
+    if single_device_line(stages, results):
+        lines.append(single_device_line(stages, results))
+    if half_line:
+        lines.append(half_line)
+    if stages is not None:
         expected = speedup_range_line(stages, results)
         if expected:
             lines.append(expected)
@@ -196,7 +258,8 @@ def render(results, model, hw, shape, tun, conclusion: str, top: int, show_all: 
         lines.append(cards_note(hw, feas[0].plan.devices))
     lines.append("")
     gate_ids = sorted({gt.gate for r in results for gt in r.gates}, key=lambda g: (len(g), g))
-    head = (f"{'#':>3} {'plan':<18}{'latency_s':>10}{'speedup':>8}{'exact':>6} {'framework':<14}"
+    e2e = end_to_end_speedups(stages, results) if stages is not None else {}
+    head = (f"{'#':>3} {'plan':<18}{'latency_s':>10}{'speedup':>8}{'e2e_x':>6}{'exact':>6} {'framework':<14}"
             f"{'step_s':>9}{'compute_s':>10}"
             f"{'x_intra_s':>10}{'x_inter_s':>10}{'x_node_s':>9}{'hidden_s':>9}{'host_s':>8}{'pipe_s':>8}"
             f"{'mem_GB':>8}  " + "".join(f"{g:<{GATE_WIDTH}}" for g in gate_ids)).rstrip()
@@ -211,23 +274,27 @@ def render(results, model, hw, shape, tun, conclusion: str, top: int, show_all: 
             lines.append(f"{r.rank:>3} {r.plan.name:<18}{'-':>10}  infeasible: {r.gates[-1].gate} "
                          f"{r.gates[-1].reason}")
             continue
+        mem = f"{bd.memory_GB:>7.1f}S" if needs_sharding(r) else f"{bd.memory_GB:>8.1f}"
         lines.append(f"{r.rank:>3} {r.plan.name:<18}{_f(bd.latency_s):>10}{_f(r.speedup_vs_1, 1):>8}"
+                     f"{_f(e2e.get(r.plan.name, (None,))[0], 1):>6}"
                      f"{'yes' if r.exact else 'NO':>6} {(r.framework or '-')[:13]:<14}{_f(bd.step_s):>9}"
                      f"{_f(bd.compute_s):>10}{_f(x['intra_domain']):>10}{_f(x['inter_domain']):>10}"
                      f"{_f(x['inter_node']):>9}{_f(bd.hidden_s):>9}{_f(bd.host_bound_s):>8}"
-                     f"{_f(bd.pipeline_s):>8}{bd.memory_GB:>8.1f}  {g}")
-    lines += ["", "speedup = single-device latency / plan latency (one decimal: a ratio of two predictions); exact = same output as one device up to "
+                     f"{_f(bd.pipeline_s):>8}{mem}  {g}")
+    lines += ["", "speedup = single-device latency / plan latency (one decimal: a ratio of two predictions); e2e_x = the "
+              "same with the serial stages added to both (end to end); exact = same output as one device up to "
               "reduction order (NO: stale activations, ranked after exact plans unless --allow-approximate); "
               "framework = preferred framework that runs it (native backend, then vendor preference); "
               "DPn = n replicas for other requests (ranked after plans that use every card for this one)",
               "x_* = exposed communication by the link class that sets its time (a collective whose group spans "
               "classes, e.g. an all-to-all across two islands, is charged whole to its slowest class; --json "
               "bytes_per_step_by_link splits its bytes by class); hidden = overlapped communication; host = time the "
-              "device waits for eager op dispatch; pipe = PipeFusion warm-up and fill",
+              "device waits for eager op dispatch; pipe = PipeFusion warm-up and fill; mem_GB = peak per rank as the "
+              "plan runs (S: with layer-wise weight sharding, which it needs to fit: G2 warn; the all-gather is priced)",
               "G1..G7 = the gates (listed below for the top two): ok = pass, i = information only, warn, VETO, - = not applicable", ""]
     for r in feas[:2]:
         lines.append(f"gates of #{r.rank} {r.plan.name}" + (f" (on {r.framework})" if r.framework else "")
-                     + f": {r.exact_reason}" + padding_note(r, model))
+                     + f": {r.exact_reason}" + header_notes(r, model))
         for gt in r.gates:
             lines.append(f"  {gt.gate} {gt.name:<26} {gt.verdict:<5} {gt.reason}")
         lines.append("")

@@ -51,13 +51,17 @@ def attach(payload: dict, results, short, model, shape, frameworks, hw) -> str:
     lines: list[str] = []
     told: dict[tuple[str, str], str] = {}
     for r in shown:
-        lines += [""] + render_text(recs[r.plan.name], r, told)
+        lines += [""] + render_text(recs[r.plan.name], r, told, model)
     return "\n".join(lines) + ("\n" if lines else "")
 
 
-def render_text(rec: dict, r, told: dict | None = None) -> list[str]:
-    """Text of one plan's recipe; a recipe already printed in full (`told`) shows its own lines only."""
-    head = f"#{r.rank} {r.plan.name}"
+def render_text(rec: dict, r, told: dict | None = None, model=None) -> list[str]:
+    """Text of one plan's recipe; a recipe already printed in full (`told`) shows its own lines only. With the
+    model, a plan that uses Ulysses carries its head split (issue 42: every answer line of such a plan)."""
+    from ditpar.plan.decide.report import head_split
+
+    split = head_split(model, r.plan)
+    head = f"#{r.rank} {r.plan.name}" + (f" ({split})" if split else "")
     if rec.get("framework") is None:
         return [f"{head}: no recipe: {rec['reason']}"]
     key = (rec["framework"], rec["recipe"])

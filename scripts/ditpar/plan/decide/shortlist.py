@@ -69,7 +69,23 @@ def sensitivity(model, hw, shape, tun, a, b) -> dict | None:
         return None
     best["command"] = measure_command(hw, [a.plan, b.plan], best, tun)
     best["command_note"] = processes_note(hw, [a.plan, b.plan], best, tun)
+    best["move"] = describe_move(hw, best)
     return best
+
+
+def describe_move(hw, sens: dict) -> str:
+    """Which figure the sensitivity moves, which way, from what value to what (issue 42: 'moved x3.47' of a figure
+    left unnamed read as contradicting G7, which scales every pattern of a link at once)."""
+    f = sens["factor"]
+    way = f"raised x{f:.3g}" if f >= 1 else f"lowered /{1 / f:.3g}"
+    if sens["pattern"] == "compute":
+        return f"compute rate (mfu), {way} ({hw.mfu:g} -> {hw.mfu * f:.3g}),"
+    link = hw.links[sens["link"]]
+    if sens["pattern"] == "alltoall":
+        now = "; ".join(f"{v:g} -> {v * f:.3g} GB/s at {k} cards" for k, v in link.alltoall_GBps)
+        return f"{sens['link']} all-to-all figure alone (its ring / bus figure held), {way} ({now}),"
+    return (f"{sens['link']} bandwidth, every pattern scaled together, {way} ({link.bandwidth_GBps:g} -> "
+            f"{link.bandwidth_GBps * f:.3g} GB/s),")
 
 
 def _deciding_groups(hw, plans, sens: dict, tun) -> list[list[int]]:
@@ -180,9 +196,7 @@ def describe(short: list, sens: dict | None, hw, measured: frozenset[str] = froz
                  "come out within their spread of each other.")
     text += transport_note(short, hw, measured)
     if sens is not None:
-        f = sens["factor"]
-        move = f"x{f:.3g}" if f >= 1 else f"/{1 / f:.3g}"
-        text += (f" Their order turns on the {sens['input']}: moved {move} it makes {sens['challenger']} beat "
+        text += (f" Their order turns on one input: the {sens['move']} makes {sens['challenger']} beat "
                  f"{sens['leader']}. Measure it: {sens['command']}"
                  + (f" ({sens['command_note']})." if sens.get("command_note") else "."))
     return text

@@ -161,6 +161,39 @@ def joint_short_list(bds, measured_links: set[str] | frozenset[str],
     return sorted(members, key=lambda i: (i != best, lat[i]))
 
 
+def pair_tie(lead, other, measured_links: set[str] | frozenset[str], half_width: float = MODEL_HALF_WIDTH) -> dict:
+    """`joint_short_list`'s rule on two predictions alone, with the figures that decide it: at the setting of the
+    unmeasured link figures most favourable to `other` (one of `link_corners`), `other`'s optimistic end against
+    the pessimistic end of the faster of the two there. tie = other's optimistic end reaches it (then the two
+    could swap: either could be the fastest)."""
+    corners = link_corners([lead, other], measured_links)
+    best = None
+    for c in corners:
+        ends = []
+        for bd in (lead, other):
+            at, pipe = latency_at(bd, c), getattr(bd, "pipeline_s", 0.0)
+            ends.append((at * math.exp(-half_width) - pipe * (1 - 1 / PIPELINE_FACTOR),
+                         at * math.exp(half_width) + pipe * (PIPELINE_FACTOR - 1)))
+        margin = ends[1][0] - min(ends[0][1], ends[1][1])
+        if best is None or margin < best["margin"]:
+            best = {"margin": margin, "corner": c, "other_low_s": ends[1][0], "lead_high_s": ends[0][1],
+                    "other_high_s": ends[1][1]}
+    best["tie"] = best["margin"] <= 0
+    return best
+
+
+def describe_corner(corner: dict[str, float]) -> str:
+    """'intra_domain all-to-all x1/2, inter_domain x3' for a setting of the link figures; the presets when none moves."""
+    if not corner or all(f == 1.0 for f in corner.values()):
+        return "the link figures as they stand"
+    parts = []
+    for k, f in sorted(corner.items()):
+        name = link_of(k) + (" all-to-all" if k.endswith(ALLTOALL_PART) else "")
+        # a factor on exposed time: x2 means the figure (bandwidth) is half the preset's
+        parts.append(f"{name} bandwidth {'/' if f > 1 else 'x'}{max(f, 1 / f):g}")
+    return ", ".join(parts)
+
+
 def fit_half_width(scenarios: list[tuple[list[float], list]], tie: float, target: float = RECALL_TARGET) -> float:
     """Smallest half-width at which the short list as plan.py builds it (`joint_short_list`: every unmeasured link
     figure at its evidence corners, the PipeFusion schedule at its best) holds the measured best (within `tie`) in at
