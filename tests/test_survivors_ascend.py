@@ -376,11 +376,16 @@ def test_groups_from_metadata(tmp_path):
     assert "123" in r.groups and r.groups["123"].name == ""
 
 
+def test_metadata_that_is_not_an_object_is_an_error_as_in_the_db_reader(tmp_path):
+    with pytest.raises(InputError, match=r"expected a JSON object \(torch_npu's profiler_metadata.json\), got list"):
+        ascend.read_rank(_rank(tmp_path, BASIC, meta=[1], name="list"))
+
+
 @pytest.mark.parametrize("meta, message", [({"parallel_group_info": [1]}, "parallel_group_info: expected an object")])
 def test_metadata_errors(tmp_path, meta, message):
     with pytest.raises(InputError, match=message):
         ascend.read_rank(_rank(tmp_path, BASIC, meta=meta))
-    for harmless in ([1], {"x": 1}, {"parallel_group_info": None}):
+    for harmless in ({"x": 1}, {"parallel_group_info": None}):
         r = ascend.read_rank(_rank(tmp_path, BASIC, meta=harmless, name=f"h{len(str(harmless))}"))
         assert sorted(r.groups) == ["123"]
 

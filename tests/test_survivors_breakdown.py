@@ -161,12 +161,12 @@ def test_rank_rows_and_results_read_per_rank():
     from ditpar.core.profile import ProfileSet, function_name
 
     ps = profile(EVENTS, WINDOWS)
-    rows = rank_rows(ps)
+    rows = rank_rows(ps)["rows"]
     assert [r["step"] for r in rows] == [1, 3] and rows[1]["stage_us"] == 50
     empty = ps.events.iloc[:0]
     assert rank_rows(ProfileSet(events=empty)) is None
     # rows computed where each rank was read: merged in rank order, a rank without tasks left out
-    r1 = [dict(r, rank=1) for r in rank_rows(ps)]
+    r1 = {"rows": [dict(r, rank=1) for r in rows], "training": rank_rows(ps)["training"]}
     per_rank = ProfileSet(events=empty, rank_results={1: r1, 0: rank_rows(ps), 2: None},
                           rank_results_of=function_name(rank_rows))
     bd = step_breakdown(per_rank)
@@ -204,7 +204,7 @@ def test_rank_rows_are_in_step_order_whatever_the_window_order():
     # step 5's window [0, 100) comes before step 4's [100, 200): rows read per rank are in step order
     # 4, 5 (window order would give 5, 4); step 4 holds compute [120, 130) = 10 us, step 5 [10, 40) = 30 us
     ev = [(0, 10, 40, "compute", "mm"), (0, 120, 130, "compute", "mm")]
-    rows = rank_rows(profile(ev, [(0, 5, 0, 100), (0, 4, 100, 200)]))
+    rows = rank_rows(profile(ev, [(0, 5, 0, 100), (0, 4, 100, 200)]))["rows"]
     assert [(r["step"], r["computing_us"]) for r in rows] == [(4, 10), (5, 30)]
 
 
@@ -275,7 +275,7 @@ def test_segment_counts_per_kind_by_hand():
     # [70,90): 3. One unnumbered step (no windows); us stamps: resolution 1000 ns
     ev = [(0, s, s + 10, "compute", "mm") for s in (0, 30, 60, 90)] + [(0, 10, 20, "comm", "allreduce"),
                                                                       (0, 35, 38, "comm", "allreduce")]
-    (row,) = rank_rows(profile(ev))
+    (row,) = rank_rows(profile(ev))["rows"]
     assert row["step"] is None and row["stamp_error_ns"] == 1000
     assert row["segments"] == {"computing": 4, "communication": 2, "not_overlapped": 1, "free": 3, "ends": 1,
                                "receives": 0}
@@ -290,8 +290,8 @@ def test_db_stamps_are_exact():
     # the same us-rounded tasks read from a db export: the profiler's own ns, stamp error 0 (text: 1000)
     ps = profile(EVENTS, WINDOWS)
     db = ProfileSet(events=ps.events, steps=ps.steps, sources={0: [Path("PROF_0/analysis.db")]})
-    assert {r["stamp_error_ns"] for r in rank_rows(db)} == {0}
-    assert {r["stamp_error_ns"] for r in rank_rows(ps)} == {1000}
+    assert {r["stamp_error_ns"] for r in rank_rows(db)["rows"]} == {0}
+    assert {r["stamp_error_ns"] for r in rank_rows(ps)["rows"]} == {1000}
 
 
 def test_a_single_unnumbered_window_is_the_whole_capture():
@@ -437,7 +437,7 @@ def test_rank_rows_put_the_unnumbered_window_first_and_step_0_before_step_1():
     # windows in time order: unnumbered [0, 50), step 1 [50, 100), step 0 [100, 150), one compute task each
     # (10, 20, 30 us): rows unnumbered first, then steps 0, 1
     ev = [(0, 10, 20, "compute", "mm"), (0, 60, 80, "compute", "mm"), (0, 110, 140, "compute", "mm")]
-    rows = rank_rows(profile(ev, [(0, None, 0, 50), (0, 1, 50, 100), (0, 0, 100, 150)]))
+    rows = rank_rows(profile(ev, [(0, None, 0, 50), (0, 1, 50, 100), (0, 0, 100, 150)]))["rows"]
     assert [(r["step"], r["computing_us"]) for r in rows] == [(None, 10), (0, 30), (1, 20)]
 
 
