@@ -24,9 +24,10 @@ def _run_example(line: str, cwd) -> subprocess.CompletedProcess:
         words = [sys.executable, "-m", "torch.distributed.run", "--standalone", *words[1:]]
     else:
         words = [sys.executable, *words[1:]]
-    words = [str(ROOT / w) if w.startswith(("scripts/", "benchmarks/")) else w for w in words]
-    # an example writes under /tmp (never into the checkout); the test keeps it in its own folder
+    # an example writes under /tmp (never into the checkout); the test keeps it in its own folder (before the
+    # repository's own paths are made absolute: a checkout may itself lie under /tmp)
     words = [str(cwd / w[len("/tmp/"):]) if w.startswith("/tmp/") else w for w in words]
+    words = [str(ROOT / w) if w.startswith(("scripts/", "benchmarks/")) else w for w in words]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
     if os.path.exists("/sys/class/net/lo"):
         env.setdefault("GLOO_SOCKET_IFNAME", "lo")
