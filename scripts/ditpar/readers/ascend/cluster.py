@@ -42,7 +42,7 @@ from ditpar.core.profile import (
 )
 from ditpar.errors import InputError
 from ditpar.readers.ascend import text as ascend
-from ditpar.readers.ascend.db import GBPS, MB, MS, US, Col, _Db, ident
+from ditpar.readers.ascend.db import GBPS, MB, MS, US, Col, _Db, ident, refuse_repeated_rows
 from ditpar.timeparse import us_to_ns
 
 OUTPUT_DIR = "cluster_analysis_output"
@@ -388,14 +388,9 @@ def _read_db(path: Path) -> tuple:
 
 
 def _once(db: _Db, table: str, rows: list[tuple]) -> None:
-    """Refuse a row repeated verbatim: msprof-analyze writes one row per op (or link) and rank, so a copy
-    is damage, and counted twice it would double that op's time. Names both rows (from 1)."""
-    seen: dict[tuple, int] = {}
-    for n, row in enumerate(rows, 1):
-        if row in seen:
-            raise InputError(f"{db.path}: table {table} rows {seen[row]} and {n}: identical in every column read; "
-                             "expected each row once (a repeated row would be counted twice)")
-        seen[row] = n
+    """msprof-analyze writes one row per op (or link) and rank: a copy is refused (db.refuse_repeated_rows)."""
+    refuse_repeated_rows(f"{db.path}: table {table}", rows,
+                         "each row once (a repeated row would be counted twice)")
 
 
 def _db_steps(db: _Db) -> pd.DataFrame:

@@ -683,12 +683,8 @@ def _comm_ops(db: _Db, strings: dict[int, str]) -> pd.DataFrame:
     rows = db.rows("COMMUNICATION_OP", "SELECT opName, opType, groupName, startNs, endNs, count, dataType "
                                        "FROM COMMUNICATION_OP ORDER BY rowid")
     where = f"{db.path}: table COMMUNICATION_OP"
-    seen: dict[tuple, int] = {}
+    refuse_repeated_rows(where, rows, "one row per op (a repeated row would count the op twice)")
     for n, row in enumerate(rows, 1):
-        if row in seen:
-            raise InputError(f"{where} rows {seen[row]} and {n}: identical in every column read; expected one row "
-                             "per op (a repeated row would count the op twice)")
-        seen[row] = n
         for col, value in (("opName", row[0]), ("opType", row[1]), ("groupName", row[2])):
             if value is not None and value not in strings:
                 raise InputError(f"{where} row {n} column {col}: id {value} is not in STRING_IDS; "
@@ -1110,3 +1106,13 @@ def _matrix(db: _Db) -> pd.DataFrame:
     frame["rank"] = frame["rank"].astype(np.int64)
     frame["step"] = pd.array(frame["step"], dtype="Int64")
     return frame
+
+
+def refuse_repeated_rows(where: str, rows: list[tuple], expected: str) -> None:
+    """A row repeated verbatim is damage (the profiler writes each row once; counted twice it doubles an
+    op's time): InputError naming both rows (from 1) and what one row stands for."""
+    seen: dict[tuple, int] = {}
+    for n, row in enumerate(rows, 1):
+        if row in seen:
+            raise InputError(f"{where} rows {seen[row]} and {n}: identical in every column read; expected {expected}")
+        seen[row] = n
