@@ -63,3 +63,10 @@ def test_domains_describe_a_box_no_preset_has():
                                                   check=2).stderr
     assert "no links.inter_domain" in run_script("plan.py", "--model", "FLUX.1-dev", "--hardware", "H100",
                                                  "--devices", "6", "--domains", "3,3", check=2).stderr
+
+
+def test_a_borrowed_mfu_is_said_in_the_answer():
+    text = run_script("plan.py", "--model", "FLUX.1-dev", "--hardware", "B200", "--devices", "8", check=0).stdout
+    assert "mfu borrowed from the H100 preset, not measured on this machine" in text
+    own = run_script("plan.py", "--model", "FLUX.1-dev", "--hardware", "H100", "--devices", "8", check=0).stdout
+    assert "borrowed" not in own.split("compute:", 1)[1].splitlines()[0]

@@ -174,3 +174,27 @@ def test_a_name_that_could_forge_a_line_is_refused_where_it_is_read(name, char, 
     proc = run_script("plan.py", "--model-config", str(folder.parent), "--hardware", "H100", "--devices", "8",
                       check=2)
     assert "holds the control character" in proc.stderr
+
+
+@pytest.mark.parametrize("old, new, key", [
+    ('name = "My PCIe box x4"', 'name = "box\\nverdict: PASS"', "key 'name'"),
+    ('name = "My PCIe box x4"', 'name = "box"\naliases = ["a\\u001b[2Jb"]', "key 'aliases[0]'"),
+    ('name = "PCIe Gen5 x16"', 'name = "PCIe\\u001b[31m"', "key 'links.intra_domain.name'"),
+])
+def test_a_machine_files_names_are_one_printable_line(old, new, key, tmp_path):
+    text = (ROOT / "templates" / "my-hardware.toml").read_text()
+    path = tmp_path / "hw.toml"
+    path.write_text(text.replace(old, new, 1))
+    err = run_script("plan.py", "--model", "FLUX.1-dev", "--hardware", str(path), "--devices", "4", check=2).stderr
+    assert f"{key}: holds the control character" in err and err.count("\n") == 1
+
+
+def test_a_hostile_model_file_path_is_quoted_in_the_measure_line(tmp_path):
+    folder = tmp_path / "$(touch PWNED)"
+    folder.mkdir()
+    model = folder / "m.toml"
+    model.write_text((ROOT / "templates" / "models" / "custom-example.toml").read_text())
+    out = run_script("plan.py", "--model-file", str(model), "--hardware", "H100", "--devices", "8", check=0).stdout
+    line = next(ln for ln in out.splitlines() if "plan_bench.py --model-file" in ln)
+    command = line.split("on these cards: ", 1)[1].split(" --json >", 1)[0]
+    assert shlex.split(command)[shlex.split(command).index("--model-file") + 1] == str(model)

@@ -61,6 +61,9 @@ def calibrate_box(args, model, hw, shape, tun) -> Box:
     else:
         compute = (f"compute from the preset (peak {hw.peak_tflops_bf16:g} TFLOPS x mfu {hw.mfu:g}); not calibrated: "
                    f"pass --ref-step-s or --ref-latency from one 1-card run")
+        borrowed = str(hw.sources.get("mfu", ""))
+        if borrowed.lower().startswith("borrowed"):   # no measurement of this class: say whose figure it is
+            compute += f"; mfu {borrowed.split(';')[0].split(' (')[0]}, not measured on this machine"
     compute += "; " + shape_term(hw)
     return Box(hw, tun, records, overrides, compute, warnings)
 
