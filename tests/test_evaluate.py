@@ -94,7 +94,7 @@ def test_evaluate_cli(tmp_path):
 
 
 def test_published_tables_outside_shared_are_read_whole():
-    """benchmarks/published: 378 rows from other public docs; every row is scored or says why not."""
+    """benchmarks/published: 429 rows from other public docs; every row is scored or says why not."""
     from conftest import ROOT
 
     frames = ev.load_tables(ROOT / "benchmarks" / "published")
@@ -110,8 +110,10 @@ def test_published_tables_outside_shared_are_read_whole():
     # models without a preset (VideoSys 3, cache-dit Z-Image 4), which say so
     # + the fifth unseen round (collected 2026-12-05): mochi-xdit's L40 chart in two versions (28), vLLM-Omni's
     # Qwen-Image-Edit TP recipe (4), HunyuanWorld-Voyager's xDiT table (4) and vLLM-Omni PR 1221's Wan2.2-TI2V rows (3)
+    # + the sixth round (2026-12-07): vLLM-Omni's Qwen-Image Ulysses table on H800 (4), SGLang-Diffusion's H100 CI
+    # baselines (8)
     assert sum(len(f) for f in frames.values()) == (153 + 13 + 16 + 12 + 12 + 28 + 18 + 4 + 9 + 7 + 4 + 2
-                                                    + 16 + 28 + 42 + 7 + 3 + 4 + 28 + 4 + 4 + 3)
+                                                    + 16 + 28 + 42 + 7 + 3 + 4 + 28 + 4 + 4 + 3 + 4 + 8)
     for name, frame in frames.items():
         scored = ev.score_table(frame)
         for _, row in scored.iterrows():
@@ -138,9 +140,20 @@ def test_published_tables_outside_shared_are_read_whole():
     # rows state no degrees) = 36; pairs by hand: per chart version, 2 GPUs CFG-2 > 5 % ahead of Ulysses-2 and Ring-2
     # (A: 198 vs 222 and 216; B: 252 vs 276 and 270; U2 vs R2 2.8 % and 2.2 %), the 3-, 4- and 6-GPU pairs within
     # 1 %; genmo's bars one plan per count; Wan2.2 Ring-2 vs Ulysses-2 1.4 % apart = 4 pairs, 2 top-1 scenarios
-    assert (s["rows_scored"], s["pairs"], s["top1_scenarios"]) == (87 + 29 + 12 + 58 + 9 + 13 + 16 + 26 + 42 + 7 + 36,
+    # + the sixth round: 4 H800 rows and 7 of SGLang's 8 (FLUX.1-dev on two GPUs names no degree); one plan per card
+    # count in both, so no pair and no top-1 scenario
+    assert (s["rows_scored"], s["pairs"], s["top1_scenarios"]) == (87 + 29 + 12 + 58 + 9 + 13 + 16 + 26 + 42 + 7 + 36
+                                                                   + 4 + 7,
                                                                    25 + 28 + 12 + 49 + 9 + 12 + 16 + 4,
                                                                    9 + 5 + 3 + 9 + 3 + 1 + 2 + 2)
+    # the sixth round's speedups by hand from the printed latencies: H800 112.5 / 65.2, / 39.6, / 30.8; SGLang
+    # 12770.15 / 10192.48 (Ring-2), 906.14 / 752.84 (Ulysses-2), 23139.56 / 13216.13 (TP-2)
+    six = ev.evaluate_tables({n: frames[n] for n in ("vllmomni_qwen_image_ulysses_h800.csv",
+                                                     "sglang_ci_h100_perf_baselines.csv")})
+    got6 = sorted((r["config"], round(r["measured_speedup"], 4)) for r in six["speedups"])
+    assert got6 == sorted([("U2", round(112.5 / 65.2, 4)), ("U4", round(112.5 / 39.6, 4)), ("U8", round(112.5 / 30.8, 4)),
+                           ("R2", round(12770.15 / 10192.48, 4)), ("U2", round(906.14 / 752.84, 4)),
+                           ("T2", round(23139.56 / 13216.13, 4))])
     os2 = ev.evaluate_tables({"opensora2_comp_effic.csv": frames["opensora2_comp_effic.csv"]})["summary"]
     assert (os2["rows_scored"], os2["pairs"], os2["top1_scenarios"]) == (7, 0, 0)
     flux2 = ev.evaluate_tables({"cachedit_flux2_hybrid_l20.csv": frames["cachedit_flux2_hybrid_l20.csv"]})["summary"]
