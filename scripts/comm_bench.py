@@ -122,6 +122,7 @@ def body() -> int:
 
 def report(args, ctx, rows: list[dict], timing: str) -> None:
     import pandas as pd
+    from ditpar.comm import dist
     from ditpar.comm.bench import CSV_COLUMNS
 
     frame = pd.DataFrame(rows, columns=CSV_COLUMNS)
@@ -129,14 +130,18 @@ def report(args, ctx, rows: list[dict], timing: str) -> None:
         cli.write_csv(args.csv, frame)
     if args.plot:
         plot(frame, args.plot, ctx)
-    meta = {"backend": ctx.backend, "world": ctx.world, "device": str(ctx.device), "timing": timing,
+    meta = {"backend": ctx.backend, "library": dist.library(ctx.backend), "world": ctx.world,
+            "device": str(ctx.device), "timing": timing,
             "dtype": args.dtype, "iters": args.iters, "warmup": args.warmup,
             "time_statistic": "median over iterations of the slowest rank's time",
             "all_correct": bool(all(r["correct"] for r in rows)), "rows": rows}
     if args.json:
         cli.print_json("comm_bench", meta)
         return
-    print(f"# backend {ctx.backend}  world {ctx.world}  device {ctx.device}  dtype {args.dtype}  "
+    lib = dist.library(ctx.backend)   # RCCL under 'nccl' on ROCm: said; NCCL / HCCL / gloo are the backend's name
+    print(f"# backend {ctx.backend}{f' ({lib})' if lib.lower() != ctx.backend else ''}  world {ctx.world}  "
+          f"device {ctx.device}  "
+          f"dtype {args.dtype}  "
           f"timing {timing}  iters {args.iters}  warmup {args.warmup}")
     print("# time = median over iterations of the slowest rank; algbw = size/time; busbw = algbw x factor")
     if args.simultaneous:

@@ -162,7 +162,7 @@ def test_hardware_resolution(args, name, nodes):
     (("H100", None, 12), "12 devices is not a whole number of 8-device nodes"),
     (("H100", "PCIe"), "with PCIe: preset 'H100-SXM NVLink x8' is NVLink"),
     (("A100 PCIe", "NVLink"), "says PCIe but interconnect says NVLink"),
-    (("H100", "Infiniband"), "expected NVLink, PCIe or HCCS"),
+    (("H100", "Infiniband"), "expected NVLink, PCIe, HCCS or Infinity Fabric"),
     (("H100", "NVLink, 2 nodes", 24), "24 devices over 2 nodes is 12 per node"),
 ])
 def test_hardware_errors(args, fragment):
@@ -296,7 +296,7 @@ def test_broken_toml_syntax(tmp_path, monkeypatch):
     ("domain_size = 4", "domain_size = 3", "key 'domain_size' (3) must divide 'devices_per_node' (8)"),
     ("mfu = 0.6", "mfu = 1.5", "key 'mfu' must be a number in [0.01, 1], got 1.5"),
     ("bandwidth_GBps = 24.0", "bandwidth_GBps = 0", "key 'links.intra_domain.bandwidth_GBps' must be a number in [0.01, 10000], got 0"),
-    ('vendor = "nvidia"', 'vendor = "amd"', "key 'vendor' must be one of 'nvidia', 'ascend', got 'amd'"),
+    ('vendor = "nvidia"', 'vendor = "intel"', "key 'vendor' must be one of 'nvidia', 'ascend', 'amd', got 'intel'"),
     ("alltoall_GBps = { 4 = 6.0 }", "alltoall_GBps = { 2 = 2.0 }",
      "key 'links.intra_domain.alltoall_GBps.2' must be a group size (an integer >= 3)"),
     ("alltoall_GBps = { 4 = 6.0 }", "alltoall_GBps = { 4 = -1 }",

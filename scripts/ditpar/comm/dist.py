@@ -57,6 +57,16 @@ def npu_available() -> bool:
     return bool(npu is not None and npu.is_available() and npu.device_count() > 0)
 
 
+def library(backend: str) -> str:
+    """The collective library a torch backend runs here: RCCL under 'nccl' on a ROCm build of torch
+    (torch.version.hip set), NCCL / HCCL under 'nccl' / 'hccl' elsewhere, the backend itself otherwise."""
+    import torch
+
+    if backend == "nccl":
+        return "RCCL" if getattr(torch.version, "hip", None) else "NCCL"
+    return {"hccl": "HCCL"}.get(backend, backend)
+
+
 def choose_backend(requested: str = "auto") -> str:
     """hccl when torch_npu and an NPU are present, nccl on CUDA, gloo otherwise; or the forced one."""
     if requested not in BACKENDS:

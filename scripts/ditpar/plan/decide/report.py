@@ -7,6 +7,7 @@ import math
 from ditpar.plan.cost import efficiency
 from ditpar.plan.cost.work import LINK_KEYS
 from ditpar.plan.decide import uncertainty
+from ditpar.plan.decide.machine import machine_lines, machine_record
 
 SHORT = {"pass": "ok", "veto": "VETO", "warn": "warn", "info": "i"}
 
@@ -140,7 +141,8 @@ def payload(results, model, hw, shape, tun, conclusion: str, frameworks=None,
             allow_approximate: bool = False) -> dict:
     return {
         "frameworks": [fw.as_dict() for fw in frameworks or []], "allow_approximate": allow_approximate,
-        "model": model.name, "hardware": hw.name, "devices": results[0].plan.devices if results else 0,
+        "model": model.name, "hardware": hw.name, "machine": machine_record(hw),
+        "devices": results[0].plan.devices if results else 0,
         "shape": {"width": shape.width, "height": shape.height, "frames": shape.frames, "steps": shape.steps,
                   "cfg": shape.cfg, "tokens": shape.tokens, "text_joint_tokens": shape.text_joint,
                   "text_cross_tokens": shape.text_cross},
@@ -256,6 +258,7 @@ def render(results, model, hw, shape, tun, conclusion: str, top: int, show_all: 
             lines.append(expected)
     if feas and cards_note(hw, feas[0].plan.devices):
         lines.append(cards_note(hw, feas[0].plan.devices))
+    lines += machine_lines(hw)
     lines.append("")
     gate_ids = sorted({gt.gate for r in results for gt in r.gates}, key=lambda g: (len(g), g))
     e2e = end_to_end_speedups(stages, results) if stages is not None else {}

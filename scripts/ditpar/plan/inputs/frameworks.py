@@ -195,13 +195,16 @@ def all_frameworks() -> list[Framework]:
     return list(_registry(str(templates_dir() / "frameworks")).values())
 
 
-NATIVE_BACKEND = {"nvidia": "nccl", "ascend": "hccl"}
+NATIVE_BACKEND = {"nvidia": "nccl", "ascend": "hccl", "amd": "nccl"}   # torch backend names (ROCm: "nccl" runs RCCL)
+#: the collective library under that backend, as answers name it
+COLLECTIVE_LIBRARY = {"nvidia": "NCCL", "ascend": "HCCL", "amd": "RCCL"}
 # Which framework the `framework` column names when several run a plan: the vendor's own or reference stack
 # first (MindIE-SD is Huawei's for Ascend; xDiT is the reference DiT-parallel implementation whose published
 # tables the cost model is judged on), then by breadth of model coverage; profiles not listed come after, in
 # the order given (file name order by default).
 PREFERENCE = {"ascend": ("MindIE-SD", "xDiT", "cache-dit", "vLLM-Omni", "LightX2V"),
-              "nvidia": ("xDiT", "cache-dit", "diffusers-CP", "ParaAttention", "vLLM-Omni", "LightX2V")}
+              "nvidia": ("xDiT", "cache-dit", "diffusers-CP", "ParaAttention", "vLLM-Omni", "LightX2V"),
+              "amd": ("cache-dit", "vLLM-Omni", "SGLang-diffusion")}
 
 
 def preferred(runners: list[Framework], hw) -> list[Framework]:

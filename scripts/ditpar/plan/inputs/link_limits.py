@@ -44,6 +44,11 @@ LINE_RATES = {
                      "Ascend 910C in CloudMatrix384: over 392 GB/s unidirectional per NPU (fourteen 400 Gb/s "
                      "ports; ../shared/facts/parallelism-models-hardware.md); 910B full mesh 7 x 56 GB/s "
                      "= 392 (unverified, same file)"),
+    "Infinity Fabric": LineRate("Infinity Fabric", 448.0,
+                                "AMD Instinct MI300X / MI325X: seven xGMI (Infinity Fabric) links per GPU in an 8-GPU "
+                                "full mesh, 64 GB/s per link and direction = 448 GB/s per GPU and direction (AMD MI300X "
+                                "platform data sheet: 128 GB/s bidirectional per link, 896 GB/s per GPU; "
+                                "rocm.blogs.amd.com/software-tools-optimization/mi300x-rccl-xgmi, 2025-03-02)"),
     "network": LineRate("network", 100.0,
                         "an 800 Gb/s NIC (InfiniBand XDR, 800GbE RoCE) = 100 GB/s per direction per rank; a 400G "
                         "ConnectX-7 NDR reaches 48-49 GB/s (NVIDIA/nccl-tests#267)"),
@@ -52,6 +57,7 @@ LINE_RATES = {
 _NAMES = (  # (technology, pattern of a link name), first match wins
     ("NVLink", re.compile(r"nvlink|nvswitch|\bnv\d+\b", re.I)),
     ("HCCS", re.compile(r"hccs|\bsio\b|\bub\b|superpod", re.I)),
+    ("Infinity Fabric", re.compile(r"infinity fabric|xgmi", re.I)),
     ("network", re.compile(r"\bib\b|infiniband|roce|ethernet|rdma|\bnic\b|\d+\s*ge\b", re.I)),
     ("PCIe", re.compile(r"pcie|\bsys\b|\bupi\b|\bqpi\b|\bpix\b|\bpxb\b|\bphb\b", re.I)),
 )

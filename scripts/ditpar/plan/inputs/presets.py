@@ -24,7 +24,8 @@ from ditpar.plan.inputs import schema
 TEMPLATES_ENV = "DITPAR_TEMPLATES"
 BLOCK_TYPES = schema.BLOCK_TYPES
 LINK_KEYS = schema.LINK_KEYS
-INTERCONNECTS = {"nvlink": "NVLink", "pcie": "PCIe", "hccs": "HCCS"}
+INTERCONNECTS = {"nvlink": "NVLink", "pcie": "PCIe", "hccs": "HCCS",
+                 "infinity fabric": "Infinity Fabric", "xgmi": "Infinity Fabric"}   # AMD: xGMI is Infinity Fabric
 
 
 def templates_dir() -> Path:
@@ -589,7 +590,7 @@ load_model = resolve_model
 
 _COUNT_RE = re.compile(r"^\s*(?:(\d+)\s*[x×*]\s*)?(\d+)\s*[x×*]\s*")
 _NODES_RE = re.compile(r",?\s*(\d+)[\s-]*(?:nodes?|machines?|servers?)\b", re.IGNORECASE)
-_IC_RE = re.compile(r"\b(nvlink|pcie|hccs)\b", re.IGNORECASE)
+_IC_RE = re.compile(r"\b(nvlink|pcie|hccs|infinity fabric|xgmi)\b", re.IGNORECASE)
 
 
 def _count(digits: str, what: str, text: str) -> int:
@@ -639,7 +640,7 @@ def resolve_hardware(hardware: str, interconnect: str | None = None,
                      n_devices: int | None = None) -> HardwarePreset:
     """Hardware preset for a name (e.g. 'A100', '8xL40 PCIe', 'H100, NVLink, 2 nodes').
 
-    interconnect ('NVLink', 'PCIe', 'HCCS', optionally ', N nodes') must agree with the preset;
+    interconnect ('NVLink', 'PCIe', 'HCCS', 'Infinity Fabric', optionally ', N nodes') must agree with the preset;
     n_devices beyond one node sets the node count (it must be a multiple of devices_per_node).
     """
     if not isinstance(hardware, str) or not normalize(hardware):
@@ -681,7 +682,7 @@ def resolve_hardware(hardware: str, interconnect: str | None = None,
     if interconnect is not None:
         extra_ic, extra_nodes = _split_interconnect(str(interconnect))
         if extra_ic is None:
-            raise InputError(f"interconnect '{interconnect}': expected NVLink, PCIe or HCCS "
+            raise InputError(f"interconnect '{interconnect}': expected NVLink, PCIe, HCCS or Infinity Fabric "
                              f"(optionally with ', N nodes')")
         if want_ic and extra_ic != want_ic:
             raise InputError(f"hardware '{hardware}' says {want_ic} but interconnect says {extra_ic}")

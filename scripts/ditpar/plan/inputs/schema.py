@@ -160,8 +160,8 @@ LINK = Table({
 
 HARDWARE = Table({
     "name": TEXT, "aliases": Key("texts"), "notes": OPT_TEXT,
-    "vendor": Key("choice", choices=("nvidia", "ascend"), required=True), "accelerator": TEXT,
-    "interconnect": Key("choice", choices=("NVLink", "PCIe", "HCCS"), required=True),
+    "vendor": Key("choice", choices=("nvidia", "ascend", "amd"), required=True), "accelerator": TEXT,
+    "interconnect": Key("choice", choices=("NVLink", "PCIe", "HCCS", "Infinity Fabric"), required=True),
     "p2p": Key("bool"), "pcie_layout": OPT_TEXT,
     "devices_per_node": _int(1, 1024), "nodes": _int(1, 1024, False), "domain_size": _int(1, 1024),
     "domains": Key("int_lists"),

@@ -1,6 +1,6 @@
 """Parse `npu-smi info -t topo` and `nvidia-smi topo -m` matrices into link classes, domains and card groups.
 
-A domain is a set of cards joined by the fast device fabric (NVLink, HCCS, SIO, UB); on a box
+A domain is a set of cards joined by the fast device fabric (NVLink, HCCS, SIO, UB, XGMI); on a box
 without any fabric link it is the set of cards that reach each other without crossing the
 inter-socket (SYS) link. Which card groups are legal is LEGAL_RULE below, the one rule that both
 the listing (``Topology.groups``: one tiling per size) and the check (``Topology.check_group``) use.
@@ -19,11 +19,11 @@ _LABEL_RE = re.compile(r"^(GPU|NPU|Phy-ID)(\d+)$")
 _NV_RE = re.compile(r"^NV(\d+)$")
 
 # Speed rank of each link class: lower is faster. NV# ranks by its bond count (below).
-_RANK = {"SIO": 1.0, "HCCS": 2.0, "UB": 2.0, "HCCS_SW": 2.5,
+_RANK = {"SIO": 1.0, "HCCS": 2.0, "UB": 2.0, "XGMI": 2.0, "HCCS_SW": 2.5,
          "PIX": 10.0, "PXB": 11.0, "PHB": 12.0, "NODE": 13.0, "SYS": 14.0, "NA": 15.0}
 _ALIASES = {"SOC": "SYS"}  # older nvidia-smi spelling of SYS
-FABRIC = {"SIO", "HCCS", "UB", "HCCS_SW"}
-KNOWN = "X, NV<n>, SIO, HCCS, HCCS_SW, UB, PIX, PXB, PHB, NODE, SYS (SOC), NA"
+FABRIC = {"SIO", "HCCS", "UB", "HCCS_SW", "XGMI"}   # XGMI: AMD Infinity Fabric (rocm-smi --showtopotype)
+KNOWN = "X, NV<n>, SIO, HCCS, HCCS_SW, UB, XGMI, PIX, PXB, PHB, NODE, SYS (SOC), NA"
 
 
 #: the one rule for legal card groups, printed by topo.py and applied by groups() and check_group()
@@ -108,10 +108,12 @@ class Topology:
         return self.components(lambda c: link_rank(c) < _RANK["SYS"])
 
     def interconnect(self) -> str:
-        """The device fabric the matrix shows, as presets name it: NVLink (NV# links), HCCS (HCCS, SIO,
-        UB links) or PCIe (host paths only)."""
+        """The device fabric the matrix shows, as presets name it: NVLink (NV# links), Infinity Fabric (XGMI
+        links), HCCS (HCCS, SIO, UB links) or PCIe (host paths only)."""
         if any(_NV_RE.match(c) for c in self.classes):
             return "NVLink"
+        if "XGMI" in self.classes:
+            return "Infinity Fabric"
         return "HCCS" if any(c in FABRIC for c in self.classes) else "PCIe"
 
     def levels(self) -> list[dict]:
