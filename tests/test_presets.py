@@ -25,7 +25,7 @@ DESIGN_HARDWARE = ["A100", "H100", "H20", "H200", "L40", "L20", "RTX 4090", "910
 def test_every_design_model_name_resolves_to_itself():
     for name in DESIGN_MODELS:
         assert presets.load_model(name).name == name
-    assert len(presets.list_models()) == 35  # 33 named models (FLUX.2-dev added for issue 23, Open-Sora 2.0 for issue 23 round 4, nine 2026 models for issue 39) + the MHA and GQA examples
+    assert len(presets.list_models()) == 37  # 35 named models (FLUX.2-dev added for issue 23, Open-Sora 2.0 for issue 23 round 4, nine 2026 models, Lumina-Image-2.0 (GQA) and HiDream-I1-Full (MoE) for issue 39) + the MHA and GQA examples
 
 
 @pytest.mark.parametrize("spelling, expected", [

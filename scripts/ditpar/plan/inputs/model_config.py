@@ -258,6 +258,30 @@ def _z_image(c: _Config) -> Dims:
                 notes=f"{refiners} noise-refiner blocks as 'self'; {refiners} context-refiner blocks on the text not counted")
 
 
+def _lumina2(c: _Config) -> Dims:
+    """Lumina-Image 2.0: single-stream blocks over text + image tokens (GQA: num_kv_heads), noise refiners before
+    them; the SwiGLU FFN is 4 x hidden (x ffn_dim_multiplier) rounded up to multiple_of, no 2/3 factor
+    (LuminaFeedForward in diffusers' attention.py)."""
+    heads = c.int("num_attention_heads", flag="heads", lo=1, hi=limits.MAX_HEADS)
+    hidden = c.int("hidden_size", lo=1)
+    if hidden % heads:
+        raise InputError(f"{c.path}: key 'hidden_size' ({hidden}) is not a multiple of 'num_attention_heads' ({heads})")
+    kv = c.supplied.get("kv_heads") or c.int("num_kv_heads", heads, lo=1, hi=limits.MAX_HEADS)
+    inner = 4 * hidden
+    if c.has("ffn_dim_multiplier"):
+        inner = int(c.num("ffn_dim_multiplier", 1.0) * inner)
+    step = c.int("multiple_of", 256, lo=1)
+    patch = c.int("patch_size", 2, lo=1)
+    refiners = c.int("num_refiner_layers", 2)
+    blocks = {"single": c.int("num_layers", flag="layers", lo=1, hi=limits.MAX_LAYERS)}
+    if refiners:
+        blocks["self"] = refiners
+    # adaLN: Linear(min(hidden, 1024) -> 4 hidden) per block (Lumina2TransformerBlock's LuminaRMSNormZero)
+    return Dims(heads, kv, hidden // heads, hidden, step * ((inner + step - 1) // step), 3, blocks, (1, patch, patch),
+                c.int("in_channels", 16, lo=1), modulation=4.0 * min(hidden, 1024) / hidden,
+                notes=f"{refiners} noise-refiner blocks as 'self'; {refiners} context-refiner blocks on the text not counted")
+
+
 def _sd3(c: _Config) -> Dims:
     d = _joint(c)
     dual = len(c.data.get("dual_attention_layers") or [])
@@ -286,8 +310,11 @@ CLASSES: dict[str, ClassSpec] = {
         PIPELINES + "qwenimage/pipeline_qwenimage.py (max_sequence_length 512, an upper bound)", "joint", True,
         (1328, 1328, 1, 50), packed=True),
     "HiDreamImageTransformer2DModel": ClassSpec(
-        "custom", _t("transformer_hidream_image.py"), _hidream, "image", 128,
-        PIPELINES + "hidream_image/pipeline_hidream_image.py (max_sequence_length 128)", "joint", True,
+        "custom", _t("transformer_hidream_image.py"), _hidream, "image", 384,
+        PIPELINES + "hidream_image/pipeline_hidream_image.py (max_sequence_length 128); every block joins three "
+        "128-token streams: T5 and the last Llama layer, plus that block's Llama layer "
+        "(HiDream-ai/HiDream-I1@b957ee4391bf:hi_diffusers/models/transformers/transformer_hidream_image.py, forward)",
+        "joint", True,
         (1024, 1024, 1, 50), packed=True),
     "SD3Transformer2DModel": ClassSpec(
         "sd3", _t("transformer_sd3.py"), _sd3, "image", 333,
@@ -300,6 +327,10 @@ CLASSES: dict[str, ClassSpec] = {
     "SanaTransformer2DModel": ClassSpec(
         "sana", _t("sana_transformer.py"), _sana, "image", 300,
         PIPELINES + "sana/pipeline_sana.py (max_sequence_length 300)", "cross", True, (1024, 1024, 1, 20)),
+    "Lumina2Transformer2DModel": ClassSpec(
+        "custom", _t("transformer_lumina2.py"), _lumina2, "image", 256,
+        PIPELINES + "lumina2/pipeline_lumina2.py (max_sequence_length 256; guidance_scale 4.0, 30 steps)", "joint",
+        True, (1024, 1024, 1, 30)),
     "ZImageTransformer2DModel": ClassSpec(
         "custom", _t("transformer_z_image.py"), _z_image, "image", 512,
         PIPELINES + "z_image/pipeline_z_image.py (max_sequence_length 512)", "joint", True, (1024, 1024, 1, 50)),
