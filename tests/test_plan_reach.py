@@ -70,3 +70,19 @@ def test_a_borrowed_mfu_is_said_in_the_answer():
     assert "mfu borrowed from the H100 preset, not measured on this machine" in text
     own = run_script("plan.py", "--model", "FLUX.1-dev", "--hardware", "H100", "--devices", "8", check=0).stdout
     assert "borrowed" not in own.split("compute:", 1)[1].splitlines()[0]
+
+
+def test_a_chips_own_name_suggests_only_boxes_of_that_chip():
+    """'L40' is the L40 preset's own alias: L40S (another chip whose name extends it) is not offered; 'H20' does not
+    offer the H20-3e; 'A100' still offers the PCIe box of the same A100 and '910B' the 800T A2 (both same chip)."""
+    from ditpar.plan.inputs import presets
+
+    assert presets.other_matches("L40", presets.load_hardware("L40").name) == []
+    assert presets.other_matches("8xL40", presets.load_hardware("8xL40").name) == []
+    assert presets.other_matches("H20", presets.load_hardware("H20").name) == []
+    assert presets.other_matches("A100", presets.load_hardware("A100").name) == [
+        ("A100-PCIe-80GB x8 (2 sockets)", "A100 PCIe")]
+    assert [n for n, _ in presets.other_matches("910B", presets.load_hardware("910B").name)] == [
+        "Atlas 800T A2 (910B x8, HCCS)"]
+    proc = run_script("plan.py", "--model", "FLUX.1-dev", "--hardware", "L40", "--devices", "4", check=0)
+    assert "also fits" not in proc.stderr

@@ -620,15 +620,20 @@ def other_matches(hardware: str, chosen: str) -> list[tuple[str, str]]:
     '910B' resolves to the Atlas 800I A2 (910B3) while the 910B1/910B2 are the Atlas 800T A2; 'A100'
     resolves to the SXM box while 'A100 PCIe' exists. An alias of another preset that extends the
     name the user typed (after normalisation) is such a fit; the caller says so instead of silently
-    choosing.
+    choosing. A name that is the chosen preset's own (L40) fits only boxes of its accelerator: L40S, H20-3e
+    extend the text but are other chips.
     """
     key = normalize(hardware)
     if not key or hardware.endswith(".toml"):
         return []
     reg = hardware_registry()
+    mine = reg.presets.get(chosen)
+    # a name that is the chosen preset's own name or alias ('L40') fits another box only when that box carries the
+    # same accelerator ('A100' -> 'A100 PCIe', '910B' -> the 800T A2's 910B2), never a longer chip name ('L40S')
+    exact = mine is not None and key in {normalize(a) for a in (mine.name, *mine.aliases)}
     out = []
     for name, preset in reg.presets.items():
-        if name == chosen:
+        if name == chosen or (exact and preset.accelerator != mine.accelerator):
             continue
         hits = [a for a in (name, *preset.aliases) if normalize(a).startswith(key) and normalize(a) != key]
         if hits:
