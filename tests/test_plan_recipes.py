@@ -20,7 +20,7 @@ from ditpar.plan.inputs.plan_names import parse_plan_name
 
 TABLE = ROOT / "tests" / "data" / "recipe_flags.csv"
 UNFILLED = re.compile(r"(?<!\{)\{[a-z_]+\}(?!\})")
-HW = {"nvidia": ("H100", 8), "ascend": ("Atlas 800I A2", 8)}
+HW = {"nvidia": ("H100", 8), "ascend": ("Atlas 800I A2", 8), "amd": ("MI300X", 8)}
 
 
 def table_rows() -> list[dict]:
@@ -85,7 +85,7 @@ def test_every_recipe_renders_for_every_plan_its_profile_claims():
                     replicas = plan.dp if plan.dp > 1 and "dp" not in rec.args else 1
                     assert out["world_size"] * replicas == plan.devices
                     rendered += 1
-    assert rendered > 2000   # every framework, both vendors, two device counts
+    assert rendered > 2000   # every framework, every vendor it lists, two device counts
 
 
 def test_matrix_mode_leaves_only_the_step_placeholder():
