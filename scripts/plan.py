@@ -195,6 +195,10 @@ def _calibration_args(p) -> None:
     g.add_argument("--measured", default=None, metavar="BENCH.json",
                    help="plan_bench.py --json of this request: measured plans marked and ordered by their times; "
                         "the others calibrated on them")
+    g.add_argument("--evidence", nargs="+", default=None, metavar="FILE.csv",
+                   help="your own measured table(s) in the published schema (benchmarks/published/*.csv): rows of "
+                        "this model on this hardware class are printed above the prediction, ranked by measurement "
+                        "(default: the shipped benchmarks/published tables)")
     g.add_argument("--emit-matrix", default=None, metavar="FILE.csv", type=cli.output_path,
                    help="write the few-step matrix for the short list and print the fewstep.py run command")
 
@@ -372,7 +376,11 @@ def _run_plan(args) -> int:
         from ditpar.plan.cost import Plan, predict
 
         text += measured.one_device(meas, results, predict(model, hw, shape, Plan(), tun), shape.steps)
+    from ditpar.plan.decide import evidence
+
+    ev = evidence.find(args.evidence, model, hw, args.devices, results)
     payload = report.payload(results, model, hw, shape, tun, text, fws, args.allow_approximate)
+    payload["evidence"] = ev
     calibrated.extend_payload(payload, results, extra, box)
     payload["serial_stages"] = report.serial_record(stages, results)
     payload["model_fields"] = model_config.fields(model)
@@ -389,7 +397,7 @@ def _run_plan(args) -> int:
     if args.json:
         cli.print_json("plan", payload)
     else:
-        sys.stdout.write(calibrated.render(report.render(results, model, hw, shape, tun, text, args.top, args.all, stages,
+        sys.stdout.write(evidence.render(ev, model, hw, args.devices) + calibrated.render(report.render(results, model, hw, shape, tun, text, args.top, args.all, stages,
                                                          half_devices_line(half, lead)),
                                            results, extra, box, args.top) + (measured.render(meas, args.top) if meas else "")
                      + run_text)
