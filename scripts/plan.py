@@ -376,11 +376,12 @@ def _run_plan(args) -> int:
         from ditpar.plan.cost import Plan, predict
 
         text += measured.one_device(meas, results, predict(model, hw, shape, Plan(), tun), shape.steps)
-    from ditpar.plan.decide import evidence
+    from ditpar.plan.decide import evidence, provenance
 
     ev = evidence.find(args.evidence, model, hw, args.devices, results)
+    given = provenance.inputs(args, model, hw, box)
     payload = report.payload(results, model, hw, shape, tun, text, fws, args.allow_approximate)
-    payload["evidence"] = ev
+    payload["evidence"], payload["inputs"] = ev, given
     calibrated.extend_payload(payload, results, extra, box)
     payload["serial_stages"] = report.serial_record(stages, results)
     payload["model_fields"] = model_config.fields(model)
@@ -399,7 +400,8 @@ def _run_plan(args) -> int:
     else:
         sys.stdout.write(evidence.render(ev, model, hw, args.devices) + calibrated.render(report.render(results, model, hw, shape, tun, text, args.top, args.all, stages,
                                                          half_devices_line(half, lead)),
-                                           results, extra, box, args.top) + (measured.render(meas, args.top) if meas else "")
+                                           results, extra, box, args.top) + provenance.render(given)
+                         + (measured.render(meas, args.top) if meas else "")
                      + run_text)
     sys.stderr.write("".join(notes))
     return 0

@@ -61,7 +61,9 @@ class Band:
 # model), which moves less than a figure measured on another device. A priori, not fitted: PRESET_FACTOR is the
 # derived case; a same-class measurement still differs between boxes and software versions by ~1.5x
 # (NVIDIA/nccl#1603: one box, 2 vs 18 GB/s by transport), a borrowed figure by more.
-EVIDENCE_FACTOR = {"measured": 1.5, "derived": PRESET_FACTOR, "other-class": 3.0}
+# A figure the user typed (--set links...) is "given": it moves like a derived one, never less than a measurement of
+# the class (a --set figure never narrows a band; only --bench does).
+EVIDENCE_FACTOR = {"measured": 1.5, "derived": PRESET_FACTOR, "other-class": 3.0, "given": PRESET_FACTOR}
 # PipeFusion's own model error: warm-up, fill and stage imbalance (Breakdown.pipeline_s) rest on the pipeline's
 # schedule as the model assumes it (no measured PipeFusion schedule is in the tables), moved by this factor.
 PIPELINE_FACTOR = 2.0
