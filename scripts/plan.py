@@ -383,7 +383,8 @@ def _run_plan(args) -> int:
     payload = report.payload(results, model, hw, shape, tun, text, fws, args.allow_approximate)
     payload["evidence"], payload["inputs"] = ev, given
     calibrated.extend_payload(payload, results, extra, box)
-    payload["serial_stages"] = report.serial_record(stages, results)
+    given_machine = any(r["provenance"] == "given" for r in given if r["figure"] in ("mfu", "peak TFLOPS (bf16)"))
+    payload["serial_stages"] = report.serial_record(stages, results, model, hw, given_machine)
     payload["model_fields"] = model_config.fields(model)
     payload["half_devices"] = half
     if meas:
@@ -399,7 +400,7 @@ def _run_plan(args) -> int:
         cli.print_json("plan", payload)
     else:
         sys.stdout.write(evidence.render(ev, model, hw, args.devices) + calibrated.render(report.render(results, model, hw, shape, tun, text, args.top, args.all, stages,
-                                                         half_devices_line(half, lead)),
+                                                         half_devices_line(half, lead), given_machine),
                                            results, extra, box, args.top) + provenance.render(given)
                          + (measured.render(meas, args.top) if meas else "")
                      + run_text)
