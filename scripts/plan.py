@@ -392,6 +392,9 @@ def _run_plan(args) -> int:
     from ditpar.plan.decide import run_recipe
 
     run_text = run_recipe.attach(payload, results, measure, model, shape, fws, hw)   # issue 28
+    from ditpar.plan.decide import measure_it
+
+    payload["measure_it"] = mi = measure_it.build(extra["short_list"], hw, tun, bench_cmd)
     if args.csv:
         cli.write_csv(args.csv, report.frame(results, model))
     if args.plot:
@@ -403,7 +406,7 @@ def _run_plan(args) -> int:
                                                          half_devices_line(half, lead), given_machine),
                                            results, extra, box, args.top) + provenance.render(given)
                          + (measured.render(meas, args.top) if meas else "")
-                     + run_text)
+                     + run_text + measure_it.render(mi))
     sys.stderr.write("".join(notes))
     return 0
 
