@@ -226,6 +226,9 @@ def evaluate_parser():
     p.add_argument("--hold-out", choices=("all", "source", "hardware", "framework"), default="all",
                    help="what one held-out fold leaves out: a source table, a hardware class, a framework, or all "
                         "three in turn (default)")
+    p.add_argument("--coverage", action="store_true",
+                   help="also fit the speedup range by stratum on the unseen rounds' rows, each round held out in "
+                        "turn, and print its held-out coverage per stratum and level (the figures plan.py states)")
     _tunable_args(p)
     cli.add_output_args(p, csv=True)
     return p
@@ -448,6 +451,11 @@ def run_evaluate(args) -> int:
                                          fixed_launch=args.launch_us is not None or args.runtime is not None,
                                          fixed_overlap=args.overlap_efficiency is not None, by=by)
                 for by in (heldout.GROUPINGS if args.hold_out == "all" else (args.hold_out,))]
+    cover = None
+    if args.coverage:
+        from ditpar.plan.judge import conformal
+
+        cover = conformal.report(frames, _tunables(args))
     for line in res["warnings"]:
         sys.stderr.write(f"{PROG}: warning: {line}\n")
     if args.csv:
@@ -457,12 +465,18 @@ def run_evaluate(args) -> int:
         if held is not None:
             doc["heldout"] = heldout.payload(held[0])
             doc["heldout_by"] = {h["by"]: heldout.payload(h) for h in held}
+        if cover is not None:
+            doc["range_coverage"] = cover
         cli.print_json("plan-evaluate", doc)
     else:
         if held is not None:
             sys.stdout.write("\n".join(heldout.render(h) for h in held) + "\nin-sample figures (constants as shipped; they were chosen "
                              "looking at some of these tables):\n")
         sys.stdout.write(evaluate.render(res, args.scenarios))
+        if cover is not None:
+            from ditpar.plan.judge import conformal
+
+            sys.stdout.write("\n" + conformal.render(cover))
     return 0
 
 

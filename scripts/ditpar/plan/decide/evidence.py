@@ -63,7 +63,10 @@ def _when(row) -> str:
     return f"date not stated (source at commit {(c.group(1) or c.group(2))[:12]})" if c else "date not stated"
 
 
-def _matching_rows(paths: list[Path], model, hw) -> list[dict]:
+MAX_LATENCY_S = 1e7   # the bound of plan.py --ref-latency (judge/evaluate.MAX_LATENCY_S)
+
+
+def _matching_rows(paths: list[Path], model, hw, left_out: dict | None = None) -> list[dict]:
     """Rows of the tables whose model resolves to `model` and whose machine is `hw`'s class (accelerator and
     interconnect), each with its file, plan and latency; rows that cannot be read as a plan are left out."""
     from ditpar.plan.inputs import presets
@@ -91,8 +94,16 @@ def _matching_rows(paths: list[Path], model, hw) -> list[dict]:
             rhw = machines[key]
             if rhw is None:
                 continue
+            if not _same_class(rhw, hw):
+                continue
             plan, lat = row_plan(row), _seconds(row["latency_s"])
-            if plan is None or lat is None or not _same_class(rhw, hw):
+            why = ("degrees not stated or not dividing n_devices" if plan is None else
+                   f"latency_s {row['latency_s']!r} is not a positive number up to {MAX_LATENCY_S:g} s"
+                   if lat is None or lat > MAX_LATENCY_S else "")
+            if why:
+                if left_out is not None:
+                    key = f"{Path(path).name}: {why}"
+                    left_out[key] = left_out.get(key, 0) + 1
                 continue
             out.append({"file": str(path), "row": row, "plan": plan, "latency_s": lat})
     return out
@@ -136,9 +147,11 @@ def find(given: list[str] | None, model, hw, devices: int, results) -> dict:
         for p in paths:
             if p.suffix.lower() != ".csv":
                 raise InputError(f"--evidence {p}: expected a CSV table in the published schema (benchmarks/published)")
-    rows = _matching_rows(paths, model, hw)
+    left_out: dict[str, int] = {}
+    rows = _matching_rows(paths, model, hw, left_out)
     multi = sorted({m["plan"].devices for m in rows if m["plan"].devices > 1})
-    out = {"source": origin, "devices": None, "runs": [], "agrees": None, "measured_order": [], "note": ""}
+    out = {"source": origin, "devices": None, "runs": [], "agrees": None, "measured_order": [], "note": "",
+           "left_out": left_out}
     if not multi:
         out["note"] = (origin if not paths else f"no measured row of {model.name} on {hw.accelerator} "
                        f"{hw.interconnect} in {origin}")
@@ -205,16 +218,21 @@ def verdict(runs: list[dict], predicted: dict) -> tuple[bool | None, str]:
                          f"({pick['measured_s'] / fastest['measured_s'] - 1:+.0%})")
     if not agree:
         return None, "no run measured two plans the ranking holds (another card count or form): nothing to compare"
+    top = min(predicted, key=lambda n: predicted[n][0]) if predicted else None
+    unmeasured = ("" if top is None or any(p["name"] == top for r in runs for p in r["plans"]) else
+                  f"; its #1, {top}, was not measured in these tables")
     if all(agree):
-        return True, (f"the ranking agrees: in each of {len(agree)} run(s) its first pick is the measured fastest (within "
-                      "5 %)" + ("; but " + "; ".join(lines) if lines else ""))
-    return False, "the ranking disagrees: " + "; ".join(lines)
+        return True, (f"the ranking agrees: in each of {len(agree)} run(s) its first pick among the measured plans is "
+                      "the measured fastest (within 5 %)" + ("; but " + "; ".join(lines) if lines else "") + unmeasured)
+    return False, "the ranking disagrees: " + "; ".join(lines) + unmeasured
 
 
 def render(ev: dict, model, hw, devices: int) -> str:
     """The evidence block printed above the prediction ('' when no table holds the box: one line saying so)."""
+    gone = "".join(f"evidence: {n} row(s) of this model and machine left out: {k}\n"
+                   for k, n in ev.get("left_out", {}).items())
     if not ev["runs"]:
-        return f"evidence: {ev['note']}\n" if ev["note"] else ""
+        return (f"evidence: {ev['note']}\n" if ev["note"] else "") + gone
     n = ev["devices"]
     lines = [f"evidence first: measured {model.name} on {hw.accelerator} {hw.interconnect} at {n} cards "
              f"({ev['source']}; ranked by measurement; the prediction below is for your request)"
@@ -232,4 +250,4 @@ def render(ev: dict, model, hw, devices: int) -> str:
     if ev["measured_order"]:
         lines.append(f"  measured order (best measured speedup first): {', '.join(ev['measured_order'])}; a measurement "
                      "on this box class outranks the prediction")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + gone

@@ -89,5 +89,10 @@ def read_rows(path: str | Path) -> list[dict[str, str]]:
     missing = [c for c in COLUMNS if c not in header]
     if missing:
         raise InputError(f"{path}: missing column(s) {', '.join(missing)}; present: {', '.join(header) or 'none'}")
-    _row_lines(text, path, len(header))
-    return [r for r in csv.DictReader(io.StringIO(text, newline="")) if any((v or "").strip() for v in r.values())]
+    lines = _row_lines(text, path, len(header))
+    rows = [r for r in csv.DictReader(io.StringIO(text, newline="")) if any((v or "").strip() for v in r.values())]
+    for column in ("n_devices", "steps", *DEGREES):
+        top = limits.MAX_STEPS if column == "steps" else limits.MAX_DEVICES
+        for i, row in enumerate(rows):
+            _check_count(row[column], f"{path}: line {lines[i] if i < len(lines) else i + 2}: column {column!r}", top)
+    return rows
