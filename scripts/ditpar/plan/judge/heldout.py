@@ -286,7 +286,7 @@ def group_of(r: Row, by: str) -> str:
     if by == "hardware":
         return str(r.hw.accelerator)
     if by == "round":   # an unseen round's tables together (judge/conformal.UNSEEN_ROUNDS), every other table alone
-        from ditpar.plan.judge.conformal import round_of
+        from ditpar.plan.judge.rounds import round_of
 
         return round_of(r.source) or r.source
     if by == "framework":
