@@ -167,3 +167,22 @@ def test_measure_it_lists_every_link_figure_of_the_short_list():
     assert mi["plan_bench"] and "scripts/plan_bench.py" in mi["plan_bench"]
     text = run_script("plan.py", *L20, check=0).stdout
     assert text.rstrip().splitlines()[-1].startswith("Measure it: the short list's order rests on 4 link figure(s)")
+
+
+def test_shipped_range_is_the_fit_on_the_unseen_rounds():
+    """uncertainty.RANGE_Q and COLLECTION are what `plan.py evaluate --tables benchmarks/published --coverage` fits:
+    q per stratum at 0.8 on every unseen round, its held-out coverage, and the families, machines and frameworks."""
+    from conftest import ROOT
+    from ditpar.plan.cost import Tunables
+    from ditpar.plan.judge import evaluate
+
+    rep = conformal.report(evaluate.load_tables(ROOT / "benchmarks" / "published"), Tunables(), levels=(0.8,))
+    lv = rep["levels"]["0.8"]
+    assert rep["rows"] == sum(rep["by_round"].values())
+    for stratum, (q, n, own, cov, held) in uncertainty.RANGE_Q.items():
+        fit = lv["q"][stratum]
+        assert (round(fit["q"], 3), fit["n"], fit["own"]) == (q, n, own), stratum
+        got = lv["held_out"][stratum if own else "pooled"]
+        assert (round(got["coverage"], 2), got["n"]) == (cov, held), stratum
+    for key, values in uncertainty.COLLECTION.items():
+        assert values <= set(rep["collection"][key]), key
