@@ -382,8 +382,9 @@ def render(text: str, results, extra: dict, box: Box, top: int) -> str:
              f"preset link figures moved x1.5 / x2 / x3 either way as each is measured / derived / from another class, "
              f"PipeFusion schedule x{uncertainty.PIPELINE_FACTOR:g}); tie = on the short list: at some setting of the preset "
              "link figures, the same for every plan, it could be the fastest; the band states no coverage level: it is "
-             f"sized for {uncertainty.RECALL_TARGET:.0%} short-list recall, and held out 0.53 of 241 published rows' "
-             "latencies fell inside it (plan.py evaluate); measure = the short list's fastest "
+             f"sized for {uncertainty.RECALL_TARGET:.0%} short-list recall, and held out {uncertainty.BAND_HELD_OUT[1]:.2f} "
+             f"of {uncertainty.BAND_HELD_OUT[0]} published rows' latencies fell inside it (plan.py evaluate); measure = "
+             "the short list's fastest "
              f"{shortlist.MAX_MEASURE}, the ones the conclusion asks to measure (the other ties only if those come "
              "out within their spread)",
              f"{'#':>3} {'plan':<18}{'latency_s':>10}{'low_s':>10}{'high_s':>10}  short list"]
