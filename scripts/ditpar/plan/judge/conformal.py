@@ -1,19 +1,22 @@
 """The speedup range's width from held-out residuals, by stratum, and its coverage leave one unseen round out.
 
-The calibration sample is the rows of the unseen rounds (benchmarks/VALIDATION.md section 4): tables scored before
-any cost term changed for them. Each round is held out in turn: every constant chosen from tables is chosen again
-without it (`heldout.evaluate_heldout(by="round")`), and its rows' residuals ln(measured / predicted end-to-end
-speedup) are kept. A range of level L around a prediction is x e^-q .. x e^q, q the conformal quantile of |residual|
-of the rows of its stratum (how new the question is to the collection the constants came from).
+The calibration sample is the rows of the unseen rounds (benchmarks/VALIDATION.md section 4), as each round was
+scored before any cost term changed for it: |log2(predicted / measured speedup)| per row, from the code of the
+commit that scored it (benchmarks/unseen_residuals.csv, written by benchmarks/unseen_residuals.py). A range of level
+L around a prediction is x e^-q .. x e^q, q the conformal quantile of |residual| of the rows of its stratum (how
+new the question is to the collection). Beside it, the same rows scored by today's cost terms with each round held
+out (`heldout.evaluate_heldout(by="round")`): optimistic, since the terms have since seen some of those tables.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from pathlib import Path
 
 from ditpar.plan.judge.rounds import UNSEEN_ROUNDS, round_of  # noqa: F401 (round_of: the rounds' one home)
 
+PRECHANGE = Path(__file__).resolve().parents[4] / "benchmarks" / "unseen_residuals.csv"
 STRATA = ("all in collection", "new framework", "new or borrowed machine", "new model family")
 MIN_N = 20   # a stratum with fewer rows takes the pooled figure, widened (`quantile_table`)
 
@@ -117,12 +120,46 @@ def loro_coverage(recs: list[dict], level: float) -> dict:
     return out
 
 
-def report(frames: dict, tun, levels: tuple[float, ...] = (0.5, 0.8, 0.9)) -> dict:
-    """The calibration (q per stratum on every unseen round) and its leave-one-round-out coverage, per level."""
-    recs, _ = sample(frames, tun)
-    return {"rounds": {k: list(v) for k, v in UNSEEN_ROUNDS.items()},
+def prechange_sample(path: Path, strata: dict[str, str]) -> list[dict]:
+    """The pre-change residuals (one row per speedup row: round, table, scored_at_commit, abs_log2_speedup_error),
+    each given the stratum its table has today (`strata`, table -> stratum); tables not in `strata` are left out."""
+    import csv
+    import io
+
+    from ditpar import files, limits
+    from ditpar.errors import InputError
+
+    text = files.read_input_text(path)
+    rows = list(csv.DictReader(io.StringIO(text, newline="")))
+    want = ("round", "table", "scored_at_commit", "abs_log2_speedup_error")
+    if not rows or any(c not in rows[0] for c in want):
+        raise InputError(f"{path}: expected the columns {', '.join(want)}")
+    out = []
+    for i, r in enumerate(rows, 2):
+        if r["table"] not in strata:
+            continue
+        e = limits.number(r["abs_log2_speedup_error"], f"{path}: line {i}: abs_log2_speedup_error", 0.0, 64.0)
+        out.append({"round": r["round"], "table": r["table"], "scored_at": r["scored_at_commit"],
+                    "stratum": strata[r["table"]], "residual": e * math.log(2)})
+    return out
+
+
+def _levels(recs: list[dict], levels) -> dict:
+    return {f"{lv:g}": {"q": quantile_table(recs, lv), "held_out": loro_coverage(recs, lv)} for lv in levels}
+
+
+def report(frames: dict, tun, levels: tuple[float, ...] = (0.5, 0.8, 0.9), prechange: Path | None = PRECHANGE) -> dict:
+    """The calibration (q per stratum) and its leave-one-round-out coverage per level: on the residuals each round
+    had when it was scored (`prechange`, the sample plan.py ships), and on today's cost terms with the round held out."""
+    now, _ = sample(frames, tun)
+    strata: dict[str, str] = {}
+    for r in now:
+        strata.setdefault(r["table"], r["stratum"])
+    pre = prechange_sample(prechange, strata) if prechange is not None and prechange.is_file() else []
+    recs = pre or now
+    return {"rounds": {k: list(v) for k, v in UNSEEN_ROUNDS.items()}, "sample_kind": "pre-change" if pre else "today",
             "rows": len(recs), "by_round": {r: sum(x["round"] == r for x in recs) for r in UNSEEN_ROUNDS},
-            "levels": {f"{lv:g}": {"q": quantile_table(recs, lv), "held_out": loro_coverage(recs, lv)} for lv in levels},
+            "levels": _levels(recs, levels), "levels_today": _levels(now, levels),
             "collection": {k: sorted(v) for k, v in collection_of(_all_rows(frames)).items()},
             "sample": recs}
 
@@ -134,10 +171,22 @@ def _all_rows(frames: dict):
 
 
 def render(rep: dict) -> str:
-    """The per-stratum table of each level, held out by round, and the constants plan.py ships."""
-    lines = [f"speedup range by stratum: {rep['rows']} speedup rows of the unseen rounds, each scored with its round "
-             "held out (" + ", ".join(f"{k}: {v}" for k, v in rep["by_round"].items()) + ")"]
-    for lv, d in rep["levels"].items():
+    """The per-stratum tables of each level, held out by round: the pre-change sample plan.py ships, then today's."""
+    kind = ("as each round was scored before any change (benchmarks/unseen_residuals.csv)" if
+            rep["sample_kind"] == "pre-change" else "scored by today's cost terms, each round held out")
+    lines = [f"speedup range by stratum: {rep['rows']} speedup rows of the unseen rounds, {kind} ("
+             + ", ".join(f"{k}: {v}" for k, v in rep["by_round"].items()) + "); coverage with one round left out"]
+    lines += _render_levels(rep["levels"])
+    if rep["sample_kind"] == "pre-change":
+        lines.append("the same rows scored by today's cost terms, each round held out (optimistic: the terms have "
+                     "since seen some of these tables):")
+        lines += _render_levels(rep["levels_today"])
+    return "\n".join(lines) + "\n"
+
+
+def _render_levels(levels: dict) -> list[str]:
+    lines = []
+    for lv, d in levels.items():
         lines.append(f"level {lv}: stratum                      n   q (ln)  range      held-out coverage (n)  "
                      "median width")
         for key in ("pooled", *STRATA):
@@ -147,6 +196,6 @@ def render(rep: dict) -> str:
             src = "" if q["own"] else " (pooled, widened)"
             cov = "-" if h is None else f"{h['coverage']:.2f} ({h['n']})"
             wid = "-" if h is None else f"x{h['median_width']:.2f}"
-            lines.append(f"  {key:<36}{q['n']:>4} {('-' if q['q'] is None else f'{q[chr(113)]:.3f}'):>8}  "
-                         f"{rng + src:<30}{cov:>12}  {wid:>8}")
-    return "\n".join(lines) + "\n"
+            qtext = "-" if q["q"] is None else f"{q['q']:.3f}"
+            lines.append(f"  {key:<36}{q['n']:>4} {qtext:>8}  {rng + src:<30}{cov:>12}  {wid:>8}")
+    return lines
