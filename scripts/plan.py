@@ -195,6 +195,10 @@ def _calibration_args(p) -> None:
     g.add_argument("--measured", default=None, metavar="BENCH.json",
                    help="plan_bench.py --json of this request: measured plans marked and ordered by their times; "
                         "the others calibrated on them")
+    g.add_argument("--evidence", nargs="+", default=None, metavar="FILE.csv",
+                   help="your own measured table(s) in the published schema (benchmarks/published/*.csv): rows of "
+                        "this model on this hardware class are printed above the prediction, ranked by measurement "
+                        "(default: the shipped benchmarks/published tables)")
     g.add_argument("--emit-matrix", default=None, metavar="FILE.csv", type=cli.output_path,
                    help="write the few-step matrix for the short list and print the fewstep.py run command")
 
@@ -222,6 +226,9 @@ def evaluate_parser():
     p.add_argument("--hold-out", choices=("all", "source", "hardware", "framework"), default="all",
                    help="what one held-out fold leaves out: a source table, a hardware class, a framework, or all "
                         "three in turn (default)")
+    p.add_argument("--coverage", action="store_true",
+                   help="also fit the speedup range by stratum on the unseen rounds' rows, each round held out in "
+                        "turn, and print its held-out coverage per stratum and level (the figures plan.py states)")
     _tunable_args(p)
     cli.add_output_args(p, csv=True)
     return p
@@ -372,9 +379,15 @@ def _run_plan(args) -> int:
         from ditpar.plan.cost import Plan, predict
 
         text += measured.one_device(meas, results, predict(model, hw, shape, Plan(), tun), shape.steps)
+    from ditpar.plan.decide import evidence, provenance
+
+    ev = evidence.find(args.evidence, model, hw, args.devices, results)
+    given = provenance.inputs(args, model, hw, box)
     payload = report.payload(results, model, hw, shape, tun, text, fws, args.allow_approximate)
+    payload["evidence"], payload["inputs"] = ev, given
     calibrated.extend_payload(payload, results, extra, box)
-    payload["serial_stages"] = report.serial_record(stages, results)
+    given_machine = any(r["provenance"] == "given" for r in given if r["figure"] in ("mfu", "peak TFLOPS (bf16)"))
+    payload["serial_stages"] = report.serial_record(stages, results, model, hw, given_machine)
     payload["model_fields"] = model_config.fields(model)
     payload["half_devices"] = half
     if meas:
@@ -382,6 +395,9 @@ def _run_plan(args) -> int:
     from ditpar.plan.decide import run_recipe
 
     run_text = run_recipe.attach(payload, results, measure, model, shape, fws, hw)   # issue 28
+    from ditpar.plan.decide import measure_it
+
+    payload["measure_it"] = mi = measure_it.build(extra["short_list"], hw, tun, bench_cmd)
     if args.csv:
         cli.write_csv(args.csv, report.frame(results, model))
     if args.plot:
@@ -389,10 +405,11 @@ def _run_plan(args) -> int:
     if args.json:
         cli.print_json("plan", payload)
     else:
-        sys.stdout.write(calibrated.render(report.render(results, model, hw, shape, tun, text, args.top, args.all, stages,
-                                                         half_devices_line(half, lead)),
-                                           results, extra, box, args.top) + (measured.render(meas, args.top) if meas else "")
-                     + run_text)
+        sys.stdout.write(evidence.render(ev, model, hw, args.devices) + calibrated.render(report.render(results, model, hw, shape, tun, text, args.top, args.all, stages,
+                                                         half_devices_line(half, lead), given_machine),
+                                           results, extra, box, args.top) + provenance.render(given)
+                         + (measured.render(meas, args.top) if meas else "")
+                     + run_text + measure_it.render(mi))
     sys.stderr.write("".join(notes))
     return 0
 
@@ -434,6 +451,11 @@ def run_evaluate(args) -> int:
                                          fixed_launch=args.launch_us is not None or args.runtime is not None,
                                          fixed_overlap=args.overlap_efficiency is not None, by=by)
                 for by in (heldout.GROUPINGS if args.hold_out == "all" else (args.hold_out,))]
+    cover = None
+    if args.coverage:
+        from ditpar.plan.judge import conformal
+
+        cover = conformal.report(frames, _tunables(args))
     for line in res["warnings"]:
         sys.stderr.write(f"{PROG}: warning: {line}\n")
     if args.csv:
@@ -443,12 +465,18 @@ def run_evaluate(args) -> int:
         if held is not None:
             doc["heldout"] = heldout.payload(held[0])
             doc["heldout_by"] = {h["by"]: heldout.payload(h) for h in held}
+        if cover is not None:
+            doc["range_coverage"] = cover
         cli.print_json("plan-evaluate", doc)
     else:
         if held is not None:
             sys.stdout.write("\n".join(heldout.render(h) for h in held) + "\nin-sample figures (constants as shipped; they were chosen "
                              "looking at some of these tables):\n")
         sys.stdout.write(evaluate.render(res, args.scenarios))
+        if cover is not None:
+            from ditpar.plan.judge import conformal
+
+            sys.stdout.write("\n" + conformal.render(cover))
     return 0
 
 

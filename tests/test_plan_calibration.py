@@ -429,18 +429,18 @@ def test_bench_ops_are_the_comm_bench_ops(tmp_path):
         read_bench([_rows(tmp_path / "b.csv", [("allreduce", 1 << 20, 4, 3.0, "world")])], presets.load_hardware("L20"))
 
 
-def test_one_set_override_replaces_only_its_own_figure():
-    # issue 24: --set of the 4-card all-to-all used to mark every intra_domain figure measured (every
-    # band shrank to +-2.5 %) and to print the old value beside it
+def test_one_set_override_replaces_only_its_own_figure_and_narrows_nothing():
+    # issue 24: --set of the 4-card all-to-all used to mark every intra_domain figure measured (every band shrank
+    # to +-2.5 %); a typed figure is given, not measured: it replaces its own value and never narrows a band
     doc = plan_json(*FLUX_L20, "--set", "links.intra_domain.alltoall_GBps.4=12")
     recs = {r["figure"]: r for r in doc["link_figures"] if r["link"] == "intra_domain"}
     a2a = recs["all-to-all busbw, group 4"]
-    assert a2a["GBps"] == 12 and a2a["measured"] is True
+    assert a2a["GBps"] == 12 and a2a["measured"] is False and a2a["provenance"] == "given"
     others = [r for f, r in recs.items() if f != "all-to-all busbw, group 4"]
     assert others and not any(r["measured"] for r in others)
-    # the link keeps its preset widening for its other figures (uncertainty.band): high = latency x e^h + exposed x
-    # (factor - 1), factor 3 for the L20's other-class figures; the set all-to-all's own exposed part moves none
-    # (uncertainty.exposed_parts; measured_links holds 'intra_domain:alltoall')
+    assert {r["provenance"] for r in others} == {"borrowed"}   # the L20's link figures are other-class
+    # the L20's intra_domain figures are other-class (x3): the set all-to-all keeps that band, so every exposed
+    # second moves: high = latency x e^h + exposed x (3 - 1)
     import math
 
     h = doc["band"]["model_half_width"]
@@ -448,5 +448,5 @@ def test_one_set_override_replaces_only_its_own_figure():
             and not p["pipeline_s"]]
     assert wide and any(p["exposed_alltoall_by_link_s"]["intra_domain"] > 0 for p in wide)
     for p in wide:
-        preset = sum(p["exposed_by_link_s"].values()) - sum(p["exposed_alltoall_by_link_s"].values())
-        assert p["predicted_high_s"] == pytest.approx(p["predicted_latency_s"] * math.exp(h) + 2.0 * preset)
+        exposed = sum(p["exposed_by_link_s"].values())
+        assert p["predicted_high_s"] == pytest.approx(p["predicted_latency_s"] * math.exp(h) + 2.0 * exposed)

@@ -69,11 +69,9 @@ def calibrate_box(args, model, hw, shape, tun) -> Box:
 
 
 def _mark_override(records: list[dict], note: str, hw) -> None:
-    """The link-figure record a `--set links.X.F[.K]` override replaces: new value, marked measured.
-
-    Only that figure stops being a preset guess; the link's other figures keep their band widening,
-    so one override cannot shrink every band. Latency and per-peer figures have no record.
-    """
+    """The link-figure record a `--set links.X.F[.K]` override replaces: new value, given by the user (not measured:
+    it never narrows a band; its link's exposed time moves by the 'given' factor). Latency and per-peer figures
+    have no record."""
     m = re.match(r"links\.(\w+)\.(\w+?)(?:\.(\d+))?: .* -> (\S+)$", note)
     if not m:
         return
@@ -82,7 +80,7 @@ def _mark_override(records: list[dict], note: str, hw) -> None:
         want = f"all-to-all busbw, group {group}"
         hits = [r for r in records if r["link"] == link and r["figure"] == want]
         if not hits and link in {r["link"] for r in records}:
-            records.append({"link": link, "figure": want, "GBps": value, "measured": True, "how": ""})
+            records.append({"link": link, "figure": want, "GBps": value, "measured": False, "how": ""})
             hits = records[-1:]
     elif figure == "ring_GBps":
         hits = [r for r in records if r["link"] == link and r["figure"].startswith("ring busbw")]
@@ -91,7 +89,8 @@ def _mark_override(records: list[dict], note: str, hw) -> None:
     else:
         hits = []
     for r in hits:
-        r["GBps"], r["measured"], r["how"] = value, True, f"--set {note}"
+        r["GBps"], r["measured"], r["how"] = value, False, f"--set {note}"
+        r["provenance"] = "given"
 
 
 def shape_term(hw) -> str:
@@ -309,7 +308,9 @@ def extend_payload(payload: dict, results, extra: dict, box: Box) -> None:
     payload["short_list"] = [r.plan.name for r in extra["short_list"]]
     payload["measure"] = extra["measure"]   # the short list's fastest few: what the conclusion asks to measure
     payload["sensitivity"] = extra["sensitivity"]
-    payload["link_figures"] = box.link_records
+    from ditpar.plan.decide.provenance import link_kind
+
+    payload["link_figures"] = [{**rec, "provenance": link_kind(rec, box.hw)} for rec in box.link_records]
     payload["alltoall_figures_used"] = used_alltoall_figures(results, box.hw, box.tun, len(results))
     payload["overrides"] = box.overrides
     payload["compute_calibration"] = box.compute
@@ -319,9 +320,14 @@ def extend_payload(payload: dict, results, extra: dict, box: Box) -> None:
     payload["topology_warnings"] = box.warnings
 
 
-def _source(rec: dict) -> str:
-    """Where a link figure comes from, in the table: a --set figure is the user's, not a measurement."""
-    return "given (--set)" if rec["how"].startswith("--set ") else "measured" if rec["measured"] else "preset"
+def _source(rec: dict, hw=None) -> str:
+    """Where a link figure comes from, in the table: a --set figure is the user's, not a measurement; a preset
+    figure measured on another class is borrowed."""
+    from ditpar.plan.decide.provenance import link_kind
+
+    kind = link_kind(rec, hw) if hw is not None else ("given" if rec["how"].startswith("--set ") else
+                                                       "measured" if rec["measured"] else "preset")
+    return "given (--set)" if kind == "given" else kind
 
 
 def used_alltoall_figures(results, hw, tun, top: int) -> list[dict]:
@@ -375,7 +381,10 @@ def render(text: str, results, extra: dict, box: Box, top: int) -> str:
     lines = ["", f"predicted bands (model error +-{uncertainty.MODEL_HALF_WIDTH:.1%} held-out, plus exposed comm on "
              f"preset link figures moved x1.5 / x2 / x3 either way as each is measured / derived / from another class, "
              f"PipeFusion schedule x{uncertainty.PIPELINE_FACTOR:g}); tie = on the short list: at some setting of the preset "
-             "link figures, the same for every plan, it could be the fastest; measure = the short list's fastest "
+             "link figures, the same for every plan, it could be the fastest; the band states no coverage level: it is "
+             f"sized for {uncertainty.RECALL_TARGET:.0%} short-list recall, and held out {uncertainty.BAND_HELD_OUT[1]:.2f} "
+             f"of {uncertainty.BAND_HELD_OUT[0]} published rows' latencies fell inside it (plan.py evaluate); measure = "
+             "the short list's fastest "
              f"{shortlist.MAX_MEASURE}, the ones the conclusion asks to measure (the other ties only if those come "
              "out within their spread)",
              f"{'#':>3} {'plan':<18}{'latency_s':>10}{'low_s':>10}{'high_s':>10}  short list"]
@@ -386,14 +395,14 @@ def render(text: str, results, extra: dict, box: Box, top: int) -> str:
         lines.append(f"{r.rank:>3} {r.plan.name:<18}{r.latency_s:>10.3f}{r.band.low_s:>10.3f}{r.band.high_s:>10.3f}  "
                      f"{_tie_mark(r, extra)}".rstrip())
     lines += ["", f"compute: {box.compute}", "link figures (measured = from --bench; given = typed with --set; "
-              "preset = templates/hardware):"]
+              "preset = templates/hardware; borrowed = a preset figure measured on another device class):"]
     devices = feas[0].plan.devices if feas else 0
     for rec in box.link_records:
         m = re.match(r"all-to-all busbw, group (\d+)$", rec["figure"])
         if m and int(m.group(1)) > devices:   # a table entry no group of this run can reach
             continue
         lines.append(f"  {rec['link']:<13} {rec['figure']:<48} {rec['GBps']:>7.3g} GB/s  "
-                     f"{_source(rec)}: {rec['how']}")
+                     f"{_source(rec, box.hw)}: {rec['how']}")
     used = used_alltoall_figures(results, box.hw, box.tun, top)
     if used:
         lines.append("all-to-all figures the plans above were priced with, per group size:")

@@ -284,7 +284,7 @@ def conclusion(results: list[PlanResult], model, hw, shape: Shape) -> str:
         faster = [r for r in feas if r.latency_s < a.latency_s and not r.exact]
         return (f"Only {a.plan.name} is feasible" + (" among exact plans" if a.exact and len(feas) > 1 else "")
                 + (f" (on {a.framework})" if a.framework else "") + f": predicted {a.latency_s:.3g} s, "
-                f"{a.speedup_vs_1:.1f}x one device." + sharding_sentence(a)
+                f"{min(a.speedup_vs_1, a.plan.devices // a.plan.dp):.1f}x one device in the DiT loop." + sharding_sentence(a)
                 + (f" A faster approximate plan exists ({faster[0].plan.name}, {faster[0].latency_s:.3g} s, "
                    f"stale activations): --allow-approximate ranks it." if faster else ""))
     faster = [r for r in feas if r.latency_s < a.latency_s and not r.exact]
@@ -312,7 +312,8 @@ def conclusion(results: list[PlanResult], model, hw, shape: Shape) -> str:
     kind += f"; {split}" if split else ""
     return (f"On {hw.name} with {a.plan.devices} devices, {model.name} at {shape.describe()} ({gqa}): "
             f"{a.plan.name}{runs_on} ({kind}) is predicted fastest ({a.latency_s:.3g} s, "
-            f"{a.speedup_vs_1:.1f}x one device), {lead:.1%} ahead of {b.plan.name}; "
+            f"{min(a.speedup_vs_1, a.plan.devices // a.plan.dp):.1f}x one device in the DiT loop; end to end: the "
+            f"headline), {lead:.1%} ahead of {b.plan.name}; "
             f"its exposed communication is {share:.0%} of the latency, mostly {dom}. "
             f"Conditions: {flips}. "
             f"This is a prediction: confirm with the G6 A/B pair before committing.{pad}{approx}"

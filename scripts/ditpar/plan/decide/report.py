@@ -156,44 +156,66 @@ def payload(results, model, hw, shape, tun, conclusion: str, frameworks=None,
     }
 
 
-def serial_record(stages, results) -> dict:
+def serial_record(stages, results, model=None, hw=None, given_machine: bool = False) -> dict:
     """JSON of the serial stages and the end-to-end seconds of every feasible plan (DiT + serial)."""
+    ranges = end_to_end_speedups(stages, results, model, hw, given_machine)
     return {"text_encode_s": stages.text_encode_s, "vae_decode_s": stages.vae_decode_s,
             "vae_devices": stages.vae_devices, "total_s": stages.total_s, "priced": stages.priced,
             "notes": list(stages.notes),
             "end_to_end_s": {r.plan.name: r.breakdown.latency_s + stages.total_s for r in results if r.feasible},
-            "speedup_range_level": uncertainty.SPEEDUP_RANGE_LEVEL,
-            "end_to_end_speedup": {name: {"speedup": s, "low": lo, "high": hi}
-                                   for name, (s, lo, hi) in end_to_end_speedups(stages, results).items()}}
+            "speedup_range_level": uncertainty.RANGE_LEVEL if model is not None else uncertainty.SPEEDUP_RANGE_LEVEL,
+            "end_to_end_speedup": ranges}
 
 
-def end_to_end_speedups(stages, results) -> dict[str, tuple[float, float, float]]:
-    """Per feasible plan: (end-to-end speedup over one device, low, high), the serial stages added to both
-    latencies, and the range published rows held out fell in (uncertainty.speedup_range)."""
+def end_to_end_speedups(stages, results, model=None, hw=None, given_machine: bool = False) -> dict[str, dict]:
+    """Per feasible plan: the end-to-end speedup over one device (serial stages added to both latencies) beside the
+    DiT-loop one, each capped (the card count; Amdahl's bound of the serial stages), and its range: by stratum
+    (uncertainty.stratified_range) when the model and machine are given, else the published rows' pooled range."""
     out = {}
     for r in results:
         lat = r.breakdown.latency_s
         if not (r.feasible and math.isfinite(lat) and lat > 0 and math.isfinite(r.speedup_vs_1)):
             continue
         single = r.speedup_vs_1 * lat
-        s = (single + stages.total_s) / (lat + stages.total_s)
-        out[r.plan.name] = (s, *uncertainty.speedup_range(s))
+        cards = max(1, r.plan.devices // max(1, r.plan.dp))
+        cap = min(float(cards), uncertainty.amdahl_cap(single, stages.total_s, cards))
+        raw = (single + stages.total_s) / (lat + stages.total_s)
+        s = min(raw, cap)
+        if model is not None and hw is not None:
+            stratum = uncertainty.range_stratum(model.name, hw, r.framework, given_machine)
+            lo, hi = uncertainty.stratified_range(s, stratum, cap)
+        else:
+            stratum = None
+            lo, hi = (min(x, cap) for x in uncertainty.speedup_range(s))
+        out[r.plan.name] = {"speedup": s, "low": lo, "high": hi, "dit_speedup": min(r.speedup_vs_1, float(cards)),
+                            "cap": cap, "cap_binds": hi >= cap or raw > cap, "stratum": stratum}
     return out
 
 
-def speedup_range_line(stages, results) -> str:
-    """One line: the leading plan's end-to-end speedup with the range that held-out published rows fell in."""
-    ranges = end_to_end_speedups(stages, results)
+def speedup_range_line(stages, results, model=None, hw=None, given_machine: bool = False) -> str:
+    """One line: the leading plan's end-to-end speedup first, the DiT-loop one beside it, the range with its level,
+    stratum, sample and held-out coverage, and the cap when it binds."""
+    ranges = end_to_end_speedups(stages, results, model, hw, given_machine)
     lead = next((r for r in results if r.plan.name in ranges), None)
     if lead is None:
         return ""
-    s, lo, hi = ranges[lead.plan.name]
+    e = ranges[lead.plan.name]
     what = "serial stages included" if stages.priced else "serial stages not priced"
-    a, b = uncertainty.SPEEDUP_RANGE_LOG2
-    return (f"end-to-end speedup of #{lead.rank} {lead.plan.name} over one device ({what}): {s:.1f}x, expected "
-            f"{lo:.1f}-{hi:.1f}x: measured / predicted speedup fell within x{2 ** a:.2f}..x{2 ** b:.2f} for "
-            f"{uncertainty.SPEEDUP_RANGE_LEVEL:.0%} of published rows held out (plan.py evaluate; every plan's: e2e_x "
-            "in the table, --json serial_stages.end_to_end_speedup)")
+    if e["stratum"] is None:
+        a, b = uncertainty.SPEEDUP_RANGE_LOG2
+        claim = (f"{uncertainty.SPEEDUP_RANGE_LEVEL:.0%} range: measured / predicted speedup fell within "
+                 f"x{2 ** a:.2f}..x{2 ** b:.2f} for that share of published rows held out")
+    else:
+        claim = uncertainty.range_note(e["stratum"])
+    level = uncertainty.RANGE_LEVEL if e["stratum"] is not None else uncertainty.SPEEDUP_RANGE_LEVEL
+    cards = max(1, lead.plan.devices // max(1, lead.plan.dp))
+    cap = ""
+    if e["cap_binds"]:
+        cap = (f"; capped at {e['cap']:.2f}x: " + (f"the card count ({cards})" if e["cap"] >= cards - 1e-9 else
+               f"Amdahl's bound of the serial stages ({stages.total_s:.2f} s that {cards} cards do not split)"))
+    return (f"speedup of #{lead.rank} {lead.plan.name} over one device: {e['speedup']:.1f}x end to end ({what}; "
+            f"DiT loop {e['dit_speedup']:.1f}x); {level:.0%} range {e['low']:.1f}-{e['high']:.1f}x ({claim}){cap} "
+            "(every plan's: e2e_x in the table, --json serial_stages.end_to_end_speedup)")
 
 
 def serial_line(stages) -> str:
@@ -240,7 +262,7 @@ GATE_WIDTH = 5  # "VETO" and "warn" plus a space
 
 
 def render(results, model, hw, shape, tun, conclusion: str, top: int, show_all: bool, stages=None,
-           half_line: str = "") -> str:
+           half_line: str = "", given_machine: bool = False) -> str:
     """The ranked table, the gates of the top two, and the conclusion."""
     feas = [r for r in results if r.feasible]
     lines = [f"{model.name} on {hw.name}, {feas[0].plan.devices if feas else '?'} devices: {shape.describe()}",
@@ -253,7 +275,7 @@ def render(results, model, hw, shape, tun, conclusion: str, top: int, show_all: 
     if half_line:
         lines.append(half_line)
     if stages is not None:
-        expected = speedup_range_line(stages, results)
+        expected = speedup_range_line(stages, results, model, hw, given_machine)
         if expected:
             lines.append(expected)
     if feas and cards_note(hw, feas[0].plan.devices):
@@ -261,7 +283,7 @@ def render(results, model, hw, shape, tun, conclusion: str, top: int, show_all: 
     lines += machine_lines(hw)
     lines.append("")
     gate_ids = sorted({gt.gate for r in results for gt in r.gates}, key=lambda g: (len(g), g))
-    e2e = end_to_end_speedups(stages, results) if stages is not None else {}
+    e2e = end_to_end_speedups(stages, results, model, hw, given_machine) if stages is not None else {}
     head = (f"{'#':>3} {'plan':<18}{'latency_s':>10}{'speedup':>8}{'e2e_x':>6}{'exact':>6} {'framework':<14}"
             f"{'step_s':>9}{'compute_s':>10}"
             f"{'x_intra_s':>10}{'x_inter_s':>10}{'x_node_s':>9}{'hidden_s':>9}{'host_s':>8}{'pipe_s':>8}"
@@ -278,14 +300,16 @@ def render(results, model, hw, shape, tun, conclusion: str, top: int, show_all: 
                          f"{r.gates[-1].reason}")
             continue
         mem = f"{bd.memory_GB:>7.1f}S" if needs_sharding(r) else f"{bd.memory_GB:>8.1f}"
-        lines.append(f"{r.rank:>3} {r.plan.name:<18}{_f(bd.latency_s):>10}{_f(r.speedup_vs_1, 1):>8}"
-                     f"{_f(e2e.get(r.plan.name, (None,))[0], 1):>6}"
+        sp = e2e.get(r.plan.name, {})
+        lines.append(f"{r.rank:>3} {r.plan.name:<18}{_f(bd.latency_s):>10}{_f(sp.get('dit_speedup', r.speedup_vs_1), 1):>8}"
+                     f"{_f(sp.get('speedup'), 1):>6}"
                      f"{'yes' if r.exact else 'NO':>6} {(r.framework or '-')[:13]:<14}{_f(bd.step_s):>9}"
                      f"{_f(bd.compute_s):>10}{_f(x['intra_domain']):>10}{_f(x['inter_domain']):>10}"
                      f"{_f(x['inter_node']):>9}{_f(bd.hidden_s):>9}{_f(bd.host_bound_s):>8}"
                      f"{_f(bd.pipeline_s):>8}{mem}  {g}")
-    lines += ["", "speedup = single-device latency / plan latency (one decimal: a ratio of two predictions); e2e_x = the "
-              "same with the serial stages added to both (end to end); exact = same output as one device up to "
+    lines += ["", "speedup = single-device latency / plan latency of the DiT loop; e2e_x = the same with the serial stages "
+              "added to both (end to end; the figure the headline gives first); neither printed above the card count or "
+              "Amdahl's bound of the serial stages (one decimal: a ratio of two predictions); exact = same output as one device up to "
               "reduction order (NO: stale activations, ranked after exact plans unless --allow-approximate); "
               "framework = preferred framework that runs it (native backend, then vendor preference); "
               "DPn = n replicas for other requests (ranked after plans that use every card for this one)",

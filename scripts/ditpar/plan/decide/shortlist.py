@@ -162,7 +162,8 @@ def transport_note(short: list, hw, measured: frozenset[str] = frozenset()) -> s
     link = "intra_domain"
     part = link + uncertainty.ALLTOALL_PART
     figure = dict(hw.links[link].alltoall_GBps) if link in hw.links else {}
-    if (4 not in figure or {part, link} & measured or hw.links[link].evidence == "measured"
+    if (4 not in figure or {part, link} & measured or hw.links[link].evidence in ("measured", "given")
+            or f"--set links.{link}.alltoall_GBps" in hw.links[link].basis
             or "pcie" not in hw.interconnect.lower()):
         return ""
     for r in short:

@@ -25,6 +25,9 @@ PRESET_FACTOR = 2.0
 # on all sources": 0.025 since issue 23's fit by the same rule); evaluate re-derives it without the scored source
 # for every held-out figure it prints.
 MODEL_HALF_WIDTH = 0.025
+# What the band covers, held out (`plan.py evaluate --tables benchmarks/published`, leave one source out: "band
+# coverage"): printed beside it, since it claims no level (rows, share inside)
+BAND_HELD_OUT = (241, 0.53)
 RECALL_TARGET = 0.97
 # Floor: published latencies closer than 5 % are not an order (evaluate.TIE: repeat noise and chart
 # reading), so no two predictions closer than that are ordered either: half of 5 % each side.
@@ -61,7 +64,9 @@ class Band:
 # model), which moves less than a figure measured on another device. A priori, not fitted: PRESET_FACTOR is the
 # derived case; a same-class measurement still differs between boxes and software versions by ~1.5x
 # (NVIDIA/nccl#1603: one box, 2 vs 18 GB/s by transport), a borrowed figure by more.
-EVIDENCE_FACTOR = {"measured": 1.5, "derived": PRESET_FACTOR, "other-class": 3.0}
+# A figure the user typed (--set links...) is "given": it moves like a derived one, never less than a measurement of
+# the class (a --set figure never narrows a band; only --bench does).
+EVIDENCE_FACTOR = {"measured": 1.5, "derived": PRESET_FACTOR, "other-class": 3.0, "given": PRESET_FACTOR}
 # PipeFusion's own model error: warm-up, fill and stage imbalance (Breakdown.pipeline_s) rest on the pipeline's
 # schedule as the model assumes it (no measured PipeFusion schedule is in the tables), moved by this factor.
 PIPELINE_FACTOR = 2.0
@@ -232,3 +237,68 @@ def speedup_range(speedup: float, log2_range: tuple[float, float] = SPEEDUP_RANG
     time (measured / predicted between 2**low and 2**high). Not capped at the card count: published runs reach
     and pass n (CFG-2 rows measure 2.0-2.1x; a one-device run can be the less efficient one)."""
     return speedup * 2.0 ** log2_range[0], speedup * 2.0 ** log2_range[1]
+
+
+# The end-to-end speedup range plan.py prints: x e^-q .. x e^q around the prediction, q the split-conformal quantile
+# of |ln(measured / predicted speedup)| over the rows of the unseen rounds as each round was scored before any cost
+# term changed for it (benchmarks/unseen_residuals.csv; benchmarks/VALIDATION.md sections 4 and 7.16), by stratum
+# (how new the question is to the published tables). A stratum with fewer than 20 rows takes the pooled q at the
+# level halfway to 1 (0.8 -> 0.9). Fitted by `plan.py evaluate --tables benchmarks/published --coverage`
+# (judge/conformal.py), which also prints each stratum's coverage with one round left out at a time (the figure
+# stated beside the range).
+RANGE_LEVEL = 0.8
+RANGE_SAMPLE = "159 speedup rows of 7 unseen rounds (2026-12-04 to 2026-12-05), as each round was scored before any change"
+# stratum -> (q, rows of the stratum in the sample, its own q (else the pooled one widened), held-out coverage, n)
+RANGE_Q = {
+    "all in collection": (0.230, 45, True, 0.87, 45),
+    "new framework": (0.155, 68, True, 0.94, 68),
+    "new or borrowed machine": (0.445, 2, False, 0.86, 159),
+    "new model family": (0.439, 44, True, 0.73, 44),
+}
+# what the published tables hold (benchmarks/published, rows scored): the strata are decided against these
+COLLECTION = {
+    "families": frozenset({"cogvideox", "consisid", "flux", "hunyuanvideo", "mochi", "open", "pixart", "qwen", "sana",
+                           "wan"}),
+    "accelerators": frozenset({"910B", "A100", "H100", "H20", "H200", "L20", "L40", "RTX 4090"}),
+    "frameworks": frozenset({"MindIE-SD", "ParaAttention", "cache-dit", "diffusers-CP", "vLLM-Omni", "xDiT"}),
+}
+
+
+def range_stratum(model_name: str, hw, framework: str | None, given_machine: bool = False) -> str:
+    """The stratum of a question (the newest part wins: model family, machine, framework): a machine is new when no
+    published table holds its accelerator, or its compute figure is borrowed or given rather than measured."""
+    import re
+
+    m = re.match(r"[A-Za-z]+", str(model_name).strip())
+    fam = m.group(0).lower() if m else str(model_name).lower()
+    if fam not in COLLECTION["families"]:
+        return "new model family"
+    borrowed = str(hw.sources.get("mfu", "")).lower().startswith("borrowed")
+    if given_machine or borrowed or str(hw.accelerator) not in COLLECTION["accelerators"]:
+        return "new or borrowed machine"
+    if framework and framework not in COLLECTION["frameworks"]:
+        return "new framework"
+    return "all in collection"
+
+
+def stratified_range(speedup: float, stratum: str, cap: float = math.inf) -> tuple[float, float]:
+    """(low, high) of a predicted end-to-end speedup at RANGE_LEVEL for its stratum, neither above `cap`."""
+    q = RANGE_Q[stratum][0]
+    return min(speedup * math.exp(-q), cap), min(speedup * math.exp(q), cap)
+
+
+def range_note(stratum: str) -> str:
+    """The stratum, sample and held-out coverage a printed range claims (its level is printed with it)."""
+    q, n, own, cov, held = RANGE_Q[stratum]
+    if own:
+        return (f"stratum '{stratum}': {n} of the {RANGE_SAMPLE}; held-out coverage {cov:.2f} of {held}")
+    return (f"stratum '{stratum}': only {n} of the {RANGE_SAMPLE} (< 20), so the pooled figure widened to its 0.9 "
+            f"quantile; pooled held-out coverage {cov:.2f} of {held}")
+
+
+def amdahl_cap(single_dit_s: float, serial_s: float, cards: int) -> float:
+    """The end-to-end speedup the serial stages allow on `cards` cards (the DiT loop split perfectly, the serial
+    stages not at all): (single + serial) / (single / cards + serial); never above the card count."""
+    if cards < 1 or single_dit_s <= 0:
+        return math.inf
+    return (single_dit_s + serial_s) / (single_dit_s / cards + serial_s)

@@ -361,6 +361,10 @@ def apply_sets(items: list[str], hw, tun) -> tuple[object, object, list[str]]:
                 old = table.get(int(parts[3]), "unset")
                 table[int(parts[3])] = value
                 link = dataclasses.replace(link, alltoall_GBps=tuple(sorted(table.items())))
+            # a typed figure is given, not measured: its link's exposed time keeps a band at least as wide as before
+            # (uncertainty.EVIDENCE_FACTOR: 'given' moves like a derived figure; a borrowed class stays borrowed)
+            link = dataclasses.replace(link, evidence=link.evidence if link.evidence == "other-class" else "given",
+                                       basis=f"{link.basis}; given: --set {key}")
             hw = dataclasses.replace(hw, links={**hw.links, parts[1]: link})
         notes.append(f"{key}: {old} -> {value:g}")
     return hw, tun, notes

@@ -13,16 +13,12 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from ditpar import files, limits
 from ditpar.errors import DitParError, InputError
 from ditpar.plan.cost import Plan, Tunables, make_shape, parse_resolution, predict
+from ditpar.plan.inputs.tables import ALLGATHER_KV, COLUMNS, DEGREES, read_table  # noqa: F401 (the schema's home)
 
-COLUMNS = ["source_repo", "source_path", "model", "hardware", "interconnect", "n_devices", "resolution_or_seq",
-           "steps", "ulysses", "ring", "pipefusion", "cfg", "tp", "other_config", "latency_s", "notes"]
-DEGREES = ("ulysses", "ring", "pipefusion", "cfg", "tp")
 SCENARIO_KEY = ["source_path", "model", "hardware", "interconnect", "n_devices", "resolution_or_seq", "steps",
                 "other_config"]
-ALLGATHER_KV = re.compile(r"ring_rotate_method\s*=\s*allgather|allgather-kv")
 TIE = 0.05  # measured latencies closer than 5 % are not an order (chart reading error is 2-5 %)
 MAX_LATENCY_S = 1e7   # a measured request of at most 116 days: the bound of plan.py --ref-latency (inf or 1e308
                       # would be taken as a measurement, and --calibrate overflowed on it)
@@ -35,67 +31,6 @@ RULE_OF_THUMB = (
     "4. Avoid tensor parallel.",
     "5. Break ties by the larger of those degrees.",
 )
-
-
-def read_table(path: str | Path):
-    """Read one CSV in the calibration schema; a missing column is an error naming what is there.
-
-    The file is read once through files.read_input_text (a FIFO with a timeout, a device refused, the
-    encoding named) and parsed from that text, never opened a second time."""
-    import io
-
-    import pandas as pd
-
-    text = files.read_input_text(path)
-    try:
-        frame = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
-    except (ValueError, MemoryError, RecursionError) as exc:   # pandas' EmptyDataError and ParserError too
-        why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise InputError(f"{path}: cannot read CSV ({why})") from None
-    missing = [c for c in COLUMNS if c not in frame.columns]
-    if missing:
-        raise InputError(f"{path}: missing column(s) {', '.join(missing)}; present: {', '.join(frame.columns)}")
-    lines = _row_lines(text, path, len(frame.columns))
-    for column in ("n_devices", "steps", *DEGREES):
-        top = limits.MAX_STEPS if column == "steps" else limits.MAX_DEVICES  # the bounds of --steps, --devices
-        for i, cell in enumerate(frame[column]):
-            _check_count(cell, f"{path}: line {lines[i] if i < len(lines) else i + 2}: column {column!r}", top)
-    return frame
-
-
-def _row_lines(text: str, path: str | Path, width: int) -> list[int]:
-    """Line number of every data row; a row with fewer or more fields than the header is an error."""
-    import csv
-    import io
-
-    reader = csv.reader(io.StringIO(text, newline=""))
-    start = 1   # the line the row being read starts on (the header's, then each data row's)
-    try:
-        next(reader, None)
-        lines = []
-        start = reader.line_num + 1
-        for fields in reader:
-            if fields and len(fields) != width:
-                raise InputError(f"{path}: line {start}: {len(fields)} field(s), the header has {width} "
-                                 "(a truncated or broken row)")
-            lines.append(start)
-            start = reader.line_num + 1
-    except csv.Error as exc:
-        raise InputError(f"{path}: line {start}: not a CSV row ({exc})") from None
-    return lines
-
-
-def _check_count(text: object, where: str, top: int) -> None:
-    """A count or degree written as a number must be a whole number in 1..top (text like 'not stated' may stay)."""
-    cell = str(text).strip()
-    try:
-        value = float(cell)
-    except ValueError:
-        return
-    if not (math.isfinite(value) and value >= 1 and value == int(value)):
-        raise InputError(f"{where}: {cell!r} is not a whole number >= 1")
-    if value > top:
-        raise InputError(f"{where}: {cell!r} is out of range; expected 1..{top} (no real job has more)")
 
 
 def _int_or_none(text: str) -> int | None:

@@ -1,0 +1,201 @@
+"""The speedup range's width from held-out residuals, by stratum, and its coverage leave one unseen round out.
+
+The calibration sample is the rows of the unseen rounds (benchmarks/VALIDATION.md section 4), as each round was
+scored before any cost term changed for it: |log2(predicted / measured speedup)| per row, from the code of the
+commit that scored it (benchmarks/unseen_residuals.csv, written by benchmarks/unseen_residuals.py). A range of level
+L around a prediction is x e^-q .. x e^q, q the conformal quantile of |residual| of the rows of its stratum (how
+new the question is to the collection). Beside it, the same rows scored by today's cost terms with each round held
+out (`heldout.evaluate_heldout(by="round")`): optimistic, since the terms have since seen some of those tables.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+from ditpar.plan.judge.rounds import UNSEEN_ROUNDS, round_of  # noqa: F401 (round_of: the rounds' one home)
+
+PRECHANGE = Path(__file__).resolve().parents[4] / "benchmarks" / "unseen_residuals.csv"
+STRATA = ("all in collection", "new framework", "new or borrowed machine", "new model family")
+MIN_N = 20   # a stratum with fewer rows takes the pooled figure, widened (`quantile_table`)
+
+
+def family(model_name: str) -> str:
+    """A model's family: the first run of letters of its name ('Wan2.1-T2V-14B' -> 'wan', 'FLUX.2-dev' -> 'flux')."""
+    m = re.match(r"[A-Za-z]+", str(model_name).strip())
+    return m.group(0).lower() if m else str(model_name).lower()
+
+
+def borrowed_machine(hw) -> bool:
+    """A machine whose compute figure is borrowed from another preset (its mfu source says so)."""
+    return str(hw.sources.get("mfu", "")).lower().startswith("borrowed")
+
+
+def stratum(model_name: str, accelerator: str, framework: str, borrowed: bool, collection: dict) -> str:
+    """How new a question is to `collection` ({'families', 'accelerators', 'frameworks'}): the newest part wins
+    (model family, then machine, then framework)."""
+    if family(model_name) not in collection["families"]:
+        return "new model family"
+    if borrowed or str(accelerator) not in collection["accelerators"]:
+        return "new or borrowed machine"
+    if framework not in collection["frameworks"]:
+        return "new framework"
+    return "all in collection"
+
+
+def _framework(row) -> str:
+    from ditpar.plan.judge.evaluate import row_framework
+
+    fw = row_framework(row.row)
+    return fw.name if fw is not None else str(row.row["source_repo"])
+
+
+def collection_of(rows) -> dict:
+    """The families, accelerators and frameworks a set of rows holds."""
+    return {"families": {family(r.model.name) for r in rows}, "accelerators": {str(r.hw.accelerator) for r in rows},
+            "frameworks": {_framework(r) for r in rows}}
+
+
+def sample(frames: dict, tun) -> tuple[list[dict], dict]:
+    """(one record per unseen-round speedup row: round, table, stratum, residual, scored with its round held out;
+    the held-out evaluation by round)."""
+    from ditpar.plan.judge.heldout import evaluate_heldout
+
+    res = evaluate_heldout(frames, tun, by="round")
+    rows = res["row_list"]
+    out = []
+    for r in res["sources"]:
+        if r.source not in UNSEEN_ROUNDS:
+            continue
+        coll = collection_of([x for x in rows if round_of(x.source) != r.source])
+        for i, e in r.residuals:
+            x = rows[i]
+            out.append({"round": r.source, "table": x.source, "model": x.model.name, "hardware": x.hw.name,
+                        "plan": x.plan.name, "residual": e,
+                        "stratum": stratum(x.model.name, x.hw.accelerator, _framework(x), borrowed_machine(x.hw), coll)})
+    return out, res
+
+
+def conformal_q(abs_res: list[float], level: float) -> float | None:
+    """The split-conformal quantile: the ceil((n + 1) level)-th smallest |residual| (None: too few rows for it)."""
+    v = sorted(abs_res)
+    k = math.ceil((len(v) + 1) * level)
+    return v[k - 1] if 1 <= k <= len(v) else None
+
+
+def quantile_table(recs: list[dict], level: float) -> dict:
+    """Per stratum: q, n and whether it is its own (n >= MIN_N) or the pooled figure widened (pooled q at the level
+    halfway to 1: 0.8 -> 0.9)."""
+    pooled = [abs(r["residual"]) for r in recs]
+    wide = conformal_q(pooled, (1 + level) / 2) if pooled else None
+    out = {"pooled": {"q": conformal_q(pooled, level), "n": len(pooled), "own": True}}
+    for s in STRATA:
+        own = [abs(r["residual"]) for r in recs if r["stratum"] == s]
+        q = conformal_q(own, level) if len(own) >= MIN_N else None
+        out[s] = {"q": q if q is not None else wide, "n": len(own), "own": q is not None}
+    return out
+
+
+def loro_coverage(recs: list[dict], level: float) -> dict:
+    """Leave one round out: each round's rows against the q (by stratum) of the other rounds' rows; per stratum
+    and pooled, the share inside, n, and the median range width (high / low = e^2q)."""
+    hits: dict[str, list[bool]] = {}
+    widths: dict[str, list[float]] = {}
+    for rnd in sorted({r["round"] for r in recs}):
+        table = quantile_table([r for r in recs if r["round"] != rnd], level)
+        for r in recs:
+            if r["round"] != rnd:
+                continue
+            q = table[r["stratum"]]["q"]
+            if q is None:
+                continue
+            for key in (r["stratum"], "pooled"):
+                hits.setdefault(key, []).append(abs(r["residual"]) <= q)
+                widths.setdefault(key, []).append(math.exp(2 * q))
+    out = {}
+    for key, h in hits.items():
+        w = sorted(widths[key])
+        out[key] = {"coverage": sum(h) / len(h), "n": len(h), "median_width": w[len(w) // 2]}
+    return out
+
+
+def prechange_sample(path: Path, strata: dict[str, str]) -> list[dict]:
+    """The pre-change residuals (one row per speedup row: round, table, scored_at_commit, abs_log2_speedup_error),
+    each given the stratum its table has today (`strata`, table -> stratum); tables not in `strata` are left out."""
+    import csv
+    import io
+
+    from ditpar import files, limits
+    from ditpar.errors import InputError
+
+    text = files.read_input_text(path)
+    rows = list(csv.DictReader(io.StringIO(text, newline="")))
+    want = ("round", "table", "scored_at_commit", "abs_log2_speedup_error")
+    if not rows or any(c not in rows[0] for c in want):
+        raise InputError(f"{path}: expected the columns {', '.join(want)}")
+    out = []
+    for i, r in enumerate(rows, 2):
+        if r["table"] not in strata:
+            continue
+        e = limits.number(r["abs_log2_speedup_error"], f"{path}: line {i}: abs_log2_speedup_error", 0.0, 64.0)
+        out.append({"round": r["round"], "table": r["table"], "scored_at": r["scored_at_commit"],
+                    "stratum": strata[r["table"]], "residual": e * math.log(2)})
+    return out
+
+
+def _levels(recs: list[dict], levels) -> dict:
+    return {f"{lv:g}": {"q": quantile_table(recs, lv), "held_out": loro_coverage(recs, lv)} for lv in levels}
+
+
+def report(frames: dict, tun, levels: tuple[float, ...] = (0.5, 0.8, 0.9), prechange: Path | None = PRECHANGE) -> dict:
+    """The calibration (q per stratum) and its leave-one-round-out coverage per level: on the residuals each round
+    had when it was scored (`prechange`, the sample plan.py ships), and on today's cost terms with the round held out."""
+    now, _ = sample(frames, tun)
+    strata: dict[str, str] = {}
+    for r in now:
+        strata.setdefault(r["table"], r["stratum"])
+    pre = prechange_sample(prechange, strata) if prechange is not None and prechange.is_file() else []
+    recs = pre or now
+    return {"rounds": {k: list(v) for k, v in UNSEEN_ROUNDS.items()}, "sample_kind": "pre-change" if pre else "today",
+            "rows": len(recs), "by_round": {r: sum(x["round"] == r for x in recs) for r in UNSEEN_ROUNDS},
+            "levels": _levels(recs, levels), "levels_today": _levels(now, levels),
+            "collection": {k: sorted(v) for k, v in collection_of(_all_rows(frames)).items()},
+            "sample": recs}
+
+
+def _all_rows(frames: dict):
+    from ditpar.plan.judge.heldout import collect_rows
+
+    return collect_rows(frames)
+
+
+def render(rep: dict) -> str:
+    """The per-stratum tables of each level, held out by round: the pre-change sample plan.py ships, then today's."""
+    kind = ("as each round was scored before any change (benchmarks/unseen_residuals.csv)" if
+            rep["sample_kind"] == "pre-change" else "scored by today's cost terms, each round held out")
+    lines = [f"speedup range by stratum: {rep['rows']} speedup rows of the unseen rounds, {kind} ("
+             + ", ".join(f"{k}: {v}" for k, v in rep["by_round"].items()) + "); coverage with one round left out"]
+    lines += _render_levels(rep["levels"])
+    if rep["sample_kind"] == "pre-change":
+        lines.append("the same rows scored by today's cost terms, each round held out (optimistic: the terms have "
+                     "since seen some of these tables):")
+        lines += _render_levels(rep["levels_today"])
+    return "\n".join(lines) + "\n"
+
+
+def _render_levels(levels: dict) -> list[str]:
+    lines = []
+    for lv, d in levels.items():
+        lines.append(f"level {lv}: stratum                      n   q (ln)  range      held-out coverage (n)  "
+                     "median width")
+        for key in ("pooled", *STRATA):
+            q = d["q"][key]
+            h = d["held_out"].get(key)
+            rng = "-" if q["q"] is None else f"x{math.exp(-q['q']):.2f}..x{math.exp(q['q']):.2f}"
+            src = "" if q["own"] else " (pooled, widened)"
+            cov = "-" if h is None else f"{h['coverage']:.2f} ({h['n']})"
+            wid = "-" if h is None else f"x{h['median_width']:.2f}"
+            qtext = "-" if q["q"] is None else f"{q['q']:.3f}"
+            lines.append(f"  {key:<36}{q['n']:>4} {qtext:>8}  {rng + src:<30}{cov:>12}  {wid:>8}")
+    return lines

@@ -1,0 +1,188 @@
+"""plan.py says how sure it is and shows the evidence first: measured rows above the ranking, the provenance of every
+input figure, one end-to-end speedup with its caps, a range by stratum with its held-out coverage, and the
+Measure-it line. Values checked by hand from the shipped tables and the formulas."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from conftest import run_script
+from ditpar.plan.decide import evidence, uncertainty
+from ditpar.plan.judge import conformal
+
+L20 = ("--model", "FLUX.1-dev", "--hardware", "L20", "--devices", "4")
+HEADER = ("source_repo,source_path,model,hardware,interconnect,n_devices,resolution_or_seq,steps,ulysses,ring,"
+          "pipefusion,cfg,tp,other_config,latency_s,notes")
+
+
+def plan_json(*args):
+    return json.loads(run_script("plan.py", *args, "--json", check=0).stdout)
+
+
+def test_flux_on_4_l20_prints_the_shipped_table_above_the_ranking_and_names_the_disagreement():
+    text = run_script("plan.py", *L20, check=0).stdout
+    assert text.index("evidence first: measured FLUX.1-dev on L20 PCIe at 4 cards") < text.index(
+        "FLUX.1-dev on L20 PCIe x8")
+    # cache-dit's CONTEXT_PARALLEL.md ring table: Ulysses-4 8.22 s, one device 23.56 s -> 2.87x; USP-2-2 8.55 s -> 2.76x
+    assert "U4           measured     8.22 s  speedup  2.87x" in text
+    assert "U2 R2        measured     8.55 s  speedup  2.76x" in text
+    assert "the ranking disagrees: cachedit_context_parallel.csv: measured fastest U4 (8.22 s) is predicted #" in text
+    doc = plan_json(*L20)
+    ev = doc["evidence"]
+    assert ev["devices"] == 4 and ev["agrees"] is False
+    ring = next(r for r in ev["runs"] if r["file"] == "cachedit_context_parallel.csv" and len(r["plans"]) == 4)
+    assert [p["name"] for p in ring["plans"]] == ["U4", "U2 R2", "R4", "AG4"]   # 8.22 < 8.55 < 9.16 < 9.82 s
+    assert ring["one_device_s"] == 23.56 and ring["framework"] == "vipshop/cache-dit"
+    assert "1888d468cf44" in ring["date"]   # no date in the table: the source's commit
+    assert ev["measured_order"][:2] == ["U4", "U2 R2"]
+    predicted = {p["name"]: p["rank"] for p in doc["plans"]}
+    assert ring["plans"][0]["predicted_rank"] == predicted["U4"] > 1
+
+
+def test_your_own_evidence_table_ranks_by_measurement(tmp_path):
+    table = tmp_path / "mine.csv"
+    rows = ["me/bench,run.md,FLUX.1-dev,L20,PCIe,1,1024x1024,28,1,1,1,1,1,pytorch,20,one card",
+            "me/bench,run.md,FLUX.1-dev,L20,PCIe,4,1024x1024,28,2,2,1,1,1,pytorch,6,usp",
+            "me/bench,run.md,FLUX.1-dev,L20,PCIe,4,1024x1024,28,4,1,1,1,1,pytorch,5,ulysses",
+            "me/bench,run.md,Wan2.1-T2V-14B,L20,PCIe,4,832x480x81 frames,50,4,1,1,1,1,pytorch,50,other model"]
+    table.write_text(HEADER + "\n" + "\n".join(rows) + "\n")
+    ev = plan_json(*L20, "--evidence", str(table))["evidence"]
+    assert ev["source"] == "your --evidence table"
+    (run,) = ev["runs"]
+    assert [(p["name"], p["measured_s"]) for p in run["plans"]] == [("U4", 5.0), ("U2 R2", 6.0)]
+    assert [p["measured_speedup"] for p in run["plans"]] == pytest.approx([4.0, 20 / 6])
+    assert ev["measured_order"] == ["U4", "U2 R2"]
+
+
+def test_no_shipped_folder_is_said(monkeypatch, tmp_path):
+    monkeypatch.setattr(evidence, "SHIPPED", tmp_path / "absent")
+    paths, origin = evidence.tables(None)
+    assert paths == [] and origin == f"no shipped evidence found at {tmp_path / 'absent'}"
+
+
+def test_set_is_given_and_never_narrows_a_band():
+    # H800's intra_domain figures are measured on the class (x1.5); the same figure typed with --set is given (x2):
+    # latencies stay, every band's high end grows by exposed x (2 - 1) - exposed x (1.5 - 1) = 0.5 x exposed
+    args = ("--model", "FLUX.1-dev", "--hardware", "H800", "--devices", "8")
+    base = plan_json(*args)
+    bw = next(r["GBps"] for r in base["link_figures"] if r["link"] == "intra_domain")   # one bus figure, 160 GB/s
+    given = plan_json(*args, "--set", f"links.intra_domain.bandwidth_GBps={bw:g}")
+    rec = next(r for r in given["link_figures"] if r["link"] == "intra_domain")
+    assert rec["measured"] is False and rec["provenance"] == "given"
+    old = {p["name"]: p for p in base["plans"] if p["feasible"]}
+    checked = 0
+    for p in given["plans"]:
+        if not p["feasible"] or p["pipeline_s"]:
+            continue
+        q = old[p["name"]]
+        assert p["predicted_latency_s"] == pytest.approx(q["predicted_latency_s"])
+        assert p["predicted_high_s"] >= q["predicted_high_s"] - 1e-9 and p["predicted_low_s"] <= q["predicted_low_s"] + 1e-9
+        exposed = p["exposed_by_link_s"]["intra_domain"]
+        assert p["predicted_high_s"] - q["predicted_high_s"] == pytest.approx(0.5 * exposed, rel=1e-6, abs=1e-9)
+        checked += exposed > 0
+    assert checked
+
+
+def test_provenance_of_inputs():
+    doc = plan_json("--model", "FLUX.1-dev", "--hardware", "H800", "--devices", "8", "--set", "mfu=0.4",
+                    "--ref-latency", "30")
+    kinds = {r["figure"]: r["provenance"] for r in doc["inputs"]}
+    assert kinds["model"] == "preset" and kinds["mfu"] == "given" and kinds["compute rate"] == "measured"
+    assert kinds["intra_domain bus bandwidth (every pattern; no per-pattern figure)"] == "preset"   # evidence measured
+    # H800's mfu is borrowed from the H100 preset (its sources say so): borrowed, and the range's machine stratum
+    plain = plan_json("--model", "FLUX.1-dev", "--hardware", "H800", "--devices", "8")
+    assert {r["figure"]: r["provenance"] for r in plain["inputs"]}["mfu"] == "borrowed"
+    lead = plain["plans"][0]["name"]
+    assert plain["serial_stages"]["end_to_end_speedup"][lead]["stratum"] == "new or borrowed machine"
+
+
+def test_amdahl_cap_and_the_card_count_by_hand():
+    # one device 29.04 s of DiT + 0.32 s serial, 4 cards: (29.36) / (7.26 + 0.32) = 3.8734
+    assert uncertainty.amdahl_cap(29.04, 0.32, 4) == pytest.approx(29.36 / 7.58)
+    assert uncertainty.amdahl_cap(10.0, 0.0, 8) == pytest.approx(8.0)
+    lo, hi = uncertainty.stratified_range(3.0, "all in collection", cap=3.2)
+    q = uncertainty.RANGE_Q["all in collection"][0]
+    assert lo == pytest.approx(3.0 * math.exp(-q)) and hi == 3.2
+
+
+def test_no_printed_speedup_above_the_cap_and_one_headline():
+    # Wan2.1-T2V-14B on 8 x Atlas 800I A2: the serial stages bind the end-to-end figure
+    doc = plan_json("--model", "Wan2.1-T2V-14B", "--hardware", "Atlas 800I A2", "--devices", "8")
+    e2e = doc["serial_stages"]["end_to_end_speedup"]
+    total = doc["serial_stages"]["total_s"]
+    for p in doc["plans"]:
+        if not p["feasible"]:
+            continue
+        e = e2e[p["name"]]
+        cards = p["devices"] // p["dp"] if "devices" in p else 8 // p["dp"]
+        single = p["speedup_vs_1"] * p["predicted_latency_s"]
+        cap = min(cards, (single + total) / (single / cards + total))
+        assert e["cap"] == pytest.approx(cap)
+        assert e["speedup"] <= cap + 1e-9 and e["high"] <= cap + 1e-9 and e["dit_speedup"] <= cards
+    lead = doc["plans"][0]
+    e = e2e[lead["name"]]
+    assert e["cap_binds"] and e["high"] == pytest.approx(e["cap"])
+    text = run_script("plan.py", "--model", "Wan2.1-T2V-14B", "--hardware", "Atlas 800I A2", "--devices", "8",
+                      check=0).stdout
+    line = next(ln for ln in text.splitlines() if ln.startswith("speedup of #1"))
+    assert f"{e['speedup']:.1f}x end to end" in line and f"DiT loop {e['dit_speedup']:.1f}x" in line
+    assert "80% range" in line and "held-out coverage" in line and "capped at" in line
+
+
+def test_conformal_quantile_and_fallback_by_hand():
+    assert conformal.conformal_q([float(i) for i in range(1, 11)], 0.8) == 9.0   # ceil(11 x 0.8) = 9th
+    assert conformal.conformal_q([1.0, 2.0], 0.8) is None                        # ceil(3 x 0.8) = 3 > 2
+    recs = ([{"round": "a", "stratum": "all in collection", "residual": 0.01 * i} for i in range(1, 21)]
+            + [{"round": "b", "stratum": "new framework", "residual": -0.1 * i} for i in range(1, 6)])
+    t = conformal.quantile_table(recs, 0.8)
+    assert t["all in collection"] == {"q": pytest.approx(0.17), "n": 20, "own": True}   # ceil(21 x 0.8) = 17th
+    pooled = sorted(abs(r["residual"]) for r in recs)
+    assert t["new framework"]["own"] is False
+    assert t["new framework"]["q"] == pooled[math.ceil(26 * 0.9) - 1]   # 5 rows < 20: pooled at 0.9
+    cov = conformal.loro_coverage(recs, 0.8)
+    # round b held out: the 20 rows of a (none of its stratum) give the pooled 0.9 q = 0.19; b's |residuals| 0.1..0.5
+    # -> one of five inside; round a held out: b's 5 rows, pooled 0.9 q needs ceil(6 x 0.9) = 6 > 5 rows: none
+    assert cov["new framework"]["coverage"] == pytest.approx(0.2) and cov["new framework"]["n"] == 5
+    assert "all in collection" not in cov
+
+
+def test_round_of_and_family():
+    assert conformal.round_of("benchmarks/published/mochi_xdit_l40.csv") == "round 5 (2026-12-05)"
+    assert conformal.round_of("xdit_flux.csv") is None
+    assert conformal.family("Wan2.1-T2V-14B") == "wan" and conformal.family("FLUX.2-dev") == "flux"
+
+
+def test_measure_it_lists_every_link_figure_of_the_short_list():
+    doc = plan_json(*L20)
+    mi = doc["measure_it"]
+    ops = {(f["link"], f["op"]) for f in mi["figures"]}
+    # short list U2 R2, U2 AG2, R2 TP2, U2 TP2, U4: all-to-all (U), send/recv (ring), all-gather (AG, TP AdaLN),
+    # all-reduce (TP), all on the one PCIe domain of cards 0-3
+    assert ops == {("intra_domain", "all_to_all"), ("intra_domain", "sendrecv"), ("intra_domain", "all_gather"),
+                   ("intra_domain", "all_reduce")}
+    a2a = next(f for f in mi["figures"] if f["op"] == "all_to_all")
+    assert a2a["groups"] == [[0, 1], [0, 1, 2, 3]] and '--groups "0,1;0,1,2,3"' in a2a["command"]
+    assert mi["plan_bench"] and "scripts/plan_bench.py" in mi["plan_bench"]
+    text = run_script("plan.py", *L20, check=0).stdout
+    assert text.rstrip().splitlines()[-1].startswith("Measure it: the short list's order rests on 4 link figure(s)")
+
+
+def test_shipped_range_is_the_fit_on_the_unseen_rounds():
+    """uncertainty.RANGE_Q and COLLECTION are what `plan.py evaluate --tables benchmarks/published --coverage` fits:
+    q per stratum at 0.8 on every unseen round, its held-out coverage, and the families, machines and frameworks."""
+    from conftest import ROOT
+    from ditpar.plan.cost import Tunables
+    from ditpar.plan.judge import evaluate
+
+    rep = conformal.report(evaluate.load_tables(ROOT / "benchmarks" / "published"), Tunables(), levels=(0.8,))
+    lv = rep["levels"]["0.8"]
+    assert rep["rows"] == sum(rep["by_round"].values())
+    for stratum, (q, n, own, cov, held) in uncertainty.RANGE_Q.items():
+        fit = lv["q"][stratum]
+        assert (round(fit["q"], 3), fit["n"], fit["own"]) == (q, n, own), stratum
+        got = lv["held_out"][stratum if own else "pooled"]
+        assert (round(got["coverage"], 2), got["n"]) == (cov, held), stratum
+    for key, values in uncertainty.COLLECTION.items():
+        assert values <= set(rep["collection"][key]), key
