@@ -24,6 +24,7 @@ class PlanResult:
     pad_tokens: int = 0          # tokens the framework pads the sequence with (costed)
     speedup_vs_1: float = float("nan")
     tunables: Tunables | None = None  # what it was predicted with (the runner's TP host cost included)
+    vae_devices: int = 1         # cards the named framework splits the VAE decode over (frameworks.vae_degree)
 
     @property
     def latency_s(self) -> float:
@@ -73,6 +74,7 @@ def rank_plans(model, hw, shape: Shape, devices: int, tun: Tunables, *, with_dp:
         preferred,
         runs,
         tp_host_tunables,
+        vae_degree,
     )
     from ditpar.plan.inputs.recipes import choose
 
@@ -117,7 +119,8 @@ def rank_plans(model, hw, shape: Shape, devices: int, tun: Tunables, *, with_dp:
                 add_weight_gather(hw, pshape, plan, bd)
                 g2 = sharded_gate(hw, plan, bd, g2)
         res = PlanResult(plan, bd, [g1, g2], feasible, framework=runners[0].name if runners else "",
-                         exact=exact, exact_reason=why_exact, pad_tokens=pad, tunables=plan_tun)
+                         exact=exact, exact_reason=why_exact, pad_tokens=pad, tunables=plan_tun,
+                         vae_devices=vae_degree(runners[0], model, plan) if runners else 1)
         res.speedup_vs_1 = single_s / bd.latency_s if bd.latency_s > 0 else float("nan")
         results.append(res)
     useful = [r for r in results if r.feasible and (devices == 1 or r.plan.dp < devices)]

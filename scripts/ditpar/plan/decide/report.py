@@ -121,7 +121,7 @@ def plan_record(r, model=None) -> dict:
            "pad_tokens": r.pad_tokens,
            "pad_heads": None if heads is None else {"from": heads[0], "to": heads[1]},
            "head_split": head_split(model, r.plan) or None,
-           "needs_weight_sharding": needs_sharding(r),
+           "needs_weight_sharding": needs_sharding(r), "vae_devices": getattr(r, "vae_devices", 1),
            "gates": [g.as_dict() for g in r.gates]}
     if finite:
         rec.update({
@@ -155,11 +155,17 @@ def payload(results, model, hw, shape, tun, conclusion: str, frameworks=None,
 
 
 def serial_record(stages, results) -> dict:
-    """JSON of the serial stages and the end-to-end seconds of every feasible plan (DiT + serial)."""
+    """JSON of the serial stages and the end-to-end seconds of every feasible plan (DiT + serial, the decode split
+    as the plan's framework splits it), and the leading plan's wall."""
+    from ditpar.plan.decide.stages import plan_stages, wall
+
+    feas = [r for r in results if r.feasible]
     return {"text_encode_s": stages.text_encode_s, "vae_decode_s": stages.vae_decode_s,
             "vae_devices": stages.vae_devices, "total_s": stages.total_s, "priced": stages.priced,
             "notes": list(stages.notes),
-            "end_to_end_s": {r.plan.name: r.breakdown.latency_s + stages.total_s for r in results if r.feasible},
+            "vae_decode_s_by_plan": {r.plan.name: plan_stages(stages, r).vae_decode_s for r in feas},
+            "wall": wall(stages, feas[0] if feas else None),
+            "end_to_end_s": {r.plan.name: r.breakdown.latency_s + plan_stages(stages, r).total_s for r in feas},
             "speedup_range_level": uncertainty.SPEEDUP_RANGE_LEVEL,
             "end_to_end_speedup": {name: {"speedup": s, "low": lo, "high": hi}
                                    for name, (s, lo, hi) in end_to_end_speedups(stages, results).items()}}
@@ -174,7 +180,7 @@ def end_to_end_speedups(stages, results) -> dict[str, tuple[float, float, float]
         if not (r.feasible and math.isfinite(lat) and lat > 0 and math.isfinite(r.speedup_vs_1)):
             continue
         single = r.speedup_vs_1 * lat
-        s = (single + stages.total_s) / (lat + stages.total_s)
+        s = (single + stages.split(1).total_s) / (lat + stages.split(getattr(r, "vae_devices", 1) or 1).total_s)
         out[r.plan.name] = (s, *uncertainty.speedup_range(s))
     return out
 
@@ -195,11 +201,12 @@ def speedup_range_line(stages, results) -> str:
 
 
 def serial_line(stages) -> str:
-    """One line: what the serial stages add to every plan's latency (never in the ranking: the same for all)."""
+    """One line: what the serial stages add to a plan's latency (never in the ranking; the VAE decode on one card
+    here, split where the plan's framework splits it: the stage-wall line and e2e_x)."""
     def f(x):
         return "not priced" if x is None else f"{x:.2f} s"
     vae = f(stages.vae_decode_s) + ("" if stages.vae_devices == 1 else f" (split over {stages.vae_devices} cards)")
-    return (f"serial stages, the same for every plan (ditpar.plan.cost.serial, from FLOPs): text encoder "
+    return (f"serial stages (ditpar.plan.cost.serial_time, memory-bound decode): text encoder "
             f"{f(stages.text_encode_s)}, VAE decode {vae}; end to end = latency_s + {stages.total_s:.2f} s"
             + ("" if stages.priced else f" ({'; '.join(stages.notes)})"))
 
@@ -254,6 +261,8 @@ def render(results, model, hw, shape, tun, conclusion: str, top: int, show_all: 
         expected = speedup_range_line(stages, results)
         if expected:
             lines.append(expected)
+        from ditpar.plan.decide.stages import wall_line
+        lines += [t for t in (wall_line(stages, results),) if t]
     if feas and cards_note(hw, feas[0].plan.devices):
         lines.append(cards_note(hw, feas[0].plan.devices))
     lines.append("")
