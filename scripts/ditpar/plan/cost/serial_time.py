@@ -14,9 +14,11 @@ the measured card's HBM bandwidth / counted bytes (cuDNN's implicit-GEMM passes,
 padding). Decoders fall in two kinds: 2D convolution stacks (SD AutoencoderKL, DC-AE) and causal 3D stacks (Wan,
 CogVideoX, HunyuanVideo, Mochi, Step-Video). The multiplier used for a card is, first found: the median of that
 kind's measurements on the same accelerator; on the same compute die (`DIE`); else of all of that kind's
-measurements; `DecodeTime.basis` says which. The compute side never lets a decode run faster than the best
-achieved fraction of peak measured for its kind. A run measured in fp32 is counted with fp32 bytes (and, for the
-compute side, against half the bf16 peak: TF32). The figures are never fitted to the latency tables the chooser is
+measurements; `DecodeTime.basis` says which. The multiplier is a property of how a decoder family's kernels run,
+so it is taken only for a family with a published decode of its own (AutoencoderKL, Wan, HunyuanVideo); the
+others (CogVideoX, Mochi, Step-Video, DC-AE) are priced from their FLOPs at their kind's measured fraction of peak. The compute side never lets a decode run faster than the best
+achieved fraction of peak among those same measurements. A run measured in fp32 is counted with fp32 bytes; its
+achieved fraction is of the bf16/fp16 peak as measured (not corrected for TF32). The figures are never fitted to the latency tables the chooser is
 judged on (../shared/calibration, benchmarks/published).
 """
 
@@ -86,10 +88,6 @@ class DecodeMeasurement:
         """Achieved fraction of the card's dense bf16/fp16 peak."""
         return self.achieved_tflops / self.peak_tflops
 
-    @property
-    def compute_fraction(self) -> float:
-        """Achieved fraction of the peak of the run's precision (fp32 convs run as TF32: half the bf16 peak)."""
-        return self.fraction * (2.0 if self.dtype == "fp32" else 1.0)
 
     @property
     def bytes(self) -> float:
@@ -202,7 +200,7 @@ class Traffic:
     """Traffic multiplier used for one decoder kind on one accelerator, the compute ceiling, and their basis."""
 
     multiplier: float
-    ceiling: float             # best achieved fraction of peak measured for the kind (the compute side)
+    ceiling: float             # best achieved fraction of peak among the same measurements (the compute side)
     basis: str
     measurements: tuple[str, ...]
 
@@ -216,7 +214,6 @@ def decode_traffic(decoder: str, accelerator: str,
     same_kind = [m for m in measurements if m.kind == kind]
     if not same_kind:
         raise serial.NotPriced(f"no published {kind} VAE decode measurement to derive a traffic multiplier from")
-    ceiling = max(m.compute_fraction for m in same_kind)
     tiers = (
         ([m for m in same_kind if m.accelerator == accelerator], f"measured on {accelerator}"),
         ([m for m in same_kind if accelerator in DIE and DIE.get(m.accelerator) == DIE[accelerator]],
@@ -226,6 +223,7 @@ def decode_traffic(decoder: str, accelerator: str,
     for chosen, basis in tiers:
         if chosen:
             mult = statistics.median(m.traffic for m in chosen)
+            ceiling = max(m.fraction for m in chosen)
             return Traffic(mult, ceiling, f"{basis}, median of {len(chosen)}", tuple(m.label for m in chosen))
     raise AssertionError("unreachable")  # pragma: no cover
 
@@ -253,14 +251,23 @@ class DecodeTime:
 def predict_decode(model, hw, width: int, height: int, frames: int = 1, tiled: bool = False) -> DecodeTime:
     """Decode seconds of one sample on one device of `hw` (a HardwarePreset), untiled as the default pipeline
     or with enable_tiling(): the counted bytes times the measured traffic multiplier at the card's memory
-    bandwidth, never faster than the best measured compute rate; NotPriced when the VAE (or its tiling) was not read."""
+    bandwidth, never faster than the best measured compute rate; a decoder family with no published decode
+    (CogVideoX, Mochi, Step-Video, DC-AE) at its kind's measured fraction of peak instead; NotPriced when the VAE
+    (or its tiling) was not read."""
     work = serial.vae_decode_work(model, width, height, frames, tiled)
+    if not any(_model(m.model).vae.decoder == model.vae.decoder for m in MEASUREMENTS):
+        # no published decode of this decoder family: its traffic is unmeasured, so its kind's achieved fraction of
+        # peak prices it (the FLOPs model)
+        eff = decode_efficiency(model.vae.decoder, hw.accelerator)
+        sec = vae_decode_s(work.flops, work.bytes, hw.peak_tflops_bf16, eff.fraction, hw.hbm_bandwidth_GBps)
+        return DecodeTime(sec, work.flops, work.bytes, eff.fraction,
+                          f"no published {model.vae.decoder} decode: FLOPs at the {KIND[model.vae.decoder]} achieved "
+                          f"fraction of peak ({eff.basis})")
     tr = decode_traffic(model.vae.decoder, hw.accelerator)
     hbm = float(getattr(hw, "hbm_bandwidth_GBps", 0.0) or 0.0)
     if hbm <= 0:
         raise serial.NotPriced(f"{hw.name}: VAE decode not priced (the hardware preset gives no hbm_bandwidth_GBps)")
-    peak = hw.peak_tflops_bf16 * (0.5 if model.vae.dtype == "fp32" else 1.0)
-    sec = vae_decode_s(work.flops, work.bytes * tr.multiplier, peak, tr.ceiling, hbm)
+    sec = vae_decode_s(work.flops, work.bytes * tr.multiplier, hw.peak_tflops_bf16, tr.ceiling, hbm)
     return DecodeTime(sec, work.flops, work.bytes, tr.ceiling, tr.basis, tr.multiplier)
 
 

@@ -25,6 +25,7 @@ class PlanResult:
     speedup_vs_1: float = float("nan")
     tunables: Tunables | None = None  # what it was predicted with (the runner's TP host cost included)
     vae_devices: int = 1         # cards the named framework splits the VAE decode over (frameworks.vae_degree)
+    unlocks: tuple[str, ...] = ()  # memory unlocks applied and priced (decide.unlocks.NAMES: te, vae, shard, offload)
 
     @property
     def latency_s(self) -> float:
@@ -106,6 +107,7 @@ def rank_plans(model, hw, shape: Shape, devices: int, tun: Tunables, *, with_dp:
                             f"{pad} padded tokens (the largest shard sets the pace)")
         g2 = gates.memory_fit(model, hw, pshape, plan, bd)
         feasible = g2.verdict != "veto"
+        unlocked: tuple[str, ...] = ()
         if g2.verdict == "warn":
             sharders = [fw for fw in runners if fw.weight_sharding]
             if frameworks and not sharders:
@@ -118,9 +120,21 @@ def rank_plans(model, hw, shape: Shape, devices: int, tun: Tunables, *, with_dp:
                 runners = sharders or runners
                 add_weight_gather(hw, pshape, plan, bd)
                 g2 = sharded_gate(hw, plan, bd, g2)
+                unlocked = ("shard",)
+        if not feasible and " GB > " in g2.reason.split(";", 1)[0]:   # memory, not a framework's refusal
+            from ditpar.plan.decide.unlocks import offloaders, unlock
+
+            found = unlock(model, hw, pshape, plan, bd, runners, frameworks)
+            if found is not None:
+                bd, unlocked, g2 = found
+                feasible = True
+                if "shard" in unlocked:
+                    runners = [fw for fw in runners if fw.weight_sharding] or runners
+                if "offload" in unlocked:
+                    runners = offloaders(runners, plan) or runners
         res = PlanResult(plan, bd, [g1, g2], feasible, framework=runners[0].name if runners else "",
                          exact=exact, exact_reason=why_exact, pad_tokens=pad, tunables=plan_tun,
-                         vae_devices=vae_degree(runners[0], model, plan) if runners else 1)
+                         vae_devices=vae_degree(runners[0], model, plan) if runners else 1, unlocks=unlocked)
         res.speedup_vs_1 = single_s / bd.latency_s if bd.latency_s > 0 else float("nan")
         results.append(res)
     useful = [r for r in results if r.feasible and (devices == 1 or r.plan.dp < devices)]
@@ -239,6 +253,15 @@ def sharded_gate(hw, plan: Plan, bd: Breakdown, g2):
 def sharding_sentence(r) -> str:
     """The conclusion's sentence on a plan that fits only with weight sharding (G2 warn), '' otherwise."""
     g2 = next((g for g in r.gates if g.gate == "G2"), None)
+    if g2 is not None and g2.verdict == "tight":
+        return (f" {r.plan.name} fits, tight (G2): {r.breakdown.memory_GB:.1f} GB per rank, above the 90 % headroom of "
+                f"the card; it runs if nothing else holds memory there.")
+    if r.unlocks and r.unlocks != ("shard",):
+        from ditpar.plan.decide.unlocks import NAMES
+
+        return (f" {r.plan.name} fits only with {' + '.join(NAMES[k] for k in r.unlocks)} (G2: applied and priced, "
+                f"{r.breakdown.memory_GB:.1f} GB per rank): turn {'it' if len(r.unlocks) == 1 else 'them'} on"
+                f"{' (' + r.framework + ')' if r.framework else ''} or the prediction does not hold.")
     if g2 is None or g2.verdict != "warn":
         return ""
     bd = r.breakdown

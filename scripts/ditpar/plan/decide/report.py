@@ -8,7 +8,7 @@ from ditpar.plan.cost import efficiency
 from ditpar.plan.cost.work import LINK_KEYS
 from ditpar.plan.decide import uncertainty
 
-SHORT = {"pass": "ok", "veto": "VETO", "warn": "warn", "info": "i"}
+SHORT = {"pass": "ok", "veto": "VETO", "warn": "warn", "info": "i", "tight": "tight"}
 
 
 def padded_heads(model, plan) -> tuple[int, int] | None:
@@ -55,10 +55,26 @@ def padding_note(r, model) -> str:
     return text
 
 
+MEMORY_VERDICTS = {"pass": "fits", "tight": "fits, tight", "warn": "fits with weight sharding", "veto": "does not fit"}
+
+
+def memory_verdict(r) -> str | None:
+    """G2 in words: fits | fits, tight | fits with weight sharding | fits with offload | does not fit (None: no G2)."""
+    g2 = next((g for g in r.gates if g.gate == "G2"), None)
+    if g2 is None:
+        return None
+    unlocks = getattr(r, "unlocks", ())
+    if unlocks and g2.verdict != "veto":
+        from ditpar.plan.decide.unlocks import NAMES
+
+        return "fits with " + " + ".join(NAMES[k] for k in unlocks) + (", tight" if g2.verdict == "tight" else "")
+    return MEMORY_VERDICTS.get(g2.verdict, g2.verdict)
+
+
 def needs_sharding(r) -> bool:
     """A plan that fits only with layer-wise weight sharding (G2 warn: the ranking applied it, its all-gather
     charged, mem_GB the sharded figure)."""
-    return any(g.gate == "G2" and g.verdict == "warn" for g in r.gates)
+    return "shard" in getattr(r, "unlocks", ())
 
 
 def single_device_s(results) -> float | None:
@@ -122,6 +138,7 @@ def plan_record(r, model=None) -> dict:
            "pad_heads": None if heads is None else {"from": heads[0], "to": heads[1]},
            "head_split": head_split(model, r.plan) or None,
            "needs_weight_sharding": needs_sharding(r), "vae_devices": getattr(r, "vae_devices", 1),
+           "memory_verdict": memory_verdict(r), "memory_unlocks": list(getattr(r, "unlocks", ())),
            "gates": [g.as_dict() for g in r.gates]}
     if finite:
         rec.update({
@@ -241,7 +258,7 @@ def runtime_label(tun) -> str:
     return RUNTIMES.get(float(tun.launch_us), "--launch-us")
 
 
-GATE_WIDTH = 5  # "VETO" and "warn" plus a space
+GATE_WIDTH = 6  # "tight" plus a space
 
 
 def render(results, model, hw, shape, tun, conclusion: str, top: int, show_all: bool, stages=None,
@@ -283,7 +300,8 @@ def render(results, model, hw, shape, tun, conclusion: str, top: int, show_all: 
             lines.append(f"{r.rank:>3} {r.plan.name:<18}{'-':>10}  infeasible: {r.gates[-1].gate} "
                          f"{r.gates[-1].reason}")
             continue
-        mem = f"{bd.memory_GB:>7.1f}S" if needs_sharding(r) else f"{bd.memory_GB:>8.1f}"
+        mark = "S" if needs_sharding(r) else ("O" if "offload" in getattr(r, "unlocks", ()) else "")
+        mem = f"{bd.memory_GB:>7.1f}{mark}" if mark else f"{bd.memory_GB:>8.1f}"
         lines.append(f"{r.rank:>3} {r.plan.name:<18}{_f(bd.latency_s):>10}{_f(r.speedup_vs_1, 1):>8}"
                      f"{_f(e2e.get(r.plan.name, (None,))[0], 1):>6}"
                      f"{'yes' if r.exact else 'NO':>6} {(r.framework or '-')[:13]:<14}{_f(bd.step_s):>9}"
@@ -299,8 +317,10 @@ def render(results, model, hw, shape, tun, conclusion: str, top: int, show_all: 
               "classes, e.g. an all-to-all across two islands, is charged whole to its slowest class; --json "
               "bytes_per_step_by_link splits its bytes by class); hidden = overlapped communication; host = time the "
               "device waits for eager op dispatch; pipe = PipeFusion warm-up and fill; mem_GB = peak per rank as the "
-              "plan runs (S: with layer-wise weight sharding, which it needs to fit: G2 warn; the all-gather is priced)",
-              "G1..G7 = the gates (listed below for the top two): ok = pass, i = information only, warn, VETO, - = not applicable", ""]
+              "plan runs (S: with layer-wise weight sharding, which it needs to fit: G2 warn; the all-gather is priced; O: with "
+              "layer-wise weight offload to host memory, its transfer over the host link priced)",
+              "G1..G7 = the gates (listed below for the top two): ok = pass, i = information only, warn, tight = fits "
+              "within the card but above the 90 % headroom (G2), VETO, - = not applicable", ""]
     for r in feas[:2]:
         lines.append(f"gates of #{r.rank} {r.plan.name}" + (f" (on {r.framework})" if r.framework else "")
                      + f": {r.exact_reason}" + header_notes(r, model))

@@ -18,7 +18,7 @@ def for_result(r, model, shape, frameworks, hw, *, steps: str | None = None) -> 
     if not frameworks:
         return {"framework": None, "plan": r.plan.name, "reason": "no framework profile chosen"}
     runners = preferred([fw for fw in frameworks if runs(fw, model, hw, shape, r.plan) is None], hw)
-    sharded = any(g.gate == "G2" and g.verdict == "warn" for g in r.gates)
+    sharded = "shard" in getattr(r, "unlocks", ())
     if sharded:
         runners = [fw for fw in runners if fw.weight_sharding] or runners
     if r.framework:
