@@ -32,7 +32,7 @@ def for_result(r, model, shape, frameworks, hw, *, steps: str | None = None) -> 
         if rec is not None:
             out = render(fw, rec, model, shape, r.plan, pad=r.pad_tokens > 0, sharded=sharded, steps=steps,
                          family=family, per_node=int(getattr(hw, "devices_per_node", 0) or 0),
-                         vae=vae_degree(fw, model, r.plan))
+                         vae=vae_degree(fw, model, r.plan), unlocks=tuple(getattr(r, "unlocks", ())))
             if skipped:
                 out["notes"].insert(0, "; ".join(skipped) + f"; {fw.name} runs it too")
             return out

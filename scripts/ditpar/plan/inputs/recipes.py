@@ -17,8 +17,11 @@ from ditpar.errors import InputError
 KINDS = ("shell", "python", "json")
 # forms a recipe can set, plus 'uneven' (the sequence does not divide the sequence degree and Ulysses is used:
 # the framework's own switch for uneven splits), 'uneven_ring' (the same with ring alone) and 'shard' (the plan
-# fits memory only with layer-wise weight sharding), 'vae' (the framework splits the VAE decode over {vae} cards)
-ARG_KEYS = ("ulysses", "ring", "kv_allgather", "tp", "pipefusion", "cfg", "dp", "uneven", "uneven_ring", "shard", "vae")
+# fits memory only with layer-wise weight sharding), 'vae' (the framework splits the VAE decode over {vae} cards),
+# 'offload' / 'te_offload' / 'vae_tiling' (the memory unlocks the plan needs: ditpar.plan.decide.unlocks)
+ARG_KEYS = ("ulysses", "ring", "kv_allgather", "tp", "pipefusion", "cfg", "dp", "uneven", "uneven_ring", "shard", "vae",
+            "offload", "te_offload", "vae_tiling")
+UNLOCK_KEYS = {"offload": "offload", "te": "te_offload", "vae": "vae_tiling"}
 PLACEHOLDERS = ("model", "model_id", "script", "steps", "devices", "world", "ulysses", "ring", "kv_allgather",
                 "tp", "pipefusion", "patches", "warmup", "cfg", "dp", "sp", "cfg_json", "cfg_py", "slug",
                 "args", "flags", "config_inline", "width", "height", "frames", "video", "video_flags", "vae")
@@ -225,7 +228,8 @@ def multi_node(launch: str, world: int, per_node: int) -> tuple[str, str]:
 
 
 def render(fw, recipe: Recipe, model, shape, plan, *, pad: bool = False, sharded: bool = False,
-           steps: str | None = None, family: str = "", per_node: int = 0, vae: int = 1) -> dict:
+           steps: str | None = None, family: str = "", per_node: int = 0, vae: int = 1,
+           unlocks: tuple[str, ...] = ()) -> dict:
     """One recipe filled for one plan. `steps` None: the request's step count; '{steps}': left for the
     few-step runner (the launch line then escapes every other brace, as fewstep.py's templates need).
     `per_node`: cards per node; a world larger than that gets the multi-node launch (multi_node)."""
@@ -252,6 +256,7 @@ def render(fw, recipe: Recipe, model, shape, plan, *, pad: bool = False, sharded
         applies.add("shard")
     if vae > 1:
         applies.add("vae")
+    applies |= {UNLOCK_KEYS[u] for u in unlocks if u in UNLOCK_KEYS}
     keys = [k for k in ARG_KEYS if k in applies and k in recipe.args]
     pieces = [p for p in (_fill(recipe.args[k], values) for k in keys) if p]
     values["args"] = recipe.join.join(pieces)
@@ -278,6 +283,11 @@ def render(fw, recipe: Recipe, model, shape, plan, *, pad: bool = False, sharded
                      + " yourself, else the run uses the framework's default shape")
     if sharded and "shard" not in recipe.args:
         notes.append("the plan fits memory only with layer-wise weight sharding, which this launcher does not set")
+    told = {t.partition(": ")[0] for t in recipe.together} | set(recipe.args)
+    for u in unlocks:
+        if u in UNLOCK_KEYS and UNLOCK_KEYS[u] not in told:
+            notes.append(f"the plan fits memory only with {UNLOCK_KEYS[u].replace('_', ' ')}, which this launcher does "
+                         f"not set: switch on {fw.name}'s own option for it")
     for u in getattr(fw, "unverified", ()):   # unread entries that bear on this very plan are shown with it
         head = re.split(r"[\s:(]", u.strip(), maxsplit=1)[0]
         if head in used or head == family:
