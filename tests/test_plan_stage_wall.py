@@ -7,7 +7,6 @@ import json
 
 import pytest
 from conftest import run_script
-
 from ditpar.plan.cost import offload
 from ditpar.plan.cost.vae_parallel import split_decode_s
 from ditpar.plan.inputs import presets
@@ -84,7 +83,7 @@ def test_sharding_is_the_unlock_on_several_cards_and_nothing_fits_is_still_a_ref
 
 
 def test_a_64b_model_on_one_141_gb_card_fits_tight(tmp_path):
-    """128 GB of bf16 weights on one H200 (141 GB): above the 90 % headroom (126.9 GB), within the card."""
+    """128 GB of bf16 weights on one H200 (141 GB): above the 90 % headroom (126.9 GB), within 95 % (133.95 GB)."""
     f = tmp_path / "big.toml"
     f.write_text('name = "Big-64B"\nheads = 64\nkv_heads = 64\nhead_dim = 128\nlayers = 60\nparams_b = 64\n'
                  'hidden = 8192\nffn = 32768\ntext_tokens = 256\ncfg = false\nlatent = [1, 128, 128]\n'
@@ -93,7 +92,7 @@ def test_a_64b_model_on_one_141_gb_card_fits_tight(tmp_path):
     doc = json.loads(run_script("plan.py", *args, "--json", check=0).stdout)
     (p,) = [p for p in doc["plans"] if p["feasible"]]
     assert p["memory_parts_GB"]["weights_GB"] == pytest.approx(128.0)
-    assert 141 * 0.9 < p["memory_GB"] <= 141 and p["memory_verdict"] == "fits, tight" and not p["memory_unlocks"]
+    assert 141 * 0.9 < p["memory_GB"] <= 141 * 0.95 and p["memory_verdict"] == "fits, tight" and not p["memory_unlocks"]
     g2 = next(g for g in p["gates"] if g["gate"] == "G2")
     assert g2["verdict"] == "tight" and f"{141 - p['memory_GB']:.1f} GB left" in g2["reason"]
     text = run_script("plan.py", *args, check=0).stdout

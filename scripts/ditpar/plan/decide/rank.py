@@ -9,6 +9,7 @@ from ditpar.errors import InputError
 from ditpar.plan.cost.plans import Plan, enumerate_plans
 from ditpar.plan.cost.shape import Shape
 from ditpar.plan.cost.timing import Breakdown, Tunables, predict
+from ditpar.plan.decide.unlocks import add_weight_gather
 
 
 @dataclass
@@ -121,17 +122,23 @@ def rank_plans(model, hw, shape: Shape, devices: int, tun: Tunables, *, with_dp:
                 add_weight_gather(hw, pshape, plan, bd)
                 g2 = sharded_gate(hw, plan, bd, g2)
                 unlocked = ("shard",)
-        if not feasible and " GB > " in g2.reason.split(";", 1)[0]:   # memory, not a framework's refusal
+        if g2.verdict == "tight" or (not feasible and " GB > " in g2.reason.split(";", 1)[0]):
             from ditpar.plan.decide.unlocks import offloaders, unlock
 
             found = unlock(model, hw, pshape, plan, bd, runners, frameworks)
+            if g2.verdict == "tight" and (found is None or found[2].verdict != "warn"
+                                          or found[0].latency_s > bd.latency_s * (1 + TIGHT_UNLOCK_COST)):
+                found = None   # fits, tight: no unlock gives the headroom for (almost) nothing; run it as it is
             if found is not None:
+                before = g2
                 bd, unlocked, g2 = found
                 feasible = True
                 if "shard" in unlocked:
                     runners = [fw for fw in runners if fw.weight_sharding] or runners
                 if "offload" in unlocked:
                     runners = offloaders(runners, plan) or runners
+                if unlocked == ("shard",) and g2.verdict == "warn":   # one memory story: the sharded figure first
+                    g2 = sharded_gate(hw, plan, bd, before)
         res = PlanResult(plan, bd, [g1, g2], feasible, framework=runners[0].name if runners else "",
                          exact=exact, exact_reason=why_exact, pad_tokens=pad, tunables=plan_tun,
                          vae_devices=vae_degree(runners[0], model, plan) if runners else 1, unlocks=unlocked)
@@ -182,6 +189,10 @@ def rank_plans(model, hw, shape: Shape, devices: int, tun: Tunables, *, with_dp:
     return results
 
 
+#: a plan that fits, tight takes an unlock that gives it the 90 % headroom when that costs at most this share of its latency
+TIGHT_UNLOCK_COST = 0.01
+
+
 def half_devices(model, hw, shape: Shape, devices: int, tun: Tunables, lead: PlanResult | None, **kw) -> dict | None:
     """The best plan on half the cards (cards 0..devices/2-1 of the same box, the same flags), so that "N vs 2N
     cards" is answered from one run (issue 42). None for an odd count or under 4 cards; {'devices', 'error'} when no
@@ -214,28 +225,6 @@ def half_devices_line(h: dict | None, lead: PlanResult | None) -> str:
     return (f"on {h['devices']} of these cards (0-{h['devices'] - 1}) the best plan is {h['plan']}{on}: "
             f"{h['predicted_latency_s']:.3f} s predicted, {h['speedup_vs_1']:.1f}x one device; {lead.plan.devices} "
             f"cards ({lead.plan.name}) {than} (DiT loop)")
-
-
-def add_weight_gather(hw, shape: Shape, plan: Plan, bd: Breakdown) -> None:
-    """Charge layer-wise weight sharding (the G2 unlock): every step all-gathers the weights over all
-    ranks, prefetched behind compute, so only the part longer than the step's compute is exposed."""
-    from ditpar.plan.cost.work import effective_bw, ring_flows, ring_link
-
-    ranks = list(range(plan.devices))
-    key = ring_link(hw, ranks)
-    bw = effective_bw(hw, key, len(ranks), ring_flows(hw, ranks)[key]) * 1e9
-    weights = bd.memory_parts_GB.get("weights_GB", 0.0) * 1e9
-    p = len(ranks)
-    gather = weights * (p - 1) / p / bw + (p - 1) * hw.links[key].latency_us * 1e-6
-    compute_step = bd.compute_s / shape.steps
-    exposed = max(0.0, gather - compute_step) * shape.steps
-    bd.latency_s += exposed
-    bd.exposed_by_link_s[key] += exposed
-    bd.exposed_by_family_s["weight all-gather (layer-wise sharding)"] = exposed
-    bd.hidden_s += (gather * shape.steps - exposed)
-    bd.memory_GB -= bd.memory_parts_GB["weights_GB"] * (1 - 1 / p)
-    bd.memory_parts_GB["weights_GB"] /= p
-    bd.notes.append("weights sharded layer-wise over all ranks (G2 unlock); their all-gather is included")
 
 
 def sharded_gate(hw, plan: Plan, bd: Breakdown, g2):

@@ -320,7 +320,7 @@ def render(results, model, hw, shape, tun, conclusion: str, top: int, show_all: 
               "plan runs (S: with layer-wise weight sharding, which it needs to fit: G2 warn; the all-gather is priced; O: with "
               "layer-wise weight offload to host memory, its transfer over the host link priced)",
               "G1..G7 = the gates (listed below for the top two): ok = pass, i = information only, warn, tight = fits "
-              "within the card but above the 90 % headroom (G2), VETO, - = not applicable", ""]
+              "within 95 % of the card but above the 90 % headroom (G2), VETO, - = not applicable", ""]
     for r in feas[:2]:
         lines.append(f"gates of #{r.rank} {r.plan.name}" + (f" (on {r.framework})" if r.framework else "")
                      + f": {r.exact_reason}" + header_notes(r, model))

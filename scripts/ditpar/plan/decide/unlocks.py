@@ -36,10 +36,31 @@ def _options(model, hw, shape, plan, bd, runners, frameworks) -> dict[str, bool]
             "shard": shard_ok, "offload": off_ok}
 
 
+def add_weight_gather(hw, shape, plan, bd) -> None:
+    """Charge layer-wise weight sharding (the G2 unlock): every step all-gathers the weights over all
+    ranks, prefetched behind compute, so only the part longer than the step's compute is exposed."""
+    from ditpar.plan.cost.work import effective_bw, ring_flows, ring_link
+
+    ranks = list(range(plan.devices))
+    key = ring_link(hw, ranks)
+    bw = effective_bw(hw, key, len(ranks), ring_flows(hw, ranks)[key]) * 1e9
+    weights = bd.memory_parts_GB.get("weights_GB", 0.0) * 1e9
+    p = len(ranks)
+    gather = weights * (p - 1) / p / bw + (p - 1) * hw.links[key].latency_us * 1e-6
+    compute_step = bd.compute_s / shape.steps
+    exposed = max(0.0, gather - compute_step) * shape.steps
+    bd.latency_s += exposed
+    bd.exposed_by_link_s[key] += exposed
+    bd.exposed_by_family_s["weight all-gather (layer-wise sharding)"] = exposed
+    bd.hidden_s += (gather * shape.steps - exposed)
+    bd.memory_GB -= bd.memory_parts_GB["weights_GB"] * (1 - 1 / p)
+    bd.memory_parts_GB["weights_GB"] /= p
+    bd.notes.append("weights sharded layer-wise over all ranks (G2 unlock); their all-gather is included")
+
+
 def _apply(model, hw, shape, plan, bd, steps: tuple[str, ...]):
     """A copy of `bd` with `steps` applied: memory parts and peak as they run, the added seconds charged."""
     from ditpar.plan.cost.memory import vae_decode_GB
-    from ditpar.plan.decide.rank import add_weight_gather
 
     out = copy.deepcopy(bd)
     p = out.memory_parts_GB
@@ -71,8 +92,9 @@ def _apply(model, hw, shape, plan, bd, steps: tuple[str, ...]):
 
 
 def unlock(model, hw, shape, plan, bd, runners, frameworks):
-    """(breakdown with the cheapest fitting unlock applied, the unlock steps, G2 gate) for a plan vetoed on memory,
-    or None when no combination fits the card. Fits within the headroom first, else within the card (tight)."""
+    """(breakdown with the cheapest fitting unlock applied, the unlock steps, G2 gate) for a plan that does not fit
+    the headroom as is, or None when no combination fits the card. Fits within the headroom first (verdict warn),
+    else within the card (tight)."""
     from ditpar.plan.decide import gates
 
     if not bd.memory_parts_GB or "text_encoder_GB" not in bd.memory_parts_GB:
@@ -88,12 +110,13 @@ def unlock(model, hw, shape, plan, bd, runners, frameworks):
     for limit, verdict in ((cap, "warn"), (hw.memory_GB * gates.TIGHT_LIMIT, "tight")):
         fits = [(s, b) for s, b in tried if b.memory_GB <= limit]
         if fits:
-            steps, best = min(fits, key=lambda sb: (sb[1].latency_s, len(sb[0])))
+            # fastest first; at equal time an exact unlock before tiled decode (tile seams), then fewer steps
+            steps, best = min(fits, key=lambda sb: (sb[1].latency_s, "vae" in sb[0], len(sb[0])))
             added = best.latency_s - bd.latency_s
             what = " + ".join(NAMES[k] for k in steps)
             reason = (f"does not fit as is ({gates._gb(bd.memory_GB, cap)} GB per rank > {gates._gb(cap, bd.memory_GB)} "
                       f"GB, {gates.MEMORY_HEADROOM:.0%} of {hw.memory_GB:g} GB); unlocked by {what}, applied and priced "
                       f"(+{added:.2f} s): {best.memory_GB:.1f} GB per rank"
-                      + (" (fits, tight: above the headroom, within the card)" if verdict == "tight" else ""))
+                      + (f" (fits, tight: above the headroom, within {gates.TIGHT_LIMIT:.0%} of the card)" if verdict == "tight" else ""))
             return best, steps, gates.Gate("G2", "memory fit", verdict, reason)
     return None
