@@ -94,7 +94,7 @@ def _apply(model, hw, shape, plan, bd, steps: tuple[str, ...]):
 def unlock(model, hw, shape, plan, bd, runners, frameworks):
     """(breakdown with the cheapest fitting unlock applied, the unlock steps, G2 gate) for a plan that does not fit
     the headroom as is, or None when no combination fits the card. Fits within the headroom first (verdict warn),
-    else within the card (tight)."""
+    else within TIGHT_LIMIT of the card (tight)."""
     from ditpar.plan.decide import gates
 
     if not bd.memory_parts_GB or "text_encoder_GB" not in bd.memory_parts_GB:
