@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Print the serial stages of one request per model preset: VAE decode GFLOPs and predicted seconds per card.
 
-Decode FLOPs come from each preset's [vae] table (plan/cost/serial.py), seconds from the published-measurement
-efficiency (plan/cost/serial_time.py); a preset without [vae] prints 'not priced'. With --crosscheck, every
+Decode FLOPs and bytes come from each preset's [vae] table (plan/cost/serial.py), seconds from the published
+decode times (plan/cost/serial_time.py: bytes x traffic multiplier at HBM speed, or FLOPs at the measured fraction
+of peak for a decoder without a published decode); a preset without [vae] prints 'not priced'. With --crosscheck, every
 priced decoder is also counted by torch.utils.flop_counter around diffusers' own class (needs torch and
 diffusers importable; the figures are compared, nothing is timed).
 Run: python benchmarks/serial_stage_table.py [--hardware "H100-SXM NVLink x8" ...] [--tiled] [--crosscheck] [--json]
@@ -104,8 +105,13 @@ def main() -> int:
             continue
         print(f"{r['model']:18s} {r['shape']:>14s} {r['decoder']:>13s} {r['decode_GFLOP']:10.0f} "
               + " ".join(f"{r[a + '_s']:9.2f}" for a in accs))
-    print("\nefficiency (fraction of dense bf16 peak) and basis:")
+    print("\ntraffic multiplier on the counted bytes (AutoencoderKL, Wan, HunyuanVideo decoders), compute ceiling, basis:")
     for kind, decoder in (("2d", "autoencoderkl"), ("3d", "wan")):
+        for a in accs:
+            t = serial_time.decode_traffic(decoder, a)
+            print(f"  {kind} {a:9s} x{t.multiplier:5.2f}  ceiling {t.ceiling:.3f}  {t.basis}")
+    print("efficiency (fraction of dense bf16 peak) for the decoders without a published decode of their own:")
+    for kind, decoder in (("2d", "dcae"), ("3d", "cogvideox")):
         for a in accs:
             e = serial_time.decode_efficiency(decoder, a)
             print(f"  {kind} {a:9s} {e.fraction:.3f}  {e.basis}")

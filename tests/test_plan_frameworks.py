@@ -14,7 +14,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from ditpar.errors import InputError  # noqa: E402
 from ditpar.plan.cost import Plan, Tunables, layout, make_shape  # noqa: E402
 from ditpar.plan.cost.work import block_work, kv_heads_after_split  # noqa: E402
-from ditpar.plan.decide.gates import MEMORY_HEADROOM  # noqa: E402
+from ditpar.plan.decide.gates import MEMORY_HEADROOM, TIGHT_LIMIT  # noqa: E402
 from ditpar.plan.decide.rank import rank_plans  # noqa: E402
 from ditpar.plan.inputs import custom_model, frameworks, presets  # noqa: E402
 
@@ -23,7 +23,7 @@ GQA = ROOT / "templates" / "models" / "custom-example.toml"
 
 def test_every_preset_pair_ranks_a_runnable_exact_feasible_plan_first():
     """The guard: every model x hardware x {2,4,8} devices x framework profile. Rank 1 is a plan that
-    framework runs, exact (approximate plans not allowed), and within device memory."""
+    framework runs, exact (approximate plans not allowed), and within device memory (its unlocks applied)."""
     fws = frameworks.all_frameworks()
     answered = refused = 0
     for mname in presets.list_models():
@@ -46,7 +46,10 @@ def test_every_preset_pair_ranks_a_runnable_exact_feasible_plan_first():
                     assert top.feasible and top.framework == fw.name, where
                     assert frameworks.runs(fw, model, hw, shape, top.plan) is None, where
                     assert top.exact, where
-                    mem_ok = top.breakdown.memory_GB <= hw.memory_GB * MEMORY_HEADROOM + 1e-9
+                    # within the headroom, or 'fits, tight' (G2 tight) up to the card's memory
+                    g2 = next(g for g in top.gates if g.gate == "G2")
+                    mem_ok = top.breakdown.memory_GB <= hw.memory_GB * MEMORY_HEADROOM + 1e-9 or (
+                        g2.verdict == "tight" and top.breakdown.memory_GB <= hw.memory_GB * TIGHT_LIMIT + 1e-9)
                     assert mem_ok, where
                     answered += 1
     assert answered > 1000 and refused > 0
@@ -198,13 +201,16 @@ def test_memory_parts_by_hand_and_g2_names_the_unlock():
                                  + max(parts["activations_GB"] + parts["kv_buffers_GB"], parts["vae_decode_GB"]))
     _, off = memory_per_rank(m, make_shape(m), Plan(), hw, offload_text_encoder=True, vae_tiling=True)
     assert off["text_encoder_GB"] == 0 and off["vae_decode_GB"] == pytest.approx(4 * 512 * 512 * 128 * 2 * 3 / 1e9)
-    # FLUX.1-dev on 24 GB cards: TP2 plans fit only without the resident T5 -> G2 names the flag
+    # FLUX.1-dev on 24 GB cards: TP2 plans fit only without the resident T5 -> the ranking offloads it, charges
+    # its 9.8 GB over the RTX 4090's PCIe Gen4 host link (31.5 GB/s x 0.8) once, and G2 says what unlocked the plan
     flux = presets.resolve_model("FLUX.1-dev")
     box = presets.resolve_hardware("RTX 4090", None, 4)
     res = rank_plans(flux, box, make_shape(flux), 4, Tunables(), frameworks=frameworks.all_frameworks(),
                      detail=False)
-    u2tp2 = next(r for r in res if r.plan == Plan(ulysses=2, tp=2))
-    assert not u2tp2.feasible and "lossless unlock: --offload-text-encoder" in u2tp2.gates[-1].reason
+    u2tp2 = next(r for r in res if r.plan == Plan(ulysses=2, tp=2))   # 23.1 GB of 24: above 95 % as it is
+    assert u2tp2.feasible and u2tp2.unlocks == ("te",) and "unlocked by text-encoder offload" in u2tp2.gates[-1].reason
+    te_s = u2tp2.breakdown.exposed_by_family_s["text-encoder offload (host to device)"]
+    assert te_s == pytest.approx(flux.text_encoder_params_b * 2 / (31.5 * 0.8))
     import dataclasses
 
     res = rank_plans(flux, box, make_shape(flux), 4, dataclasses.replace(Tunables(), offload_text_encoder=True),

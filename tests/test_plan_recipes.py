@@ -479,11 +479,16 @@ def test_a_copied_recipe_runs_the_requested_shape_not_the_framework_default(name
 
 
 def test_parallel_vae_is_named_where_the_profile_read_it():
-    for name in ("xDiT", "vLLM-Omni", "ParaAttention", "cache-dit", "MindIE-SD"):
+    """Every profile that splits the decode lists the families and says how in each recipe: an argument the plan's
+    split sets ({vae}: the cards of the request) or a 'vae:' line printed with it."""
+    for name in ("xDiT", "vLLM-Omni", "ParaAttention", "cache-dit", "MindIE-SD", "LightX2V"):
         f = fw(name)
-        assert f.vae_parallel
-        assert all(any(t.startswith("optional:") and "VAE" in t for t in r.together) for r in f.recipes), name
-    assert any("vae_patch_parallel_size" in t for r in fw("vLLM-Omni").recipes for t in r.together)
+        assert f.vae_parallel and f.vae_parallel_families and "vae_parallel_families" in f.sources, name
+        assert all("vae" in r.args or any(t.startswith("vae: ") for t in r.together) for r in f.recipes), name
+    assert fw("vLLM-Omni").recipes[0].args["vae"] == "vae_patch_parallel_size={vae}"
+    rec = render_for("vLLM-Omni", "Wan2.1-T2V-14B", Plan(ulysses=4), vae=4)
+    assert "vae_patch_parallel_size=4" in rec["config"] and any("DiT group" in t for t in rec["together"])
+    assert "vae_patch_parallel_size" not in render_for("vLLM-Omni", "Wan2.1-T2V-14B", Plan(ulysses=4))["config"]
 
 
 def test_a_recipe_without_shape_names_says_so():

@@ -270,16 +270,65 @@ def test_predicted_decode_on_presets():
     from ditpar.plan.inputs.presets import load_hardware
 
     h100 = load_hardware("H100-SXM NVLink x8")
-    m = load_model("Wan2.1-T2V-1.3B")
+    m = load_model("Wan2.1-T2V-1.3B")            # its preset decodes in fp32
     t = st.predict_decode(m, h100, 832, 480, 81)
-    # the two H200 rows (same die, same 989 TFLOPS peak): the median of their fractions prices the H100
-    h200 = [r for r in st.MEASUREMENTS if r.accelerator == "H200"]
-    frac = (h200[0].fraction + h200[1].fraction) / 2
-    assert t.efficiency == pytest.approx(frac)
-    assert t.seconds == pytest.approx(serial.vae_decode_flops(m, 832, 480, 81) / (989e12 * frac), rel=1e-9)
+    # the two H200 rows (same die): the median of their traffic multipliers prices the H100, at its 3,350 GB/s
+    h200 = [r for r in st.MEASUREMENTS if r.accelerator == "H200" and r.kind == "3d"]
+    mult = (h200[0].traffic + h200[1].traffic) / 2
+    assert t.traffic == pytest.approx(mult) and "same die (GH100)" in t.basis
+    nbytes = serial.vae_decode_work(m, 832, 480, 81).bytes
+    assert t.seconds == pytest.approx(nbytes * mult / 3350e9, rel=1e-9)
     te = st.text_encode_s(serial.text_encode_flops(m, 512), h100)
     assert te == pytest.approx(2 * m.text_encoder_params_b * 1e9 * 512 / (989e12 * h100.mfu))
     assert te < 0.05 * t.seconds
+
+
+def test_traffic_multiplier_reproduces_the_published_wan_decode_on_h200():
+    """sglang PR 27875: Wan2.1 VAE, 832x480x81, bf16, one H200 (4.8 TB/s): 2.6314 s. The multiplier is that time at
+    HBM speed over the counted bf16 bytes; fed back alone, the model returns the 2.6314 s."""
+    from ditpar.plan.cost import serial_time as st
+    from ditpar.plan.inputs.presets import load_hardware
+
+    row = next(r for r in st.MEASUREMENTS if r.label == "Wan 2.1 VAE 480p x81, H200")
+    m = load_model("Wan2.1-T2V-1.3B")
+    bf16 = dataclasses.replace(m, vae=dataclasses.replace(m.vae, dtype="bf16"))
+    nbytes = serial.vae_decode_work(bf16, 832, 480, 81).bytes
+    assert row.bytes == nbytes and row.traffic == pytest.approx(2.6314 * 4800e9 / nbytes, rel=1e-12)
+    tr = st.decode_traffic("wan", "H200", measurements=(row,))
+    h200 = load_hardware("H200 NVLink x8")
+    sec = st.vae_decode_s(0.0, nbytes * tr.multiplier, 989.0, tr.ceiling, h200.hbm_bandwidth_GBps)
+    assert sec == pytest.approx(2.6314, rel=1e-12)
+
+
+@pytest.mark.parametrize("label", [
+    "Wan 2.1 VAE 720p, A800", "Wan 2.2 VAE 720p, A800", "Wan 2.1 VAE 720p x81, H20", "Wan 2.1 VAE 480p x81, H200",
+    "Wan 2.1 VAE 720p x160, Ascend 910B3", "HunyuanVideo VAE 480p x77 tiled, H200", "FLUX.2 VAE 1024px, H200",
+    "FLUX.2 VAE 2048px, H200"])
+def test_video_and_high_resolution_decodes_are_priced_within_25_percent_of_their_published_times(label):
+    """Every published video decode (Wan 2.1 / 2.2, HunyuanVideo) and the FLUX.2 VAE at 1024 and 2048 px, each on its
+    own card and in its own precision, priced by the model shipped (the older compute-fraction model priced the
+    H200 Wan decode at 0.64 and the A800 Wan 2.1 decode at 0.68 of the measured time)."""
+    from ditpar.plan.cost import serial_time as st
+    from ditpar.plan.inputs.presets import load_hardware
+
+    row = next(r for r in st.MEASUREMENTS if r.label == label)
+    hw_name = {"A100": "A800-SXM-80GB NVLink x8", "H20": "H20 NVLink x8", "H200": "H200 NVLink x8",
+               "910B": "Atlas 800I A2 (910B x8, HCCS)"}[row.accelerator]
+    m = load_model(row.model)
+    run = dataclasses.replace(m, vae=dataclasses.replace(m.vae, dtype=row.dtype))
+    t = st.predict_decode(run, load_hardware(hw_name), row.width, row.height, row.frames, row.tiled)
+    assert 0.75 <= t.seconds / row.seconds <= 1.25, (label, t.seconds, row.seconds)
+
+
+def test_the_same_decoder_measured_twice_on_one_card_spreads_past_25_percent():
+    """The SD v1.5 and SDXL-fp16-fix VAEs are one decoder; the diffusers doc times them 0.148 s and 0.256 s at 1024 px
+    on one RTX 4090: no single figure prices both within 25 % (the limit of the 2D evidence, said in the reference)."""
+    from ditpar.plan.cost import serial_time as st
+
+    rows = {r.label: r for r in st.MEASUREMENTS}
+    a, b = rows["SD v1.5 VAE 1024px, RTX 4090"], rows["SDXL VAE 1024px, RTX 4090"]
+    assert a.bytes == b.bytes and b.seconds / a.seconds == pytest.approx(0.256 / 0.148)
+    assert b.traffic / a.traffic > 1.25 ** 2
 
 
 # ---------------------------------------------------------------- the [vae] table is checked like every preset key

@@ -1,9 +1,10 @@
 """End-to-end time of one request: the DiT denoising loop plus the stages every plan runs once, in series.
 
 The text encoder runs once per request on every rank and the VAE decodes the final latent once, on one
-card unless the framework splits the decode over the cards ("VAE parallel"). Neither depends on how the
-DiT is split, so they never change the order of plans on one box; they do set the speedup over one device
-(Amdahl) and where a measured end-to-end latency should fall. Priced from FLOPs in ditpar.plan.cost.serial.
+card unless the framework splits the decode over the cards ("VAE parallel", priced in
+ditpar.plan.cost.vae_parallel). Neither depends on how the DiT is split, so they never change the order of plans
+on one framework; they do set the speedup over one device (Amdahl), which stage is the wall, and where a measured
+end-to-end latency should fall. Priced from the decoder's traffic in ditpar.plan.cost.serial / serial_time.
 """
 
 from __future__ import annotations
@@ -19,6 +20,16 @@ class SerialStages:
     vae_decode_s: float | None
     vae_devices: int = 1                       # cards the VAE decode is split over (1 = serial)
     notes: tuple[str, ...] = field(default_factory=tuple)
+    vae_serial_s: float | None = None          # the decode on one card (vae_decode_s is it split over vae_devices)
+
+    def split(self, vae_devices: int) -> SerialStages:
+        """The same stages with the VAE decode split over `vae_devices` cards (1 = on one card)."""
+        from ditpar.plan.cost.vae_parallel import split_decode_s
+
+        one = self.vae_serial_s if self.vae_serial_s is not None else self.vae_decode_s
+        n = max(1, int(vae_devices))
+        vae = None if one is None else split_decode_s(one, n)
+        return SerialStages(self.text_encode_s, vae, n, self.notes, one)
 
     @property
     def total_s(self) -> float:
@@ -45,11 +56,10 @@ def serial_stages(model, hw, shape, vae_devices: int = 1) -> SerialStages:
         notes.append(str(exc))
     try:
         vae_s = serial_time.predict_decode(model, hw, shape.width, shape.height, shape.frames).seconds
-        vae_s /= max(1, int(vae_devices))
     except serial.NotPriced as exc:
         vae_s = None
         notes.append(str(exc))
-    return SerialStages(text_s, vae_s, max(1, int(vae_devices)), tuple(notes))
+    return SerialStages(text_s, vae_s, 1, tuple(notes), vae_s).split(vae_devices)
 
 
 def dit_seconds(end_to_end_s: float, stages: SerialStages) -> float:

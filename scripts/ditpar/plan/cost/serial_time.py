@@ -1,19 +1,30 @@
-"""Seconds of the serial stages (VAE decode, text encoding) from their FLOPs and a measured efficiency.
+"""Seconds of the serial stages (VAE decode, text encoding), priced as memory-bound convolution stacks.
 
-decode seconds = max(FLOPs / (peak x efficiency), bytes / HBM bandwidth). The efficiency is the achieved
-fraction of the card's dense bf16/fp16 peak in a PUBLISHED measurement of a VAE decode (`MEASUREMENTS`, each
-with its source): the FLOPs this project counts for the measured VAE and shape (plan/cost/serial.py) over
-the measured seconds over the measured card's peak. It is never fitted to the latency tables the chooser is
-judged on (../shared/calibration, benchmarks/published). Decoders fall in two kinds with different measured
-efficiency: 2D convolution stacks (SD AutoencoderKL, DC-AE) and causal 3D convolution stacks (Wan,
-CogVideoX, HunyuanVideo, Mochi, Step-Video). The figure used for a card is, first found: the median of that kind's
-measurements on the same accelerator; on the same compute die (`DIE`); else the median of all of that
-kind's measurements, and `DecodeTime.basis` says which. The measured run's precision is recorded, not
-corrected for: the fraction is of the bf16/fp16 peak whatever the run's dtype was.
+A VAE decoder at video resolution is a stack of wide convolutions at full output resolution; eager PyTorch runs
+them far from the card's compute peak and the time follows the memory traffic per output pixel, not the FLOPs
+(a Wan 2.1 VAE decode on H200, A800 and 910B moves 240-390 KB per output pixel-frame at HBM speed, bf16 terms,
+while its achieved share of compute peak spreads 4x). So:
+
+    decode seconds = max(bytes x traffic multiplier / HBM bandwidth, FLOPs / (peak x best measured fraction))
+
+`bytes` is the eager activation and weight traffic this project counts from the decoder's structure
+(plan/cost/serial.py, each conv reading its input and writing its output once); the traffic multiplier is what a
+PUBLISHED single-device decode (`MEASUREMENTS`, each with its source) shows on top of that count: measured seconds x
+the measured card's HBM bandwidth / counted bytes (cuDNN's implicit-GEMM passes, layout copies, the causal cache,
+padding). Decoders fall in two kinds: 2D convolution stacks (SD AutoencoderKL, DC-AE) and causal 3D stacks (Wan,
+CogVideoX, HunyuanVideo, Mochi, Step-Video). The multiplier used for a card is, first found: the median of that
+kind's measurements on the same accelerator; on the same compute die (`DIE`); else of all of that kind's
+measurements; `DecodeTime.basis` says which. The multiplier is a property of how a decoder family's kernels run,
+so it is taken only for a family with a published decode of its own (AutoencoderKL, Wan, HunyuanVideo); the
+others (CogVideoX, Mochi, Step-Video, DC-AE) are priced from their FLOPs at their kind's measured fraction of peak. The compute side never lets a decode run faster than the best
+achieved fraction of peak among those same measurements. A run measured in fp32 is counted with fp32 bytes; its
+achieved fraction is of the bf16/fp16 peak as measured (not corrected for TF32). The figures are never fitted to the latency tables the chooser is
+judged on (../shared/calibration, benchmarks/published).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from dataclasses import dataclass
 from functools import cache
@@ -32,6 +43,13 @@ HF_DOC = ("huggingface/diffusers@4fb44bdf910ee64c1ecdac09830e68a1ecbc2b2a:docs/s
           "vae_decode.md (https://huggingface.co/docs/diffusers/main/en/hybrid_inference/vae_decode; removed from "
           "the repository in 5794ffffbe9c697407b5dc1479f3cbb6886d4085)")
 PEAK_4090 = "templates/hardware/rtx4090-pcie.toml peak_tflops_bf16 (Ada whitepaper: 165.2 dense FP16 tensor, FP32 accumulate)"
+
+#: memory bandwidth of each measured card, GB/s (the hardware preset's hbm_bandwidth_GBps and its source)
+HBM_GBPS = {"RTX 4090": (1008.0, "templates/hardware/rtx4090-pcie.toml (24 GB GDDR6X, 1,008 GB/s)"),
+            "A100": (2039.0, "templates/hardware/a800-nvlink.toml (A800-SXM-80GB: 2,039 GB/s, as A100-SXM4-80GB)"),
+            "H20": (4000.0, "templates/hardware/h20-nvlink.toml (96 GB HBM3, 4.0 TB/s)"),
+            "H200": (4800.0, "templates/hardware/h200-nvlink.toml (141 GB HBM3e, 4.8 TB/s)"),
+            "910B": (1600.0, "templates/hardware/atlas-800i-a2.toml (assumption: ~1.6 TB/s HBM2e)")}
 
 
 @dataclass(frozen=True)
@@ -69,6 +87,19 @@ class DecodeMeasurement:
     def fraction(self) -> float:
         """Achieved fraction of the card's dense bf16/fp16 peak."""
         return self.achieved_tflops / self.peak_tflops
+
+
+    @property
+    def bytes(self) -> float:
+        """Bytes this project counts for the measured decode, in the measured run's precision."""
+        m = _model(self.model)
+        run = dataclasses.replace(m, vae=dataclasses.replace(m.vae, dtype=self.dtype))
+        return serial.vae_decode_work(run, self.width, self.height, self.frames, self.tiled).bytes
+
+    @property
+    def traffic(self) -> float:
+        """Traffic multiplier: measured seconds x the card's memory bandwidth / counted bytes."""
+        return self.seconds * HBM_GBPS[self.accelerator][0] * 1e9 / self.bytes
 
 
 MEASUREMENTS: tuple[DecodeMeasurement, ...] = (
@@ -118,6 +149,13 @@ MEASUREMENTS: tuple[DecodeMeasurement, ...] = (
                       77, 5.713, "fp16", "sglang HunyuanConfig vae_precision 'fp16'; tiles assumed diffusers' "
                       "defaults (256 px every 192, 5 latent frames every 3), as sglang's VAE port keeps them",
                       tiled=True),
+    DecodeMeasurement("FLUX.2 VAE 1024px, H200", "github.com/sgl-project/sglang/pull/33451 (title: 'FLUX.2 VAE decoder "
+                      "fast path behind quality=high (H200: 1024^2 97.6->29.2 ms, ...)': 97.6 ms is the eager diffusers "
+                      "decoder before the fast path)", "H200", 989.0, "templates/hardware/h200-nvlink.toml (989 dense BF16)",
+                      "FLUX.2-dev", 1024, 1024, 1, 0.0976, "bf16", "the pipeline's bf16 VAE (not stated in the title)"),
+    DecodeMeasurement("FLUX.2 VAE 2048px, H200", "github.com/sgl-project/sglang/pull/33451 (title: '... 2048^2 "
+                      "437.2->168.5 ms')", "H200", 989.0, "templates/hardware/h200-nvlink.toml (989 dense BF16)",
+                      "FLUX.2-dev", 2048, 2048, 1, 0.4372, "bf16", "the pipeline's bf16 VAE (not stated in the title)"),
 )
 
 
@@ -157,6 +195,39 @@ def decode_efficiency(decoder: str, accelerator: str,
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+@dataclass(frozen=True)
+class Traffic:
+    """Traffic multiplier used for one decoder kind on one accelerator, the compute ceiling, and their basis."""
+
+    multiplier: float
+    ceiling: float             # best achieved fraction of peak among the same measurements (the compute side)
+    basis: str
+    measurements: tuple[str, ...]
+
+
+def decode_traffic(decoder: str, accelerator: str,
+                   measurements: tuple[DecodeMeasurement, ...] = MEASUREMENTS) -> Traffic:
+    """Measured traffic multiplier for this decoder family's kind on this accelerator (module docstring)."""
+    kind = KIND.get(decoder)
+    if kind is None:
+        raise serial.NotPriced(f"decoder family {decoder!r} has no decoder kind; known: {', '.join(sorted(KIND))}")
+    same_kind = [m for m in measurements if m.kind == kind]
+    if not same_kind:
+        raise serial.NotPriced(f"no published {kind} VAE decode measurement to derive a traffic multiplier from")
+    tiers = (
+        ([m for m in same_kind if m.accelerator == accelerator], f"measured on {accelerator}"),
+        ([m for m in same_kind if accelerator in DIE and DIE.get(m.accelerator) == DIE[accelerator]],
+         f"no {kind} measurement on {accelerator}; measured on the same die ({DIE.get(accelerator, '')})"),
+        (same_kind, f"no {kind} measurement on {accelerator} or its die: the global {kind} figure"),
+    )
+    for chosen, basis in tiers:
+        if chosen:
+            mult = statistics.median(m.traffic for m in chosen)
+            ceiling = max(m.fraction for m in chosen)
+            return Traffic(mult, ceiling, f"{basis}, median of {len(chosen)}", tuple(m.label for m in chosen))
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
 def vae_decode_s(flops: float, nbytes: float, peak_tflops: float, efficiency: float,
                  hbm_GBps: float = 0.0) -> float:
     """Seconds of a decode: compute at peak x efficiency, never faster than its bytes at HBM bandwidth."""
@@ -172,17 +243,32 @@ class DecodeTime:
     seconds: float
     flops: float
     bytes: float
-    efficiency: float
+    efficiency: float          # the compute ceiling (best measured fraction of peak for the kind)
     basis: str
+    traffic: float = 1.0       # the traffic multiplier on the counted bytes
 
 
 def predict_decode(model, hw, width: int, height: int, frames: int = 1, tiled: bool = False) -> DecodeTime:
     """Decode seconds of one sample on one device of `hw` (a HardwarePreset), untiled as the default pipeline
-    or with enable_tiling(); NotPriced when the VAE (or its tiling) was not read."""
+    or with enable_tiling(): the counted bytes times the measured traffic multiplier at the card's memory
+    bandwidth, never faster than the best measured compute rate; a decoder family with no published decode
+    (CogVideoX, Mochi, Step-Video, DC-AE) at its kind's measured fraction of peak instead; NotPriced when the VAE
+    (or its tiling) was not read."""
     work = serial.vae_decode_work(model, width, height, frames, tiled)
-    eff = decode_efficiency(model.vae.decoder, hw.accelerator)
-    sec = vae_decode_s(work.flops, work.bytes, hw.peak_tflops_bf16, eff.fraction, hw.hbm_bandwidth_GBps)
-    return DecodeTime(sec, work.flops, work.bytes, eff.fraction, eff.basis)
+    if not any(_model(m.model).vae.decoder == model.vae.decoder for m in MEASUREMENTS):
+        # no published decode of this decoder family: its traffic is unmeasured, so its kind's achieved fraction of
+        # peak prices it (the FLOPs model)
+        eff = decode_efficiency(model.vae.decoder, hw.accelerator)
+        sec = vae_decode_s(work.flops, work.bytes, hw.peak_tflops_bf16, eff.fraction, hw.hbm_bandwidth_GBps)
+        return DecodeTime(sec, work.flops, work.bytes, eff.fraction,
+                          f"no published {model.vae.decoder} decode: FLOPs at the {KIND[model.vae.decoder]} achieved "
+                          f"fraction of peak ({eff.basis})")
+    tr = decode_traffic(model.vae.decoder, hw.accelerator)
+    hbm = float(getattr(hw, "hbm_bandwidth_GBps", 0.0) or 0.0)
+    if hbm <= 0:
+        raise serial.NotPriced(f"{hw.name}: VAE decode not priced (the hardware preset gives no hbm_bandwidth_GBps)")
+    sec = vae_decode_s(work.flops, work.bytes * tr.multiplier, hw.peak_tflops_bf16, tr.ceiling, hbm)
+    return DecodeTime(sec, work.flops, work.bytes, tr.ceiling, tr.basis, tr.multiplier)
 
 
 def text_encode_s(flops: float, hw) -> float:

@@ -24,6 +24,11 @@ from ditpar.plan.cost.work import (
 )
 
 MEMORY_HEADROOM = 0.9  # usable share of device memory (allocator, workspace, fragmentation)
+# Between the headroom and 95 % of the card a plan "fits, tight" (G2 verdict 'tight'): feasible and ranked, with the
+# GB left said. The estimate is of the model's tensors, and runs published at 91 % of a card exist (a 64B-parameter
+# DiT, 128 GB of bf16 weights, on one 141 GB H200); the last 5 % stay for the runtime's context and workspace
+# (about 1 GB on a 24 GB card), so a peak above 95 % is not run as it is.
+TIGHT_LIMIT = 0.95
 
 
 @dataclass
@@ -109,6 +114,14 @@ def _gb(value: float, other: float) -> str:
     return f"{value:.3f}"
 
 
+def _headroom_hint(parts: dict[str, float], over_GB: float) -> str:
+    """What frees the GB a tight plan lacks for the full headroom (the resident text encoder first)."""
+    te = parts.get("text_encoder_GB", 0.0)
+    if te >= over_GB > 0:
+        return f"; --offload-text-encoder frees {te:.1f} GB (it runs once, before denoising)"
+    return ""
+
+
 def memory_fit(model, hw, shape: Shape, plan: Plan, bd: Breakdown, can_shard: bool = True) -> Gate:
     """G2: peak memory per rank within the device; when it does not fit, name the lossless steps, in
     order, that make it fit: text-encoder offload, VAE tiling, layer-wise weight sharding. Weight
@@ -122,6 +135,12 @@ def memory_fit(model, hw, shape: Shape, plan: Plan, bd: Breakdown, can_shard: bo
     if bd.memory_GB <= cap:
         return Gate("G2", "memory fit", "pass", f"{_gb(bd.memory_GB, cap)} GB per rank ({parts}) <= "
                     f"{_gb(cap, bd.memory_GB)} GB ({MEMORY_HEADROOM:.0%} of {hw.memory_GB:g} GB)")
+    if bd.memory_GB <= hw.memory_GB * TIGHT_LIMIT:
+        return Gate("G2", "memory fit", "tight", f"fits, tight: {_gb(bd.memory_GB, cap)} GB per rank ({parts}) is above "
+                    f"{_gb(cap, bd.memory_GB)} GB ({MEMORY_HEADROOM:.0%} of {hw.memory_GB:g} GB) but within {TIGHT_LIMIT:.0%} of it: "
+                    f"{hw.memory_GB - bd.memory_GB:.1f} GB left for the allocator, workspace and fragmentation; it runs "
+                    f"if nothing else holds memory on the card (watch the first request's peak: torch.cuda."
+                    f"max_memory_reserved / npu-smi){_headroom_hint(p, bd.memory_GB - cap)}")
     weights = p.get("weights_GB", 0.0)
     te, buffers, vae = p.get("text_encoder_GB", 0.0), p.get("comm_buffers_GB", 0.0), p.get("vae_decode_GB", 0.0)
     phase = p.get("activations_GB", 0.0) + p.get("kv_buffers_GB", 0.0)

@@ -9,6 +9,7 @@ from ditpar.errors import InputError
 from ditpar.plan.cost.plans import Plan, enumerate_plans
 from ditpar.plan.cost.shape import Shape
 from ditpar.plan.cost.timing import Breakdown, Tunables, predict
+from ditpar.plan.decide.unlocks import add_weight_gather
 
 
 @dataclass
@@ -24,6 +25,8 @@ class PlanResult:
     pad_tokens: int = 0          # tokens the framework pads the sequence with (costed)
     speedup_vs_1: float = float("nan")
     tunables: Tunables | None = None  # what it was predicted with (the runner's TP host cost included)
+    vae_devices: int = 1         # cards the named framework splits the VAE decode over (frameworks.vae_degree)
+    unlocks: tuple[str, ...] = ()  # memory unlocks applied and priced (decide.unlocks.NAMES: te, vae, shard, offload)
 
     @property
     def latency_s(self) -> float:
@@ -73,6 +76,7 @@ def rank_plans(model, hw, shape: Shape, devices: int, tun: Tunables, *, with_dp:
         preferred,
         runs,
         tp_host_tunables,
+        vae_degree,
     )
     from ditpar.plan.inputs.recipes import choose
 
@@ -104,6 +108,7 @@ def rank_plans(model, hw, shape: Shape, devices: int, tun: Tunables, *, with_dp:
                             f"{pad} padded tokens (the largest shard sets the pace)")
         g2 = gates.memory_fit(model, hw, pshape, plan, bd)
         feasible = g2.verdict != "veto"
+        unlocked: tuple[str, ...] = ()
         if g2.verdict == "warn":
             sharders = [fw for fw in runners if fw.weight_sharding]
             if frameworks and not sharders:
@@ -116,8 +121,27 @@ def rank_plans(model, hw, shape: Shape, devices: int, tun: Tunables, *, with_dp:
                 runners = sharders or runners
                 add_weight_gather(hw, pshape, plan, bd)
                 g2 = sharded_gate(hw, plan, bd, g2)
+                unlocked = ("shard",)
+        if g2.verdict == "tight" or (not feasible and " GB > " in g2.reason.split(";", 1)[0]):
+            from ditpar.plan.decide.unlocks import offloaders, unlock
+
+            found = unlock(model, hw, pshape, plan, bd, runners, frameworks)
+            if g2.verdict == "tight" and (found is None or found[2].verdict != "warn"
+                                          or found[0].latency_s > bd.latency_s * (1 + TIGHT_UNLOCK_COST)):
+                found = None   # fits, tight: no unlock gives the headroom for (almost) nothing; run it as it is
+            if found is not None:
+                before = g2
+                bd, unlocked, g2 = found
+                feasible = True
+                if "shard" in unlocked:
+                    runners = [fw for fw in runners if fw.weight_sharding] or runners
+                if "offload" in unlocked:
+                    runners = offloaders(runners, plan) or runners
+                if unlocked == ("shard",) and g2.verdict == "warn":   # one memory story: the sharded figure first
+                    g2 = sharded_gate(hw, plan, bd, before)
         res = PlanResult(plan, bd, [g1, g2], feasible, framework=runners[0].name if runners else "",
-                         exact=exact, exact_reason=why_exact, pad_tokens=pad, tunables=plan_tun)
+                         exact=exact, exact_reason=why_exact, pad_tokens=pad, tunables=plan_tun,
+                         vae_devices=vae_degree(runners[0], model, plan) if runners else 1, unlocks=unlocked)
         res.speedup_vs_1 = single_s / bd.latency_s if bd.latency_s > 0 else float("nan")
         results.append(res)
     useful = [r for r in results if r.feasible and (devices == 1 or r.plan.dp < devices)]
@@ -165,6 +189,10 @@ def rank_plans(model, hw, shape: Shape, devices: int, tun: Tunables, *, with_dp:
     return results
 
 
+#: a plan that fits, tight takes an unlock that gives it the 90 % headroom when that costs at most this share of its latency
+TIGHT_UNLOCK_COST = 0.01
+
+
 def half_devices(model, hw, shape: Shape, devices: int, tun: Tunables, lead: PlanResult | None, **kw) -> dict | None:
     """The best plan on half the cards (cards 0..devices/2-1 of the same box, the same flags), so that "N vs 2N
     cards" is answered from one run (issue 42). None for an odd count or under 4 cards; {'devices', 'error'} when no
@@ -199,28 +227,6 @@ def half_devices_line(h: dict | None, lead: PlanResult | None) -> str:
             f"cards ({lead.plan.name}) {than} (DiT loop)")
 
 
-def add_weight_gather(hw, shape: Shape, plan: Plan, bd: Breakdown) -> None:
-    """Charge layer-wise weight sharding (the G2 unlock): every step all-gathers the weights over all
-    ranks, prefetched behind compute, so only the part longer than the step's compute is exposed."""
-    from ditpar.plan.cost.work import effective_bw, ring_flows, ring_link
-
-    ranks = list(range(plan.devices))
-    key = ring_link(hw, ranks)
-    bw = effective_bw(hw, key, len(ranks), ring_flows(hw, ranks)[key]) * 1e9
-    weights = bd.memory_parts_GB.get("weights_GB", 0.0) * 1e9
-    p = len(ranks)
-    gather = weights * (p - 1) / p / bw + (p - 1) * hw.links[key].latency_us * 1e-6
-    compute_step = bd.compute_s / shape.steps
-    exposed = max(0.0, gather - compute_step) * shape.steps
-    bd.latency_s += exposed
-    bd.exposed_by_link_s[key] += exposed
-    bd.exposed_by_family_s["weight all-gather (layer-wise sharding)"] = exposed
-    bd.hidden_s += (gather * shape.steps - exposed)
-    bd.memory_GB -= bd.memory_parts_GB["weights_GB"] * (1 - 1 / p)
-    bd.memory_parts_GB["weights_GB"] /= p
-    bd.notes.append("weights sharded layer-wise over all ranks (G2 unlock); their all-gather is included")
-
-
 def sharded_gate(hw, plan: Plan, bd: Breakdown, g2):
     """G2 of a plan the ranking shards (warn): it leads with the figure mem_GB shows, the sharded one, then the
     unsharded check that made sharding necessary (issue 42: one memory story per plan)."""
@@ -236,6 +242,15 @@ def sharded_gate(hw, plan: Plan, bd: Breakdown, g2):
 def sharding_sentence(r) -> str:
     """The conclusion's sentence on a plan that fits only with weight sharding (G2 warn), '' otherwise."""
     g2 = next((g for g in r.gates if g.gate == "G2"), None)
+    if g2 is not None and g2.verdict == "tight":
+        return (f" {r.plan.name} fits, tight (G2): {r.breakdown.memory_GB:.1f} GB per rank, above the 90 % headroom of "
+                f"the card; it runs if nothing else holds memory there.")
+    if r.unlocks and r.unlocks != ("shard",):
+        from ditpar.plan.decide.unlocks import NAMES
+
+        return (f" {r.plan.name} fits only with {' + '.join(NAMES[k] for k in r.unlocks)} (G2: applied and priced, "
+                f"{r.breakdown.memory_GB:.1f} GB per rank): turn {'it' if len(r.unlocks) == 1 else 'them'} on"
+                f"{' (' + r.framework + ')' if r.framework else ''} or the prediction does not hold.")
     if g2 is None or g2.verdict != "warn":
         return ""
     bd = r.breakdown

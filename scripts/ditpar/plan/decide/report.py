@@ -9,7 +9,7 @@ from ditpar.plan.cost.work import LINK_KEYS
 from ditpar.plan.decide import uncertainty
 from ditpar.plan.decide.machine import machine_lines, machine_record
 
-SHORT = {"pass": "ok", "veto": "VETO", "warn": "warn", "info": "i"}
+SHORT = {"pass": "ok", "veto": "VETO", "warn": "warn", "info": "i", "tight": "tight"}
 
 
 def padded_heads(model, plan) -> tuple[int, int] | None:
@@ -56,10 +56,26 @@ def padding_note(r, model) -> str:
     return text
 
 
+MEMORY_VERDICTS = {"pass": "fits", "tight": "fits, tight", "warn": "fits with weight sharding", "veto": "does not fit"}
+
+
+def memory_verdict(r) -> str | None:
+    """G2 in words: fits | fits, tight | fits with weight sharding | fits with offload | does not fit (None: no G2)."""
+    g2 = next((g for g in r.gates if g.gate == "G2"), None)
+    if g2 is None:
+        return None
+    unlocks = getattr(r, "unlocks", ())
+    if unlocks and g2.verdict != "veto":
+        from ditpar.plan.decide.unlocks import NAMES
+
+        return "fits with " + " + ".join(NAMES[k] for k in unlocks) + (", tight" if g2.verdict == "tight" else "")
+    return MEMORY_VERDICTS.get(g2.verdict, g2.verdict)
+
+
 def needs_sharding(r) -> bool:
     """A plan that fits only with layer-wise weight sharding (G2 warn: the ranking applied it, its all-gather
     charged, mem_GB the sharded figure)."""
-    return any(g.gate == "G2" and g.verdict == "warn" for g in r.gates)
+    return "shard" in getattr(r, "unlocks", ())
 
 
 def single_device_s(results) -> float | None:
@@ -122,7 +138,8 @@ def plan_record(r, model=None) -> dict:
            "pad_tokens": r.pad_tokens,
            "pad_heads": None if heads is None else {"from": heads[0], "to": heads[1]},
            "head_split": head_split(model, r.plan) or None,
-           "needs_weight_sharding": needs_sharding(r),
+           "needs_weight_sharding": needs_sharding(r), "vae_devices": getattr(r, "vae_devices", 1),
+           "memory_verdict": memory_verdict(r), "memory_unlocks": list(getattr(r, "unlocks", ())),
            "gates": [g.as_dict() for g in r.gates]}
     if finite:
         rec.update({
@@ -157,12 +174,18 @@ def payload(results, model, hw, shape, tun, conclusion: str, frameworks=None,
 
 
 def serial_record(stages, results, model=None, hw=None, given_machine: bool = False) -> dict:
-    """JSON of the serial stages and the end-to-end seconds of every feasible plan (DiT + serial)."""
+    """JSON of the serial stages and the end-to-end seconds of every feasible plan (DiT + serial, the decode split
+    as the plan's framework splits it), the leading plan's wall, and each plan's capped end-to-end speedup."""
+    from ditpar.plan.decide.stages import plan_stages, wall
+
+    feas = [r for r in results if r.feasible]
     ranges = end_to_end_speedups(stages, results, model, hw, given_machine)
     return {"text_encode_s": stages.text_encode_s, "vae_decode_s": stages.vae_decode_s,
             "vae_devices": stages.vae_devices, "total_s": stages.total_s, "priced": stages.priced,
             "notes": list(stages.notes),
-            "end_to_end_s": {r.plan.name: r.breakdown.latency_s + stages.total_s for r in results if r.feasible},
+            "vae_decode_s_by_plan": {r.plan.name: plan_stages(stages, r).vae_decode_s for r in feas},
+            "wall": wall(stages, feas[0] if feas else None),
+            "end_to_end_s": {r.plan.name: r.breakdown.latency_s + plan_stages(stages, r).total_s for r in feas},
             "speedup_range_level": uncertainty.RANGE_LEVEL if model is not None else uncertainty.SPEEDUP_RANGE_LEVEL,
             "end_to_end_speedup": ranges}
 
@@ -178,8 +201,11 @@ def end_to_end_speedups(stages, results, model=None, hw=None, given_machine: boo
             continue
         single = r.speedup_vs_1 * lat
         cards = max(1, r.plan.devices // max(1, r.plan.dp))
-        cap = min(float(cards), uncertainty.amdahl_cap(single, stages.total_s, cards))
-        raw = (single + stages.total_s) / (lat + stages.total_s)
+        serial_one = stages.split(1).total_s
+        serial_own = stages.split(getattr(r, "vae_devices", 1) or 1).total_s
+        # Amdahl: the DiT loop split perfectly over the cards, the serial stages only as this plan splits them
+        cap = min(float(cards), (single + serial_one) / (single / cards + serial_own))
+        raw = (single + serial_one) / (lat + serial_own)
         s = min(raw, cap)
         if model is not None and hw is not None:
             stratum = uncertainty.range_stratum(model.name, hw, r.framework, given_machine)
@@ -212,18 +238,20 @@ def speedup_range_line(stages, results, model=None, hw=None, given_machine: bool
     cap = ""
     if e["cap_binds"]:
         cap = (f"; capped at {e['cap']:.2f}x: " + (f"the card count ({cards})" if e["cap"] >= cards - 1e-9 else
-               f"Amdahl's bound of the serial stages ({stages.total_s:.2f} s that {cards} cards do not split)"))
+               f"Amdahl's bound of the serial stages ({stages.split(getattr(lead, 'vae_devices', 1) or 1).total_s:.2f} s "
+               f"that {cards} cards do not split)"))
     return (f"speedup of #{lead.rank} {lead.plan.name} over one device: {e['speedup']:.1f}x end to end ({what}; "
             f"DiT loop {e['dit_speedup']:.1f}x); {level:.0%} range {e['low']:.1f}-{e['high']:.1f}x ({claim}){cap} "
             "(every plan's: e2e_x in the table, --json serial_stages.end_to_end_speedup)")
 
 
 def serial_line(stages) -> str:
-    """One line: what the serial stages add to every plan's latency (never in the ranking: the same for all)."""
+    """One line: what the serial stages add to a plan's latency (never in the ranking; the VAE decode on one card
+    here, split where the plan's framework splits it: the stage-wall line and e2e_x)."""
     def f(x):
         return "not priced" if x is None else f"{x:.2f} s"
     vae = f(stages.vae_decode_s) + ("" if stages.vae_devices == 1 else f" (split over {stages.vae_devices} cards)")
-    return (f"serial stages, the same for every plan (ditpar.plan.cost.serial, from FLOPs): text encoder "
+    return (f"serial stages (ditpar.plan.cost.serial_time, memory-bound decode): text encoder "
             f"{f(stages.text_encode_s)}, VAE decode {vae}; end to end = latency_s + {stages.total_s:.2f} s"
             + ("" if stages.priced else f" ({'; '.join(stages.notes)})"))
 
@@ -258,7 +286,7 @@ def runtime_label(tun) -> str:
     return RUNTIMES.get(float(tun.launch_us), "--launch-us")
 
 
-GATE_WIDTH = 5  # "VETO" and "warn" plus a space
+GATE_WIDTH = 6  # "tight" plus a space
 
 
 def render(results, model, hw, shape, tun, conclusion: str, top: int, show_all: bool, stages=None,
@@ -278,6 +306,8 @@ def render(results, model, hw, shape, tun, conclusion: str, top: int, show_all: 
         expected = speedup_range_line(stages, results, model, hw, given_machine)
         if expected:
             lines.append(expected)
+        from ditpar.plan.decide.stages import wall_line
+        lines += [t for t in (wall_line(stages, results),) if t]
     if feas and cards_note(hw, feas[0].plan.devices):
         lines.append(cards_note(hw, feas[0].plan.devices))
     lines += machine_lines(hw)
@@ -299,7 +329,8 @@ def render(results, model, hw, shape, tun, conclusion: str, top: int, show_all: 
             lines.append(f"{r.rank:>3} {r.plan.name:<18}{'-':>10}  infeasible: {r.gates[-1].gate} "
                          f"{r.gates[-1].reason}")
             continue
-        mem = f"{bd.memory_GB:>7.1f}S" if needs_sharding(r) else f"{bd.memory_GB:>8.1f}"
+        mark = "S" if needs_sharding(r) else ("O" if "offload" in getattr(r, "unlocks", ()) else "")
+        mem = f"{bd.memory_GB:>7.1f}{mark}" if mark else f"{bd.memory_GB:>8.1f}"
         sp = e2e.get(r.plan.name, {})
         lines.append(f"{r.rank:>3} {r.plan.name:<18}{_f(bd.latency_s):>10}{_f(sp.get('dit_speedup', r.speedup_vs_1), 1):>8}"
                      f"{_f(sp.get('speedup'), 1):>6}"
@@ -317,8 +348,10 @@ def render(results, model, hw, shape, tun, conclusion: str, top: int, show_all: 
               "classes, e.g. an all-to-all across two islands, is charged whole to its slowest class; --json "
               "bytes_per_step_by_link splits its bytes by class); hidden = overlapped communication; host = time the "
               "device waits for eager op dispatch; pipe = PipeFusion warm-up and fill; mem_GB = peak per rank as the "
-              "plan runs (S: with layer-wise weight sharding, which it needs to fit: G2 warn; the all-gather is priced)",
-              "G1..G7 = the gates (listed below for the top two): ok = pass, i = information only, warn, VETO, - = not applicable", ""]
+              "plan runs (S: with layer-wise weight sharding, which it needs to fit: G2 warn; the all-gather is priced; O: with "
+              "layer-wise weight offload to host memory, its transfer over the host link priced)",
+              "G1..G7 = the gates (listed below for the top two): ok = pass, i = information only, warn, tight = fits "
+              "within 95 % of the card but above the 90 % headroom (G2), VETO, - = not applicable", ""]
     for r in feas[:2]:
         lines.append(f"gates of #{r.rank} {r.plan.name}" + (f" (on {r.framework})" if r.framework else "")
                      + f": {r.exact_reason}" + header_notes(r, model))

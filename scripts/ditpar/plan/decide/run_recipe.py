@@ -10,7 +10,7 @@ from ditpar.plan.inputs.recipes import choose, render, why_none
 def for_result(r, model, shape, frameworks, hw, *, steps: str | None = None) -> dict:
     """The recipe of a ranked plan on the framework the ranking named (others that run it as fallback), or
     {'framework': None, 'reason': ...} when no chosen framework runs it or none has a recipe for it."""
-    from ditpar.plan.inputs.frameworks import model_family, preferred, runs
+    from ditpar.plan.inputs.frameworks import model_family, preferred, runs, vae_degree
 
     family = model_family(model)
     if not r.feasible:
@@ -18,7 +18,7 @@ def for_result(r, model, shape, frameworks, hw, *, steps: str | None = None) -> 
     if not frameworks:
         return {"framework": None, "plan": r.plan.name, "reason": "no framework profile chosen"}
     runners = preferred([fw for fw in frameworks if runs(fw, model, hw, shape, r.plan) is None], hw)
-    sharded = any(g.gate == "G2" and g.verdict == "warn" for g in r.gates)
+    sharded = "shard" in getattr(r, "unlocks", ())
     if sharded:
         runners = [fw for fw in runners if fw.weight_sharding] or runners
     if r.framework:
@@ -31,7 +31,8 @@ def for_result(r, model, shape, frameworks, hw, *, steps: str | None = None) -> 
         rec = choose(fw, family, r.plan)
         if rec is not None:
             out = render(fw, rec, model, shape, r.plan, pad=r.pad_tokens > 0, sharded=sharded, steps=steps,
-                         family=family, per_node=int(getattr(hw, "devices_per_node", 0) or 0))
+                         family=family, per_node=int(getattr(hw, "devices_per_node", 0) or 0),
+                         vae=vae_degree(fw, model, r.plan), unlocks=tuple(getattr(r, "unlocks", ())))
             if skipped:
                 out["notes"].insert(0, "; ".join(skipped) + f"; {fw.name} runs it too")
             return out

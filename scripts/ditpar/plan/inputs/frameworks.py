@@ -62,6 +62,8 @@ class Framework:
     exclude: dict[str, tuple[str, ...]] = field(default_factory=dict)  # form -> model presets whose launcher lacks it
     recipes: tuple = ()                           # ditpar.plan.inputs.recipes.Recipe: how to launch each form
     no_recipe: dict[str, str] = field(default_factory=dict)  # family -> why the profile has no launch recipe
+    vae_parallel_families: tuple[str, ...] = ()   # families whose VAE decode it splits over the request's cards
+    weight_offload: str = "none"                  # layer-wise DiT weight offload to host memory: none | single_card | any
 
     def offers(self, form: str, family: str, vendor: str, model_name: str = "") -> bool:
         if model_name and normalize(model_name) in {normalize(m) for m in self.exclude.get(form, ())}:
@@ -93,6 +95,7 @@ class Framework:
                 "weight_sharding": self.weight_sharding, "tp_impl": self.tp_impl,
                 "forms": {k: list(v) for k, v in self.forms.items()},
                 "exclude": {k: list(v) for k, v in self.exclude.items()},
+                "vae_parallel_families": list(self.vae_parallel_families), "weight_offload": self.weight_offload,
                 "recipes": [r.name for r in self.recipes], "unverified": list(self.unverified), "path": self.path}
 
 
@@ -171,7 +174,19 @@ def parse_framework(data: dict, path: Path) -> Framework:
         padding_single_form=single, vendor_families=vendor_families,
         unverified=_strs(data, "unverified", path, default=()), sources=dict(sources), path=str(path),
         tp_impl=_choice({"tp_impl": data.get("tp_impl", "unknown")}, "tp_impl", path, TP_IMPLS),
-        exclude=exclude, recipes=recipes, no_recipe=no_recipe)
+        exclude=exclude, recipes=recipes, no_recipe=no_recipe,
+        vae_parallel_families=_strs(data, "vae_parallel_families", path, default=()),
+        weight_offload=_choice({"weight_offload": data.get("weight_offload", "none")}, "weight_offload", path,
+                               ("none", "single_card", "any")))
+
+
+def vae_degree(fw, model, plan: Plan) -> int:
+    """Cards `fw` splits this model's VAE decode over under `plan`: every card of the request where its profile
+    lists the model family in vae_parallel_families (the decode reuses the DiT group), else 1 (serial)."""
+    fams = getattr(fw, "vae_parallel_families", ()) if fw is not None else ()
+    if not (fw is not None and fw.vae_parallel and fams and ("*" in fams or model_family(model) in fams)):
+        return 1
+    return max(1, plan.devices // max(1, plan.dp))
 
 
 @lru_cache(maxsize=4)

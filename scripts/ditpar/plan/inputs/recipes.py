@@ -17,11 +17,14 @@ from ditpar.errors import InputError
 KINDS = ("shell", "python", "json")
 # forms a recipe can set, plus 'uneven' (the sequence does not divide the sequence degree and Ulysses is used:
 # the framework's own switch for uneven splits), 'uneven_ring' (the same with ring alone) and 'shard' (the plan
-# fits memory only with layer-wise weight sharding)
-ARG_KEYS = ("ulysses", "ring", "kv_allgather", "tp", "pipefusion", "cfg", "dp", "uneven", "uneven_ring", "shard")
+# fits memory only with layer-wise weight sharding), 'vae' (the framework splits the VAE decode over {vae} cards),
+# 'offload' / 'te_offload' / 'vae_tiling' (the memory unlocks the plan needs: ditpar.plan.decide.unlocks)
+ARG_KEYS = ("ulysses", "ring", "kv_allgather", "tp", "pipefusion", "cfg", "dp", "uneven", "uneven_ring", "shard", "vae",
+            "offload", "te_offload", "vae_tiling")
+UNLOCK_KEYS = {"offload": "offload", "te": "te_offload", "vae": "vae_tiling"}
 PLACEHOLDERS = ("model", "model_id", "script", "steps", "devices", "world", "ulysses", "ring", "kv_allgather",
                 "tp", "pipefusion", "patches", "warmup", "cfg", "dp", "sp", "cfg_json", "cfg_py", "slug",
-                "args", "flags", "config_inline", "width", "height", "frames", "video", "video_flags")
+                "args", "flags", "config_inline", "width", "height", "frames", "video", "video_flags", "vae")
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 _STEPS_MARK = "\x00STEPS\x00"
 # values that come from the model (a user's own model file may name it anything) or are computed text: the
@@ -225,7 +228,8 @@ def multi_node(launch: str, world: int, per_node: int) -> tuple[str, str]:
 
 
 def render(fw, recipe: Recipe, model, shape, plan, *, pad: bool = False, sharded: bool = False,
-           steps: str | None = None, family: str = "", per_node: int = 0) -> dict:
+           steps: str | None = None, family: str = "", per_node: int = 0, vae: int = 1,
+           unlocks: tuple[str, ...] = ()) -> dict:
     """One recipe filled for one plan. `steps` None: the request's step count; '{steps}': left for the
     few-step runner (the launch line then escapes every other brace, as fewstep.py's templates need).
     `per_node`: cards per node; a world larger than that gets the multi-node launch (multi_node)."""
@@ -238,6 +242,7 @@ def render(fw, recipe: Recipe, model, shape, plan, *, pad: bool = False, sharded
               "patches": str(plan.num_patches), "warmup": str(plan.warmup), "slug": slug(plan.name),
               "cfg_json": "true" if shape.cfg else "false", "cfg_py": "True" if shape.cfg else "False",
               "width": str(shape.width), "height": str(shape.height), "frames": str(shape.frames),
+              "vae": str(max(1, int(vae))),
               **{f: str(plan.degree(f)) for f in ("ulysses", "ring", "kv_allgather", "tp", "pipefusion", "cfg", "dp")}}
     values["script"] = recipe.scripts.get(model.name, recipe.scripts.get(family, ""))
     values["video"] = _fill(recipe.video, values) if shape.frames > 1 else ""
@@ -249,6 +254,9 @@ def render(fw, recipe: Recipe, model, shape, plan, *, pad: bool = False, sharded
         applies.add("uneven_ring")
     if sharded:
         applies.add("shard")
+    if vae > 1:
+        applies.add("vae")
+    applies |= {UNLOCK_KEYS[u] for u in unlocks if u in UNLOCK_KEYS}
     keys = [k for k in ARG_KEYS if k in applies and k in recipe.args]
     pieces = [p for p in (_fill(recipe.args[k], values) for k in keys) if p]
     values["args"] = recipe.join.join(pieces)
@@ -275,13 +283,18 @@ def render(fw, recipe: Recipe, model, shape, plan, *, pad: bool = False, sharded
                      + " yourself, else the run uses the framework's default shape")
     if sharded and "shard" not in recipe.args:
         notes.append("the plan fits memory only with layer-wise weight sharding, which this launcher does not set")
+    told = {t.partition(": ")[0] for t in recipe.together} | set(recipe.args)
+    for u in unlocks:
+        if u in UNLOCK_KEYS and UNLOCK_KEYS[u] not in told:
+            notes.append(f"the plan fits memory only with {UNLOCK_KEYS[u].replace('_', ' ')}, which this launcher does "
+                         f"not set: switch on {fw.name}'s own option for it")
     for u in getattr(fw, "unverified", ()):   # unread entries that bear on this very plan are shown with it
         head = re.split(r"[\s:(]", u.strip(), maxsplit=1)[0]
         if head in used or head == family:
             notes.append(f"unverified in {fw.name}'s profile: {u}")
     return {"framework": fw.name, "recipe": recipe.name, "kind": recipe.kind, "plan": plan.name,
             "config": config, "launch": launch, "world_size": world, "world_rule": recipe.world,
-            "together": _together(recipe.together, set(keys) | used), "notes": notes, "source": recipe.source,
+            "together": _together(recipe.together, applies), "notes": notes, "source": recipe.source,
             "read": fw.version, "prove": prove_command(plan)}
 
 

@@ -145,8 +145,6 @@ def row_context(row):
 #: "Latency/Step" are xDiT's CogVideoX charts and diffusers' PR tables: one step of the loop, no decode in it
 DIT_ONLY = re.compile(r"dit[- ]forward only|dit[- ]only|transformer only|denoising(?: loop)? only|per-iteration"
                       r"|per (?:denoising )?step|latency ?/ ?step", re.I)
-#: a row whose framework splits the VAE decode over its cards
-VAE_PARALLEL = re.compile(r"vae decode parallel|parallel vae|vae parallel|distvae|patch[- ]parallel vae", re.I)
 
 
 def row_scope(row) -> str:
@@ -158,14 +156,16 @@ def row_scope(row) -> str:
 
 def row_serial(row, model, hw, shape, plan):
     """The serial stages (text encoder, VAE decode) inside a row's measured latency: none for a DiT-only row;
-    the VAE decode split over the request's cards where the row says the framework runs it in parallel."""
+    the VAE decode split as the row says ('VAE patch parallel 4', 'parallel_vae_size=2', 'DistVAE': every card of
+    the request; ditpar.plan.cost.vae_parallel.stated_vae_degree)."""
     from ditpar.plan.cost.end_to_end import SerialStages, serial_stages
 
     if row_scope(row) == "dit":
         return SerialStages(0.0, 0.0, notes=("DiT-only latency: serial stages not in it",))
+    from ditpar.plan.cost.vae_parallel import stated_vae_degree
+
     text = f"{row.get('other_config', '')} {row.get('notes', '')}"
-    cards = plan.devices // plan.dp
-    return serial_stages(model, hw, shape, vae_devices=cards if VAE_PARALLEL.search(text) else 1)
+    return serial_stages(model, hw, shape, vae_devices=stated_vae_degree(text, plan.devices // plan.dp))
 
 
 def row_framework(row):

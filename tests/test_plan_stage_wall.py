@@ -1,0 +1,99 @@
+"""The VAE decode split over the cards as the plan's framework splits it, the stage wall, memory unlocks as plan
+options (offload, sharding, text-encoder offload) and the 'fits, tight' memory verdict."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import run_script
+from ditpar.plan.cost import offload
+from ditpar.plan.cost.vae_parallel import split_decode_s
+from ditpar.plan.inputs import presets
+
+WAN_1080P = ["--model", "Wan2.2-T2V-A14B", "--hardware", "H100-SXM NVLink x8", "--devices", "8",
+             "--resolution", "1920x1080", "--frames", "81"]
+
+
+def test_a_1080p_video_on_8_cards_under_vllm_omni_splits_the_decode_and_launches_it():
+    doc = json.loads(run_script("plan.py", *WAN_1080P, "--framework", "vLLM-Omni", "--json", check=0).stdout)
+    lead = next(p for p in doc["plans"] if p["feasible"])
+    serial = doc["serial_stages"]
+    assert lead["framework"] == "vLLM-Omni" and lead["vae_devices"] == 8
+    one = serial["vae_decode_s"]                       # the decode on one card
+    assert one > 20                                    # 1920x1080x81 through the Wan VAE on one H100: tens of seconds
+    assert serial["vae_decode_s_by_plan"][lead["name"]] == pytest.approx(split_decode_s(one, 8), rel=1e-12)
+    wall = serial["wall"]
+    assert wall["plan"] == lead["name"] and wall["vae_devices"] == 8 and wall["wall"] == "dit_loop"
+    assert wall["end_to_end_s"] == pytest.approx(serial["end_to_end_s"][lead["name"]], rel=1e-12)
+    assert "vae_patch_parallel_size=8" in lead["run_recipe"]["config"]
+    text = run_script("plan.py", *WAN_1080P, "--framework", "vLLM-Omni", check=0).stdout
+    assert f"stage wall of #1 {lead['name']}: DiT loop" in text and "split over 8 cards on vLLM-Omni" in text
+
+
+def test_without_a_framework_that_splits_it_the_decode_stays_on_one_card_and_the_line_says_what_a_split_gives():
+    args = ["--model", "Wan2.2-TI2V-5B", "--hardware", "H100-SXM NVLink x8", "--devices", "8", "--steps", "4",
+            "--framework", "diffusers-CP"]
+    doc = json.loads(run_script("plan.py", *args, "--json", check=0).stdout)
+    lead = next(p for p in doc["plans"] if p["feasible"])
+    serial = doc["serial_stages"]
+    assert lead["vae_devices"] == 1 and serial["vae_decode_s_by_plan"][lead["name"]] == serial["vae_decode_s"]
+    assert serial["wall"]["wall"] == "vae_decode"     # 4 steps of a 5B DiT on 8 cards: the decode is the wall
+    text = run_script("plan.py", *args, check=0).stdout
+    assert "the VAE decode is the wall" in text and f"about {split_decode_s(serial['vae_decode_s'], 8):.2f} s" in text
+
+
+def test_host_link_and_layer_offload_by_hand():
+    h100 = presets.load_hardware("H100-SXM NVLink x8")
+    assert offload.host_link_GBps(h100)[0] == pytest.approx(63.0 * 0.8)        # PCIe Gen5 x16 at 80 %
+    assert offload.host_link_GBps(presets.load_hardware("RTX 4090"))[0] == pytest.approx(31.5 * 0.8)
+    # 28 GB of weights over 25.2 GB/s = 1.111 s a step against 1.0 s of compute: 0.111 s exposed, x 50 steps
+    exposed, resident = offload.layer_offload_s(28.0, 40, 1.0, 50, 25.2)
+    assert exposed == pytest.approx((28.0 / 25.2 - 1.0) * 50) and resident == pytest.approx(28.0 * 2 / 40)
+    assert offload.layer_offload_s(28.0, 40, 2.0, 50, 25.2)[0] == 0.0            # hidden behind compute
+    assert offload.text_encoder_offload_s(5.68, 25.2) == pytest.approx(5.68 * 2 / 25.2)
+
+
+def test_a_model_bigger_than_one_card_gets_a_plan_with_offload_not_a_refusal():
+    """Wan2.1-T2V-14B (28 GB of bf16 weights, 11.4 GB text encoder) on one 24 GB RTX 4090."""
+    args = ["--model", "Wan2.1-T2V-14B", "--hardware", "RTX 4090", "--devices", "1"]
+    doc = json.loads(run_script("plan.py", *args, "--json", check=0).stdout)
+    (p,) = [p for p in doc["plans"] if p["feasible"]]
+    assert "offload" in p["memory_unlocks"] and p["memory_verdict"].startswith("fits with")
+    assert p["memory_GB"] <= 24 * 0.9
+    assert p["memory_parts_GB"]["weights_GB"] == pytest.approx(28.0 * 2 / 40, rel=1e-3)   # two of 40 blocks resident
+    link = 31.5 * 0.8
+    step = p["compute_s"] / doc["shape"]["steps"]
+    want = max(0.0, 28.0 / link - step) * doc["shape"]["steps"]
+    assert p["exposed_by_collective_s"]["weight offload (host to device)"] == pytest.approx(want, rel=1e-3)
+    g2 = next(g for g in p["gates"] if g["gate"] == "G2")
+    assert g2["verdict"] == "warn" and "unlocked by" in g2["reason"]
+    text = run_script("plan.py", *args, check=0).stdout
+    assert "diffusion_offload_config" in text and "fits only with" in text
+
+
+def test_sharding_is_the_unlock_on_several_cards_and_nothing_fits_is_still_a_refusal():
+    doc = json.loads(run_script("plan.py", "--model", "FLUX.2-dev", "--hardware", "RTX 4090", "--devices", "2",
+                                "--json", check=0).stdout)
+    lead = next(p for p in doc["plans"] if p["feasible"])
+    assert set(lead["memory_unlocks"]) & {"shard", "offload"} and lead["memory_GB"] <= 24 * 0.9
+    proc = run_script("plan.py", "--model", "Wan2.1-T2V-14B", "--hardware", "T4", "--devices", "2",
+                      "--resolution", "1920x1080", "--frames", "161", check=2)
+    assert proc.stderr.startswith("plan.py: error: no plan can use 2 devices") and len(proc.stderr.splitlines()) == 1
+
+
+def test_a_64b_model_on_one_141_gb_card_fits_tight(tmp_path):
+    """128 GB of bf16 weights on one H200 (141 GB): above the 90 % headroom (126.9 GB), within 95 % (133.95 GB)."""
+    f = tmp_path / "big.toml"
+    f.write_text('name = "Big-64B"\nheads = 64\nkv_heads = 64\nhead_dim = 128\nlayers = 60\nparams_b = 64\n'
+                 'hidden = 8192\nffn = 32768\ntext_tokens = 256\ncfg = false\nlatent = [1, 128, 128]\n'
+                 'patch = [1, 2, 2]\n', encoding="utf-8")
+    args = ["--model-file", str(f), "--hardware", "H200", "--devices", "1"]
+    doc = json.loads(run_script("plan.py", *args, "--json", check=0).stdout)
+    (p,) = [p for p in doc["plans"] if p["feasible"]]
+    assert p["memory_parts_GB"]["weights_GB"] == pytest.approx(128.0)
+    assert 141 * 0.9 < p["memory_GB"] <= 141 * 0.95 and p["memory_verdict"] == "fits, tight" and not p["memory_unlocks"]
+    g2 = next(g for g in p["gates"] if g["gate"] == "G2")
+    assert g2["verdict"] == "tight" and f"{141 - p['memory_GB']:.1f} GB left" in g2["reason"]
+    text = run_script("plan.py", *args, check=0).stdout
+    assert " tight " in text and "fits, tight (G2)" in text
