@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Rebuild benchmarks/unseen_residuals.csv: each unseen round's speedup rows as that round was scored, before any
-cost term changed for it (benchmarks/VALIDATION.md sections 4 and 7.16).
+cost term changed for it (benchmarks/VALIDATION.md sections 4 and 7.17).
 
 For each round the repository is exported at the commit that scored it (its tables copied in where they were added
 later), and that commit's own code scores the round's tables held out (leave one source out; round 1's commit
@@ -37,6 +37,9 @@ ROUNDS = {
                              {t: "08e639e" for t in ("mochi_xdit_l40.csv", "vllmomni_pr1221_wan22_ti2v_h800.csv",
                                                      "vllmomni_qwen_image_edit_tp_h200.csv",
                                                      "hunyuanworld_voyager_xdit_h20.csv")}),
+    "round 6 (2026-12-07)": ("578f4ec", ("vllmomni_qwen_image_ulysses_h800.csv", "sglang_ci_h100_perf_baselines.csv"),
+                             {t: "536e501" for t in ("vllmomni_qwen_image_ulysses_h800.csv",
+                                                     "sglang_ci_h100_perf_baselines.csv")}),
 }
 # Run inside the exported tree: the held-out |log2(pred / measured speedup)| per table, from that tree's own code.
 SNIPPET = r'''

@@ -241,7 +241,7 @@ def speedup_range(speedup: float, log2_range: tuple[float, float] = SPEEDUP_RANG
 
 # The end-to-end speedup range plan.py prints: x e^-q .. x e^q around the prediction, q the split-conformal quantile
 # of |ln(measured / predicted speedup)| over the rows of the unseen rounds as each round was scored before any cost
-# term changed for it (benchmarks/unseen_residuals.csv; benchmarks/VALIDATION.md sections 4 and 7.16), by stratum
+# term changed for it (benchmarks/unseen_residuals.csv; benchmarks/VALIDATION.md sections 4 and 7.17), by stratum
 # (how new the question is to the published tables). A stratum with fewer than 20 rows takes the pooled q at the
 # level halfway to 1 (0.8 -> 0.9). Fitted by `plan.py evaluate --tables benchmarks/published --coverage`
 # (judge/conformal.py), which also prints each stratum's coverage with one round left out at a time (the figure
