@@ -166,6 +166,10 @@ def plan_parser():
     p.add_argument("--patches", type=int, default=0, help="PipeFusion patches (default = PipeFusion degree)")
     p.add_argument("--warmup", type=int, default=1, help="PipeFusion synchronous warm-up steps (default 1)")
     p.add_argument("--no-dp", action="store_true", help="leave out plans with data parallel > 1")
+    p.add_argument("--objective", choices=("latency", "throughput"), default="latency",
+                   help="latency (default): the fastest plan for one request over all the cards; throughput: the "
+                        "split of the box into replicas x plan that serves the most requests per second, with the "
+                        "latency each request then sees (both are in --json's throughput object either way)")
     p.add_argument("--top", type=int, default=10, help="rows of the ranked table (default 10; --json has all)")
     p.add_argument("--all", action="store_true", help="also list infeasible plans with their veto")
     _framework_args(p)
@@ -331,6 +335,8 @@ def _run_plan(args) -> int:
     shape = make_shape(model, width, height, args.frames, args.steps, cfg=False if args.no_cfg else None)
     shape = custom_model.with_tokens(shape, args.tokens)
     _in_range("--warmup", args.warmup, 0, shape.steps, f" (the request has {shape.steps} steps)")
+    if args.objective == "throughput" and args.no_dp:
+        raise InputError("--objective throughput splits the box into replicas: drop --no-dp")
     tun = _tunables(args)
     tun = dataclasses.replace(tun, offload_text_encoder=args.offload_text_encoder, vae_tiling=args.vae_tiling)
     from ditpar.plan.decide import calibrated
@@ -354,6 +360,13 @@ def _run_plan(args) -> int:
     half = half_devices(model, hw, shape, args.devices, tun, lead, with_dp=not args.no_dp, patches=args.patches,
                         warmup=args.warmup, frameworks=fws, allow_approximate=args.allow_approximate)
     text = conclusion(results, model, hw, shape)
+    from ditpar.plan.decide import scaling, throughput
+
+    serving = throughput.record(throughput.splits(results, stages, hw, args.devices, args.allow_approximate),
+                                args.objective)
+    work = scaling.record(model, hw, shape, lead, tun)
+    if args.objective == "throughput" and serving["throughput_best"] is not None:
+        text = throughput.conclusion_sentence(serving) + " For one request: " + text
     from ditpar.fewstep.matrix import WRITE_COLUMNS, matrix_csv
 
     def write_matrix(path, records, extra_columns=()) -> None:  # held with the run's other outputs (all or none)
@@ -377,6 +390,9 @@ def _run_plan(args) -> int:
     payload["serial_stages"] = report.serial_record(stages, results)
     payload["model_fields"] = model_config.fields(model)
     payload["half_devices"] = half
+    payload["objective"] = args.objective
+    payload["throughput"] = serving
+    payload["work_per_rank"] = work
     if meas:
         measured.extend_payload(payload, results, meas)
     from ditpar.plan.decide import run_recipe
@@ -390,7 +406,8 @@ def _run_plan(args) -> int:
         cli.print_json("plan", payload)
     else:
         sys.stdout.write(calibrated.render(report.render(results, model, hw, shape, tun, text, args.top, args.all, stages,
-                                                         half_devices_line(half, lead)),
+                                                         half_devices_line(half, lead),
+                                                         [scaling.line(work, shape), *throughput.lines(serving, args.objective)]),
                                            results, extra, box, args.top) + (measured.render(meas, args.top) if meas else "")
                      + run_text)
     sys.stderr.write("".join(notes))

@@ -238,7 +238,7 @@ GATE_WIDTH = 5  # "VETO" and "warn" plus a space
 
 
 def render(results, model, hw, shape, tun, conclusion: str, top: int, show_all: bool, stages=None,
-           half_line: str = "") -> str:
+           half_line: str = "", serving_lines=()) -> str:
     """The ranked table, the gates of the top two, and the conclusion."""
     feas = [r for r in results if r.feasible]
     lines = [f"{model.name} on {hw.name}, {feas[0].plan.devices if feas else '?'} devices: {shape.describe()}",
@@ -250,6 +250,7 @@ def render(results, model, hw, shape, tun, conclusion: str, top: int, show_all: 
         lines.append(single_device_line(stages, results))
     if half_line:
         lines.append(half_line)
+    lines += [x for x in serving_lines if x]
     if stages is not None:
         expected = speedup_range_line(stages, results)
         if expected:
