@@ -46,6 +46,9 @@ def _tunable_args(p) -> None:
                         "without graphs: 12.5 us, the midpoint, not a measurement)")
     g.add_argument("--launch-us", type=float, default=None,
                    help="override: host cost of one op in us (your own measurement; wins over --runtime)")
+    g.add_argument("--call-us", type=float, default=None,
+                   help="fixed cost of every collective call in us, on top of its link's latency (default: the "
+                        "value fitted on the published tables, 30; your own measurement of a small collective)")
     g.add_argument("--overlap-efficiency", type=float, default=None,
                    help="share of ring K/V passing hidden under attention, 0..1 (default 0, as measured in xDiT)")
     g.add_argument("--masking-chunks", type=int, default=None, help="chunked Ulysses masking chunks (default 1 = off)")
@@ -135,6 +138,10 @@ def _tunables(args):
 
         schema.check_value(args.launch_us, schema.TUNABLES.keys["launch_us"], "--launch-us", "launch_us")
         kw["launch_us"] = args.launch_us
+    if getattr(args, "call_us", None) is not None:
+        if not 0 <= args.call_us <= 1e5:
+            raise InputError(f"--call-us {args.call_us:g}: expected 0..100000 us per collective call")
+        kw["call_us"] = args.call_us
     if args.overlap_efficiency is not None:
         if not 0 <= args.overlap_efficiency <= 1:
             raise InputError("--overlap-efficiency: expected a share in [0, 1]")
@@ -449,7 +456,8 @@ def run_evaluate(args) -> int:
 
         held = [heldout.evaluate_heldout(frames, _tunables(args), calibrate=args.calibrate,
                                          fixed_launch=args.launch_us is not None or args.runtime is not None,
-                                         fixed_overlap=args.overlap_efficiency is not None, by=by)
+                                         fixed_overlap=args.overlap_efficiency is not None, by=by,
+                                         fixed_call=args.call_us is not None)
                 for by in (heldout.GROUPINGS if args.hold_out == "all" else (args.hold_out,))]
     for line in res["warnings"]:
         sys.stderr.write(f"{PROG}: warning: {line}\n")
