@@ -48,7 +48,7 @@ def _tunable_args(p) -> None:
                    help="override: host cost of one op in us (your own measurement; wins over --runtime)")
     g.add_argument("--call-us", type=float, default=None,
                    help="fixed cost of every collective call in us, on top of its link's latency (default: the "
-                        "value fitted on the published tables, 30; your own measurement of a small collective)")
+                        "value fitted on the published tables, 10; your own measurement of a small collective)")
     g.add_argument("--overlap-efficiency", type=float, default=None,
                    help="share of ring K/V passing hidden under attention, 0..1 (default 0, as measured in xDiT)")
     g.add_argument("--masking-chunks", type=int, default=None, help="chunked Ulysses masking chunks (default 1 = off)")

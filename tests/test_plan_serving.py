@@ -114,8 +114,10 @@ def test_call_cost_is_charged_per_collective_call():
 def test_fit_call_us_takes_the_smallest_median_error():
     from ditpar.plan.cost.small_work import fit_call_us
 
-    rows = {0.0: [(0, 0, 2.0, 3.0)] * 3, 30.0: [(0, 0, 2.0, 2.2)] * 3, 60.0: [(0, 0, 2.0, 1.5)] * 3}
-    assert fit_call_us(lambda c: rows[c]) == 30.0           # |log2 1.1| < |log2 0.75| < |log2 1.5|
+    rows = {0.0: [(0, 0, 2.0, 3.0)] * 3, 10.0: [(0, 0, 2.0, 1.5)] * 3, 20.0: [(0, 0, 2.0, 2.2)] * 3}
+    assert fit_call_us(lambda c: rows[c]) == 20.0           # |log2 1.1| < |log2 0.75| < |log2 1.5|
+    tie = {0.0: [(0, 0, 2.0, 2.2)], 10.0: [(0, 0, 2.0, 2.2)], 20.0: [(0, 0, 2.0, 2.2)]}
+    assert fit_call_us(lambda c: tie[c]) == 10.0            # a tie goes to the shipped default
 
 
 def test_linear_state_bytes_by_hand():
@@ -164,3 +166,23 @@ def test_plan_bench_builds_linear_attention_and_matches_one_device():
                                    "--framework", OWN_STACK, "--json", check=0).stdout)
     ag2 = next(p for p in priced["plans"] if p["name"] == "AG2")
     assert sum(ag2["bytes_per_layer_by_link"].values()) == 576 * 4                     # fp32 state
+
+
+def test_two_call_cfg_doubles_a_step_of_batch_one():
+    """Wan runs its CFG branches as two transformer calls: without CFG parallel a step is two batch-1 forwards (the
+    same plan priced without CFG, twice); CFG parallel runs one forward per rank and is not doubled."""
+    import dataclasses
+
+    from ditpar.plan.cost import Plan, make_shape, predict
+    from ditpar.plan.inputs import presets
+
+    m = presets.resolve_model("Wan2.1-T2V-1.3B")
+    hw = presets.resolve_hardware("H100", None, 4)
+    s = make_shape(m, 832, 480, 17, 10)
+    assert s.cfg
+    one = predict(m, hw, dataclasses.replace(s, cfg=False), Plan(ulysses=4)).latency_s
+    assert predict(m, hw, s, Plan(ulysses=4)).latency_s == pytest.approx(2 * one)
+    flux = presets.resolve_model("PixArt-alpha")          # a batched pipeline: one call on a batch of 2
+    sp = make_shape(flux, 1024, 1024, 1, 10)
+    assert predict(flux, hw, sp, Plan(ulysses=2)).latency_s != pytest.approx(
+        2 * predict(flux, hw, dataclasses.replace(sp, cfg=False), Plan(ulysses=2)).latency_s)

@@ -14,15 +14,25 @@ Every other family is priced as one call on a batch of 2 (torch.cat of the laten
 from __future__ import annotations
 
 TWO_CALL_FAMILIES = ("qwen-image", "wan")
+# name prefixes of those families (the same as inputs/frameworks.FAMILIES, read here without importing it: the
+# frameworks module prices plans, so importing it from the cost room would close an import circle)
+_PREFIXES = (("qwenimage", "qwen-image"), ("wan", "wan"))
+
+
+def family(model) -> str:
+    """The model's own `family`, else the family its name starts with among TWO_CALL_FAMILIES ('' for others)."""
+    from ditpar.plan.inputs.presets import normalize
+
+    own = str(getattr(model, "family", "") or "")
+    if own:
+        return own
+    key = normalize(model.name)
+    return next((fam for prefix, fam in _PREFIXES if key.startswith(prefix)), "")
 
 
 def two_calls(model, shape, plan) -> bool:
     """True when a step of this plan runs the two CFG branches as two transformer calls on the same ranks."""
-    if not shape.cfg or plan.cfg > 1:
-        return False
-    from ditpar.plan.inputs.frameworks import model_family
-
-    return model_family(model) in TWO_CALL_FAMILIES
+    return bool(shape.cfg) and plan.cfg == 1 and family(model) in TWO_CALL_FAMILIES
 
 
 def doubled(bd, note: str):

@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-CALL_GRID = (0.0, 30.0, 60.0)   # us per collective call the held-out fit chooses from
-DEFAULT_CALL_US = 30.0          # the value the fit on every published source chooses (plan.py evaluate)
+CALL_GRID = (0.0, 10.0, 20.0)   # us per collective call the held-out fit chooses from
+DEFAULT_CALL_US = 10.0          # the value the fit on every published source chooses (plan.py evaluate)
 
 
 def fit_call_us(speedups: Callable[[float], list[tuple[int, int, float, float]]], grid=CALL_GRID) -> float:
