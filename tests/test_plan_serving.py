@@ -186,3 +186,17 @@ def test_two_call_cfg_doubles_a_step_of_batch_one():
     sp = make_shape(flux, 1024, 1024, 1, 10)
     assert predict(flux, hw, sp, Plan(ulysses=2)).latency_s != pytest.approx(
         2 * predict(flux, hw, dataclasses.replace(sp, cfg=False), Plan(ulysses=2)).latency_s)
+
+
+def test_a_split_within_five_percent_with_lower_latency_is_named():
+    """16 x single at 16 / 2000 s = 0.008 requests/s; 4 x U4 at 4 / 520 s = 0.00769 (96 %, within 5 %) with a
+    quarter of the latency; 2 x U8 at 2 / 270 s = 0.0074 (93 %) is not."""
+    from ditpar.plan.decide import throughput
+
+    rows = throughput.splits([_result("single", 16, 2000.0), _result("U4", 4, 520.0), _result("U8", 2, 270.0)],
+                             None, SimpleNamespace(devices_per_node=8), 16)
+    rec = throughput.record(rows, "throughput")
+    assert rec["throughput_best"]["replicas"] == 16
+    assert rec["near_best"]["replicas"] == 4 and rec["near_best"]["requests_per_s"] == pytest.approx(4 / 520)
+    text = throughput.conclusion_sentence(rec)
+    assert "(0.004 per node)" in text and "4 x U4 serves 96% of that" in text and "520 s a request" in text
