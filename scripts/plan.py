@@ -46,6 +46,9 @@ def _tunable_args(p) -> None:
                         "without graphs: 12.5 us, the midpoint, not a measurement)")
     g.add_argument("--launch-us", type=float, default=None,
                    help="override: host cost of one op in us (your own measurement; wins over --runtime)")
+    g.add_argument("--call-us", type=float, default=None,
+                   help="fixed cost of every collective call in us, on top of its link's latency (default: the "
+                        "value fitted on the published tables, 10; your own measurement of a small collective)")
     g.add_argument("--overlap-efficiency", type=float, default=None,
                    help="share of ring K/V passing hidden under attention, 0..1 (default 0, as measured in xDiT)")
     g.add_argument("--masking-chunks", type=int, default=None, help="chunked Ulysses masking chunks (default 1 = off)")
@@ -135,6 +138,10 @@ def _tunables(args):
 
         schema.check_value(args.launch_us, schema.TUNABLES.keys["launch_us"], "--launch-us", "launch_us")
         kw["launch_us"] = args.launch_us
+    if getattr(args, "call_us", None) is not None:
+        if not 0 <= args.call_us <= 1e5:
+            raise InputError(f"--call-us {args.call_us:g}: expected 0..100000 us per collective call")
+        kw["call_us"] = args.call_us
     if args.overlap_efficiency is not None:
         if not 0 <= args.overlap_efficiency <= 1:
             raise InputError("--overlap-efficiency: expected a share in [0, 1]")
@@ -166,6 +173,10 @@ def plan_parser():
     p.add_argument("--patches", type=int, default=0, help="PipeFusion patches (default = PipeFusion degree)")
     p.add_argument("--warmup", type=int, default=1, help="PipeFusion synchronous warm-up steps (default 1)")
     p.add_argument("--no-dp", action="store_true", help="leave out plans with data parallel > 1")
+    p.add_argument("--objective", choices=("latency", "throughput"), default="latency",
+                   help="latency (default): the fastest plan for one request over all the cards; throughput: the "
+                        "split of the box into replicas x plan that serves the most requests per second, with the "
+                        "latency each request then sees (both are in --json's throughput object either way)")
     p.add_argument("--top", type=int, default=10, help="rows of the ranked table (default 10; --json has all)")
     p.add_argument("--all", action="store_true", help="also list infeasible plans with their veto")
     _framework_args(p)
@@ -338,6 +349,8 @@ def _run_plan(args) -> int:
     shape = make_shape(model, width, height, args.frames, args.steps, cfg=False if args.no_cfg else None)
     shape = custom_model.with_tokens(shape, args.tokens)
     _in_range("--warmup", args.warmup, 0, shape.steps, f" (the request has {shape.steps} steps)")
+    if args.objective == "throughput" and args.no_dp:
+        raise InputError("--objective throughput splits the box into replicas: drop --no-dp")
     tun = _tunables(args)
     tun = dataclasses.replace(tun, offload_text_encoder=args.offload_text_encoder, vae_tiling=args.vae_tiling)
     from ditpar.plan.decide import calibrated
@@ -361,6 +374,13 @@ def _run_plan(args) -> int:
     half = half_devices(model, hw, shape, args.devices, tun, lead, with_dp=not args.no_dp, patches=args.patches,
                         warmup=args.warmup, frameworks=fws, allow_approximate=args.allow_approximate)
     text = conclusion(results, model, hw, shape)
+    from ditpar.plan.decide import scaling, throughput
+
+    serving = throughput.record(throughput.splits(results, stages, hw, args.devices, args.allow_approximate),
+                                args.objective)
+    work = scaling.record(model, hw, shape, lead, tun)
+    if args.objective == "throughput" and serving["throughput_best"] is not None:
+        text = throughput.conclusion_sentence(serving) + " For one request: " + text
     from ditpar.fewstep.matrix import WRITE_COLUMNS, matrix_csv
 
     def write_matrix(path, records, extra_columns=()) -> None:  # held with the run's other outputs (all or none)
@@ -390,6 +410,9 @@ def _run_plan(args) -> int:
     payload["serial_stages"] = report.serial_record(stages, results, model, hw, given_machine)
     payload["model_fields"] = model_config.fields(model)
     payload["half_devices"] = half
+    payload["objective"] = args.objective
+    payload["throughput"] = serving
+    payload["work_per_rank"] = work
     if meas:
         measured.extend_payload(payload, results, meas)
     from ditpar.plan.decide import run_recipe
@@ -406,7 +429,8 @@ def _run_plan(args) -> int:
         cli.print_json("plan", payload)
     else:
         sys.stdout.write(evidence.render(ev, model, hw, args.devices) + calibrated.render(report.render(results, model, hw, shape, tun, text, args.top, args.all, stages,
-                                                         half_devices_line(half, lead), given_machine),
+                                                         half_devices_line(half, lead), given_machine,
+                                                         [scaling.line(work, shape), *throughput.lines(serving, args.objective)]),
                                            results, extra, box, args.top) + provenance.render(given)
                          + (measured.render(meas, args.top) if meas else "")
                      + run_text + measure_it.render(mi))
@@ -449,7 +473,8 @@ def run_evaluate(args) -> int:
 
         held = [heldout.evaluate_heldout(frames, _tunables(args), calibrate=args.calibrate,
                                          fixed_launch=args.launch_us is not None or args.runtime is not None,
-                                         fixed_overlap=args.overlap_efficiency is not None, by=by)
+                                         fixed_overlap=args.overlap_efficiency is not None, by=by,
+                                         fixed_call=args.call_us is not None)
                 for by in (heldout.GROUPINGS if args.hold_out == "all" else (args.hold_out,))]
     cover = None
     if args.coverage:

@@ -275,7 +275,9 @@ def test_band_half_width_all_sources_fit_and_the_shipped_value():
 
     frames = dict(evaluate.load_tables(need_shared("calibration")))
     frames.update(evaluate.load_tables(ROOT / "benchmarks" / "published"))
-    res = heldout.evaluate_heldout(frames, Tunables())
+    # fitted at the host cost per op plan.py prices with (eager, 25 us): the range it prints is for that runtime (a
+    # launch re-fitted by pairwise order moved to 10 us by one pair of DiffSynth's Qwen-Image table)
+    res = heldout.evaluate_heldout(frames, Tunables(), fixed_launch=True)
     assert uncertainty.MODEL_HALF_WIDTH == 0.025
     assert res["band_half_width_all_sources"] == uncertainty.MODEL_HALF_WIDTH
     # the speedup range plan.py prints is the all-sources fit, which claims 80 % (held-out coverage 0.78, 0.78, 0.80 by source, hardware class, framework)
@@ -312,9 +314,10 @@ def test_band_half_width_all_sources_fit_and_the_shipped_value():
     # (the fifth unseen round adds two top-1 scenarios, mochi-xdit's 2-GPU groups: both recalled with one plan)
     assert (res["pooled"].short_hits, res["pooled"].top1_scenarios) == (43, 43)
     assert res["pooled"].misses == []
-    # 105 plans on 43 short lists = 2.44 (103 on 41 = 2.51 before the fifth round, one plan over the issue's 2.5;
-    # 93 = 2.27 with the 2 GB/s figure, which missed the scenario above)
-    assert sum(res["pooled"].short_sizes) == 105 and len(res["pooled"].short_sizes) == 43
+    # 102 plans on 43 short lists = 2.37 with the per-call cost and two-call CFG at the shipped 25 us per op (105 =
+    # 2.44 before them; 103 on 41 = 2.51 before the fifth round, one plan over the issue's 2.5; 93 = 2.27 with the
+    # 2 GB/s figure, which missed the scenario above)
+    assert sum(res["pooled"].short_sizes) == 102 and len(res["pooled"].short_sizes) == 43
 
 
 # ---------------------------------------------------------------- issue 22: measured figures must be possible

@@ -96,7 +96,7 @@ def test_measured_step_below_the_fixed_part_is_refused_not_fitted_negative(tmp_p
     path = tmp_path / "m.json"
     path.write_text(json.dumps(_plan(step_s=1e-6, request_s=5e-5)), encoding="utf-8")
     with pytest.raises(InputError, match=r"plan U4: step_s 1e-06 s is below the part of its predicted step no "
-                                         r"compute or link scale moves \(0.00383 s of host-bound time"):
+                                         r"compute or link scale moves \(0.003751 s of host-bound time"):
         measured.apply(str(path), results, model, shape)
     path.write_text(json.dumps(_plan(step_s=0.01, request_s=0.5)), encoding="utf-8")
     m = measured.apply(str(path), results, model, shape)

@@ -202,7 +202,7 @@ def test_pipefusion_hop_hidden_under_the_next_patch(pixart):
     from ditpar.plan.cost.work import step_collectives
     m, h, s = pixart
     plan = Plan(pipefusion=2)
-    bd = predict(m, h, s, plan)
+    bd = predict(m, h, s, plan, Tunables(call_us=0.0))   # the hop alone (no fixed per-call cost)
     hop = sum(comm_time_s(h, c) for c in step_collectives(m, h, s, plan, layout(plan, Tunables().order))
               if c.dim == "pipefusion")
     assert hop > 0
@@ -438,7 +438,8 @@ def test_pipefusion_step_with_sync_wait_by_hand():
     1.101024e-5 s, longer than the compute, so it sets the patch time. Warm-up step: 2 stages x 6.5536e-8 + one
     2048 B hand-off (1 us + 2.048e-8) = 1.151552e-6. Steady step 2 x 1.101024e-5; fill (2-1) x 1.101024e-5."""
     m = _tiny(blocks={"self": 4})
-    bd = predict(m, _box(), make_shape(m, 64, 64, 1, 2), Plan(pipefusion=2), Tunables(launch_us=0.0, sync_us=10.0))
+    bd = predict(m, _box(), make_shape(m, 64, 64, 1, 2), Plan(pipefusion=2),
+                 Tunables(launch_us=0.0, sync_us=10.0, call_us=0.0))
     patch = 1e-6 + 1024 / 100e9 + 10e-6
     assert bd.step_s == _close(2 * patch, rel=1e-12)
     assert bd.latency_s == _close(1.151552e-6 + 2 * patch + patch, rel=1e-12)
@@ -465,7 +466,8 @@ def test_cfg_gather_exposed_on_its_own_link_under_pipefusion():
     # cfg2 x PF2 on domains of 2: the stages pair up inside a domain ([0,1], [2,3]), the CFG pairs across ([0,2],
     # [1,3]): the gather of 16 x (1 x 2 x 2) x 4 channels x 2 B = 512 B (1 us + 512 / 10e9) x 10 steps is inter_domain
     m = _tiny(blocks={"self": 4}, cfg_default=True)
-    bd = predict(m, _box(domain_size=2, devices=4), make_shape(m, 64, 64, 1, 10, cfg=True), Plan(cfg=2, pipefusion=2))
+    bd = predict(m, _box(domain_size=2, devices=4), make_shape(m, 64, 64, 1, 10, cfg=True), Plan(cfg=2, pipefusion=2),
+                 Tunables(call_us=0.0))
     assert bd.exposed_by_link_s["inter_domain"] == _close(10 * (1e-6 + 512 / 10e9), rel=1e-12)
 
 

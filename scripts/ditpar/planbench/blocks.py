@@ -28,13 +28,15 @@ class BlockShape:
     text_joint: int     # text tokens in the attention sequence (joint, single)
     text_cross: int     # context tokens of the cross-attention (cross)
     batch: int          # samples per forward (2 with classifier-free guidance)
+    linear: bool = False  # ReLU linear self-attention (SANA); cross-attention stays softmax
 
 
 def block_shapes(model, shape) -> dict[str, tuple[BlockShape, int]]:
     """kind -> (BlockShape, layers of that kind); kinds the benchmark cannot build are an InputError."""
-    if getattr(model, "attention", "softmax") != "softmax":
-        raise InputError(f"{model.name}: key 'attention' = {model.attention!r}; plan_bench builds softmax "
-                         "attention only")
+    attention = getattr(model, "attention", "softmax")
+    if attention not in ("softmax", "linear"):
+        raise InputError(f"{model.name}: key 'attention' = {attention!r}; plan_bench builds softmax or linear "
+                         "self-attention")
     out = {}
     for kind, count in model.blocks.items():
         base, span = parse_kind(kind)
@@ -45,7 +47,7 @@ def block_shapes(model, shape) -> dict[str, tuple[BlockShape, int]]:
         cross = shape.text_cross + int(getattr(model, "image_cross_tokens", 0) or 0) if base == "cross" else 0
         out[kind] = (BlockShape(base, model.hidden, model.heads, model.kv_heads, model.head_dim, model.ffn,
                                 int(getattr(model, "ffn_matrices", 2) or 2) == 3, shape.tokens, joint, cross,
-                                shape.batch), int(count))
+                                shape.batch, attention == "linear"), int(count))
     return out
 
 

@@ -164,6 +164,28 @@ class Comm:
         return buf, works
 
 
+LINEAR_EPS = 1e-15   # the normaliser's epsilon of diffusers' SanaLinearAttnProcessor2_0
+
+
+def linear_state(k, v):
+    """ReLU linear attention's state of (B, S, H, D) keys and values: per head (D + 1) x D in fp32, V padded with a
+    row of ones for the normaliser (diffusers SanaLinearAttnProcessor2_0); a sum over tokens, so shards add up."""
+    import torch
+    import torch.nn.functional as F
+
+    v1 = F.pad(v.float(), (0, 1), value=1.0)
+    return torch.einsum("bshe,bshd->bhed", v1, F.relu(k.float()))
+
+
+def linear_apply(q, state):
+    """Queries (B, S, H, D) through a summed state (B, H, D + 1, D): (B, S, H, D), normalised, in q's dtype."""
+    import torch
+    import torch.nn.functional as F
+
+    out = torch.einsum("bhed,bshd->bshe", state, F.relu(q.float()))
+    return (out[..., :-1] / (out[..., -1:] + LINEAR_EPS)).to(q.dtype)
+
+
 def attention_lse(q, k, v):
     """Softmax attention of (B, H, S, D) tensors and its log-sum-exp (B, H, S), for the ring merge."""
     import torch
@@ -360,7 +382,9 @@ class Form:
             q, k, v = self._to_seq(q, fam), self._to_seq(k, fam), self._to_seq(v, fam)
         outer = p.ring if p.ring > 1 else p.kv_allgather
         oi = self.place.index["ring"] if p.ring > 1 else self.place.index["kv_allgather"]
-        if p.ring > 1:
+        if self.s.linear:
+            o = self._linear(q, k, v, oi, u)
+        elif p.ring > 1:
             o = self._ring(q, torch.stack([k, v]))
         elif p.kv_allgather > 1:
             kv = self.comm.all_gather("kv_allgather", torch.stack([k, v]), "AllGather-KV")   # (g, 2, B, S, H, D)
@@ -375,6 +399,41 @@ class Form:
             if hs.q_pad:
                 o = o[:, :, : len(hs.q_tp)]
         return o
+
+    def _linear(self, q, k, v, oi: int, u: int):
+        """ReLU linear attention: the state of this rank's valid K/V rows; over an AllGather-KV group the states are
+        summed in one all-reduce (no K/V moves, no head split); a ring passes K/V and adds each block's state."""
+        import torch
+
+        if self.p.ring > 1:
+            state = None
+            r, me = self.p.ring, self.place.index["ring"]
+            grp = self.place.groups["ring"]
+            cur = torch.stack([k, v])
+            for hop in range(r):
+                pending = self.comm.ring_pass("ring", cur, grp[(me + 1) % r], grp[(me - 1) % r], "ring K,V pass") \
+                    if hop < r - 1 else None
+                add = self._state(cur[0], cur[1], [((me - hop) % r) * u + j for j in range(u)])
+                state = add if state is None else state + add
+                if pending is not None:
+                    buf, works = pending
+                    for w in works:
+                        w.wait()
+                    cur = buf
+            return linear_apply(q, state)
+        if self.p.kv_allgather > 1:
+            state = self._state(k, v, [oi * u + j for j in range(u)])
+            state = self.comm.all_reduce("kv_allgather", state.contiguous(), "linear-attention state all-reduce")
+            return linear_apply(q, state)
+        return linear_apply(q, self._state(k, v, [oi * u + j for j in range(u)]))
+
+    def _state(self, k, v, shards: list[int]):
+        """The state of the valid rows of K/V (padded rows left out), heads mapped to the query heads."""
+        rows = self.seq.valid_rows(shards)
+        if rows is not None:
+            idx = self._index(rows, k.device)
+            k, v = k.index_select(1, idx), v.index_select(1, idx)
+        return linear_state(self._expand(k, self.map_sp), self._expand(v, self.map_sp))
 
     def _ring(self, q, kv):
         """Ring attention: K/V blocks travel the ring (one hop per sub-block, overlapped with attention),

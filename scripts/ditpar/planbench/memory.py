@@ -152,7 +152,9 @@ def forward_flops(s: BlockShape) -> tuple[float, float]:
     shapes = weight_shapes(s)
     per_row = sum(i * o for n, (i, o) in shapes.items() if n not in ("mod", "amod") and n[0] not in "ac")
     seq = s.tokens + s.text_joint
-    linear, attention = 2.0 * b * seq * per_row, 4.0 * b * seq * seq * dq
+    # linear attention: the state (keys x values per head) and its product with the queries, linear in the sequence
+    keys = s.head_dim + 1 if s.linear else seq
+    linear, attention = 2.0 * b * seq * per_row, 4.0 * b * seq * keys * dq
     if s.kind == "cross":
         cq = sum(i * o for n, (i, o) in shapes.items() if n in ("cq", "co"))
         ckv = sum(i * o for n, (i, o) in shapes.items() if n in ("ck", "cv"))

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ditpar.plan.cost import efficiency
+from ditpar.plan.cost import cfg_calls, efficiency
 from ditpar.plan.cost.memory import memory_per_rank
 from ditpar.plan.cost.plans import DEFAULT_ORDER, Plan, layout
 from ditpar.plan.cost.shape import Shape
+from ditpar.plan.cost.small_work import DEFAULT_CALL_US
 from ditpar.plan.cost.work import (
     LINK_KEYS,
     BlockWork,
@@ -26,6 +27,8 @@ class Tunables:
     launch_us: float = 25.0       # host cost of one eager op (Python module call + dispatch + launch)
     sync_us: float = 0.0          # wait at each blocking collective call in a real pipeline (arrival skew,
                                   # host re-launch); never hidden by overlap
+    call_us: float = DEFAULT_CALL_US  # fixed cost of every collective call on top of its link class's latency (small-work
+                                  # pricing: cost/small_work.py; fitted on published tables, plan.py evaluate)
     masking_chunks: int = 1       # chunked Ulysses masking (1 = none); hidden share bounded by 1 - 1/n
     order: tuple[str, ...] = DEFAULT_ORDER
     overlap_efficiency: float = 0.0  # share of ring K/V passing that really hides under the attention block:
@@ -132,7 +135,7 @@ def _block_time(hw, bw: BlockWork, tun: Tunables, flops_rate: float, bd: Breakdo
     att = bw.attn_flops * scale / flops_rate / e_att
     compute = lin + att
     exposed_total = 0.0
-    sync = tun.sync_us * 1e-6
+    sync = (tun.sync_us + tun.call_us) * 1e-6
     for c in bw.comms:
         one = comm_time_s(hw, _scaled(c, scale))
         t = one * c.calls
@@ -208,6 +211,12 @@ def _record_bytes(bd: Breakdown, blocks: list[BlockWork], per_step: list[Collect
 
 def predict(model, hw, shape: Shape, plan: Plan, tun: Tunables = Tunables()) -> Breakdown:
     """Predicted end-to-end DiT latency of one request under a plan, with its breakdown."""
+    if cfg_calls.two_calls(model, shape, plan):   # the pipeline calls the transformer once per CFG branch
+        import dataclasses
+
+        one = predict(model, hw, dataclasses.replace(shape, cfg=False), plan, tun)
+        return cfg_calls.doubled(one, "CFG branches run as two transformer calls per step (batch 1 each), as this "
+                                      "model's pipeline does: every op and collective call paid twice")
     groups = layout(plan, tun.order)
     blocks = block_work(model, hw, shape, plan, groups)
     per_step = step_collectives(model, hw, shape, plan, groups)
@@ -222,7 +231,7 @@ def predict(model, hw, shape: Shape, plan: Plan, tun: Tunables = Tunables()) -> 
     pf = plan.pipefusion
     if pf == 1:
         step = sum(_block_time(hw, b, tun, rate, bd, 1.0, curve) for b in blocks)
-        cfg_t = sum(comm_time_s(hw, c) + tun.sync_us * 1e-6 for c in per_step if c.dim == "cfg")
+        cfg_t = sum(comm_time_s(hw, c) + (tun.sync_us + tun.call_us) * 1e-6 for c in per_step if c.dim == "cfg")
         _add(bd.exposed_by_family_s, "CFG all-gather", cfg_t)
         for c in per_step:
             if c.dim == "cfg":
@@ -241,7 +250,7 @@ def predict(model, hw, shape: Shape, plan: Plan, tun: Tunables = Tunables()) -> 
         if imbalance <= 1e-9 * patch_compute:   # even stages: only rounding of the per-block split is left
             imbalance = 0.0
         p2p = [c for c in per_step if c.dim == "pipefusion"]
-        hop = sum(comm_time_s(hw, c) + tun.sync_us * 1e-6 for c in p2p)
+        hop = sum(comm_time_s(hw, c) + (tun.sync_us + tun.call_us) * 1e-6 for c in p2p)
         patch_t = max(patch_compute + imbalance, hop)
         # the hand-off shows only where it outlasts the slowest stage's patch; the imbalance is the pipeline's
         exposed_patch = patch_t - patch_compute - imbalance
@@ -250,7 +259,7 @@ def predict(model, hw, shape: Shape, plan: Plan, tun: Tunables = Tunables()) -> 
         stage_full = sum(_block_time(hw, b, tun, rate, probe_full, 1.0, curve) for b in blocks)
         hop_full = sum(comm_time_s(hw, _scaled(c, float(m))) for c in p2p)
         sync_step = pf * stage_full + (pf - 1) * hop_full
-        cfg_t = sum(comm_time_s(hw, c) + tun.sync_us * 1e-6 for c in per_step if c.dim == "cfg")
+        cfg_t = sum(comm_time_s(hw, c) + (tun.sync_us + tun.call_us) * 1e-6 for c in per_step if c.dim == "cfg")
         async_steps = steps - warm
         fill = (pf - 1) * patch_t if async_steps > 0 else 0.0
         bd.step_s = m * patch_t + cfg_t

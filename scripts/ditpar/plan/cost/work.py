@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ditpar.errors import InputError
+from ditpar.plan.cost import linear_attention
 from ditpar.plan.cost.efficiency import Gemm
 from ditpar.plan.cost.plans import Plan
 from ditpar.plan.cost.shape import Shape
@@ -444,7 +445,13 @@ def block_work(model, hw, shape: Shape, plan: Plan, groups: dict[str, list[list[
             key, flows = slowest_ring(hw, groups["ring"])
             comms.append(Collective("ring K,V pass", "ring", "p2p", float(r - 1), {key: hop},
                                     overlap="ring", group_size=r, flows=flows))
-        if g > 1 and seq_comm:
+        linear_state = g > 1 and seq_comm and linear_attention.is_linear(model)   # AG slot = the state all-reduce
+        if linear_state:
+            key, flows = slowest_ring(hw, groups["kv_allgather"])
+            sent = linear_attention.state_allreduce_bytes(hd, h_l * head_pad / u, batch, g)
+            comms.append(Collective("linear-attention state all-reduce", "kv_allgather", "allreduce", 1.0,
+                                    {key: sent}, alpha_steps=2 * (g - 1), group_size=g, flows=flows))
+        elif g > 1 and seq_comm:
             shard = (n_attn / (r * g)) * 2 * kv_rank * b * batch
             key, flows = slowest_ring(hw, groups["kv_allgather"])
             comms.append(Collective("AllGather-KV", "kv_allgather", "allgather", 1.0,
@@ -459,7 +466,7 @@ def block_work(model, hw, shape: Shape, plan: Plan, groups: dict[str, list[list[
             relayout += 2 * 2 * n * b * batch * (2 * dq_l + 2 * kv_u)
         if r > 1 and seq_comm:      # per hop: out/LSE update in fp32 (read out, read block out, write out)
             relayout += (r - 1) * (n_attn / (r * g)) * (dq_l / u) * batch * (4 + 2 + 4)
-        if g > 1 and seq_comm:      # gathered K/V re-laid out once; per further chunk an fp32 out/LSE merge
+        if g > 1 and seq_comm and not linear_state:   # gathered K/V re-laid out once; per chunk an fp32 merge
             relayout += 2 * (n_attn / r) * 2 * kv_rank * b * batch
             relayout += (g - 1) * (n_attn / (r * g)) * (dq_l / u) * batch * (4 + 2 + 4)
         kernels = OPS_PER_BLOCK[base]
@@ -467,7 +474,9 @@ def block_work(model, hw, shape: Shape, plan: Plan, groups: dict[str, list[list[
             kernels += OPS_ULYSSES if u > 1 else OPS_USP_LAYOUT
         if r > 1 and seq_comm:
             kernels += OPS_RING_HOP * (r - 1)
-        if g > 1 and seq_comm:
+        if linear_state:
+            kernels += linear_attention.OPS_STATE_FORM
+        elif g > 1 and seq_comm:
             kernels += kv_gather_ops(g)
         if tp > 1:
             kernels += OPS_ALLREDUCE * (TP_ALLREDUCES[base] + TP_ADALN_GATHERS[base])

@@ -102,6 +102,9 @@ def rank_plans(model, hw, shape: Shape, devices: int, tun: Tunables, *, with_dp:
         pshape = dataclasses.replace(shape, pad_tokens=pad) if pad else shape
         plan_tun = tp_host_tunables(tun, runners[0] if runners else None, plan)
         bd = predict(model, hw, pshape, plan, plan_tun)
+        if plan.kv_allgather > 1 and getattr(model, "attention", "softmax") == "linear":
+            bd.notes.append(f"AG{plan.kv_allgather} on linear attention: per-head state all-reduce (no K/V gather, no "
+                            "head split; plan/cost/linear_attention.py)")
         if pad:
             how = "uneven split" if runners[0].sequence_indivisible == "uneven" else "padding"
             bd.notes.append(f"sequence not divisible by sp = {plan.sp}: {runners[0].name} {how}, costed as "

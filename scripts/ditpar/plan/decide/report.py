@@ -163,7 +163,7 @@ def payload(results, model, hw, shape, tun, conclusion: str, frameworks=None,
         "shape": {"width": shape.width, "height": shape.height, "frames": shape.frames, "steps": shape.steps,
                   "cfg": shape.cfg, "tokens": shape.tokens, "text_joint_tokens": shape.text_joint,
                   "text_cross_tokens": shape.text_cross},
-        "tunables": {"launch_us": tun.launch_us, "runtime": runtime_label(tun).split(" ")[0], "overlap_efficiency": tun.overlap_efficiency,
+        "tunables": {"launch_us": tun.launch_us, "call_us": tun.call_us, "runtime": runtime_label(tun).split(" ")[0], "overlap_efficiency": tun.overlap_efficiency,
                      "masking_chunks": tun.masking_chunks, "layout": ",".join(tun.order),
                      "compute_scale": tun.compute_scale},
         "cards": cards_used(hw, results[0].plan.devices) if results else None,
@@ -290,7 +290,7 @@ GATE_WIDTH = 6  # "tight" plus a space
 
 
 def render(results, model, hw, shape, tun, conclusion: str, top: int, show_all: bool, stages=None,
-           half_line: str = "", given_machine: bool = False) -> str:
+           half_line: str = "", given_machine: bool = False, serving_lines=()) -> str:
     """The ranked table, the gates of the top two, and the conclusion."""
     feas = [r for r in results if r.feasible]
     lines = [f"{model.name} on {hw.name}, {feas[0].plan.devices if feas else '?'} devices: {shape.describe()}",
@@ -302,6 +302,7 @@ def render(results, model, hw, shape, tun, conclusion: str, top: int, show_all: 
         lines.append(single_device_line(stages, results))
     if half_line:
         lines.append(half_line)
+    lines += [x for x in serving_lines if x]
     if stages is not None:
         expected = speedup_range_line(stages, results, model, hw, given_machine)
         if expected:

@@ -35,6 +35,9 @@ def for_result(r, model, shape, frameworks, hw, *, steps: str | None = None) -> 
                          vae=vae_degree(fw, model, r.plan), unlocks=tuple(getattr(r, "unlocks", ())))
             if skipped:
                 out["notes"].insert(0, "; ".join(skipped) + f"; {fw.name} runs it too")
+            ab = nccl_ab(hw, r.plan)
+            if ab:
+                out["notes"].append(ab)
             return out
         skipped.append(why_none(fw, family, r.plan))
     return {"framework": None, "plan": r.plan.name, "reason": "; ".join(skipped)}
@@ -83,3 +86,16 @@ def render_text(rec: dict, r, told: dict | None = None, model=None) -> list[str]
     if rec["prove"]:
         lines.append(f"  prove sharding (record with DITPAR_SCOPE_DIR=runs/scope): {rec['prove']}")
     return lines
+
+
+def nccl_ab(hw, plan) -> str:
+    """On NVIDIA, a plan with collectives: NCCL memory and buffer-registration options are an A/B to measure (not
+    priced). NCCL_CUMEM_ENABLE: NCCL's environment variables (docs.nvidia.com/deeplearning/nccl/user-guide/docs/
+    env.html); TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK: pytorch/pytorch
+    torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp (off by default, and turned off under expandable_segments)."""
+    if str(getattr(hw, "vendor", "")).lower() != "nvidia" or plan.devices // max(1, plan.dp) < 2:
+        return ""
+    return ("measure, not priced: NCCL_CUMEM_ENABLE=1 against 0 and user-buffer registration "
+            "(TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK=1; it is off under expandable_segments) change collective "
+            "times, most for ring passes on long sequences: run the same plan both ways (plan_bench.py or your "
+            "pipeline, one window) and keep the faster")

@@ -15,7 +15,7 @@ REQUIRED = ("name", "heads", "kv_heads", "head_dim", "layers", "cfg")
 # heads x head_dim; a plain MLP is 4x wide; 512 is T5's usual maximum prompt length)
 ESTIMATES = {"hidden": "heads x head_dim", "ffn": "4 x hidden", "text_tokens": "512 (T5's usual maximum prompt length)"}
 # stated defaults of every other field (references/parallel-selection.md, "Describe an in-house model")
-DEFAULTS = {"text_attention": "cross", "ffn_matrices": 2, "latent_channels": 16, "steps": 50,
+DEFAULTS = {"attention": "softmax", "text_attention": "cross", "ffn_matrices": 2, "latent_channels": 16, "steps": 50,
             "experts": 1, "text_encoder_params_b": 0.0}
 
 
@@ -64,7 +64,7 @@ def load(path_text: str) -> ModelPreset:
         default_frames=t, default_steps=opts["steps"],
         sources={"model": f"{path} (in-house model file; params_b derived from widths unless given)",
                  **({"estimated": "; ".join(estimated)} if estimated else {})},
-        experts=opts["experts"], ffn_matrices=mats, family=data.get("family", "custom"),
+        experts=opts["experts"], ffn_matrices=mats, family=data.get("family", "custom"), attention=opts["attention"],
         text_encoder_params_b=float(opts["text_encoder_params_b"]),
         notes="in-house model: the sizes in --resolution are latent grid units, not pixels", path=str(path))
 

@@ -186,6 +186,9 @@ CUSTOM_MODEL = Table({
     "cfg": Key("bool", required=True),
     "tokens": _int(1, limits.MAX_TOKENS, False), "latent": Key("int3"), "patch": Key("int3"),
     "text_attention": Key("choice", choices=("cross", "joint")), "ffn_matrices": Key("choice", choices=(2, 3)),
+    # self-attention kind: softmax (default) or linear (SANA-style ReLU linear attention; its sequence-parallel form
+    # all-reduces a per-head state and needs no head split: plan/cost/linear_attention.py)
+    "attention": Key("choice", choices=("softmax", "linear")),
     "latent_channels": _int(1, 4096, False), "steps": _int(1, limits.MAX_STEPS, False), "experts": _int(1, 1024, False),
     "params_b": _pos(10000, required=False), "text_encoder_params_b": _pos(1000, required=False),
 })

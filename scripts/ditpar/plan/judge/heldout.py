@@ -14,6 +14,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from ditpar.plan.cost import small_work
 from ditpar.plan.decide import uncertainty
 from ditpar.plan.judge.evaluate import (
     SCENARIO_KEY,
@@ -244,17 +245,18 @@ class Scorer:
         self.rows, self.tun, self.calibrate = rows, tun, calibrate
         self.cache: dict[tuple, list[tuple[float, float]]] = {}
 
-    def predict(self, launch: float, overlap: float, mfu: dict[str, float]) -> list[tuple[float, float]]:
+    def predict(self, launch: float, overlap: float, mfu: dict[str, float], call: float | None = None) -> list[tuple[float, float]]:
         """(latency_s, exposed communication s) per row."""
         from ditpar.plan.cost import predict
         from ditpar.plan.decide.rank import calibrate
         from ditpar.plan.inputs.frameworks import tp_host_tunables
         from ditpar.plan.judge.evaluate import row_framework
 
-        key = (launch, overlap, tuple(sorted(mfu.items())))
+        call = self.tun.call_us if call is None else call
+        key = (launch, overlap, tuple(sorted(mfu.items())), call)
         if key in self.cache:
             return self.cache[key]
-        base = dataclasses.replace(self.tun, launch_us=launch, overlap_efficiency=overlap)
+        base = dataclasses.replace(self.tun, launch_us=launch, overlap_efficiency=overlap, call_us=call)
         cal: dict[int, object] = {}
         if self.calibrate:
             for j, r in enumerate(self.rows):
@@ -315,14 +317,16 @@ def _pair_accuracy(rows, preds, groups) -> float:
 
 
 def evaluate_heldout(frames: dict[str, object], tun, calibrate: bool = False, fixed_launch: bool = False,
-                     fixed_overlap: bool = False, by: str = "source") -> dict:
+                     fixed_overlap: bool = False, by: str = "source", only=None, fixed_call: bool = False) -> dict:
     """Held-out figures per group (source table, hardware class or framework: `by`) and their pooled sum, beside
-    the rule of thumb on the same rows; every constant chosen from tables is chosen again without the group."""
+    the rule of thumb on the same rows; every constant chosen from tables is chosen again without the group.
+    `only(row)`: score only the rows it accepts (the fits still use every row outside the group)."""
     rows = collect_rows(frames)
     sources = sorted({group_of(r, by) for r in rows})
     scorer = Scorer(rows, tun, calibrate)
     launches = (tun.launch_us,) if fixed_launch else LAUNCH_GRID
     overlaps = (tun.overlap_efficiency,) if fixed_overlap else OVERLAP_GRID
+    calls = (tun.call_us,) if fixed_call else small_work.CALL_GRID
     def fit(train: set[str], exclude: str | None):
         mfu = derive_mfu(rows, exclude, tun, by)
         best, best_key, chosen = -1.0, None, (launches[0], overlaps[0])
@@ -333,11 +337,14 @@ def evaluate_heldout(frames: dict[str, object], tun, calibrate: bool = False, fi
                 key = (acc, -abs(la - DEFAULTS[0]), -abs(ov - DEFAULTS[1]))
                 if best_key is None or key > best_key:
                     best, best_key, chosen = acc, key, (la, ov)
-        preds = scorer.predict(*chosen, mfu)
+        train_rows = [i for i, r in enumerate(rows) if group_of(r, by) in train]
+        call = small_work.fit_call_us(lambda c: speedup_rows(rows, scorer.predict(*chosen, mfu, c), train_rows),
+                                      calls)
+        preds = scorer.predict(*chosen, mfu, call)
         half = uncertainty.fit_half_width([([rows[i].measured for i in g], [preds[i][2] for i in g])
                                            for g in scenarios_of(rows, preds, train, by) if len(g) >= 3], TIE)
         srange = fit_speedup_range(rows, preds, [i for i, r in enumerate(rows) if group_of(r, by) in train])
-        return preds, {"launch_us": chosen[0], "overlap_efficiency": chosen[1],
+        return preds, {"launch_us": chosen[0], "overlap_efficiency": chosen[1], "call_us": call,
                        "mfu": {k: round(v, 3) for k, v in mfu.items()}, "band_half_width": half,
                        "speedup_range_log2": list(srange), "train_pairwise_accuracy": round(best, 3)}
 
@@ -346,8 +353,11 @@ def evaluate_heldout(frames: dict[str, object], tun, calibrate: bool = False, fi
         preds, constants = fit(set(sources) - {src}, src)
         res = SourceResult(src, constants)
         for g in scenarios_of(rows, preds, {src}, by):
-            _score_scenario(res, rows, preds, g, constants["band_half_width"])
-        _score_speedups(res, rows, preds, [i for i, r in enumerate(rows) if group_of(r, by) == src],
+            g = [i for i in g if only is None or only(rows[i])]
+            if len(g) >= 2:
+                _score_scenario(res, rows, preds, g, constants["band_half_width"])
+        _score_speedups(res, rows, preds, [i for i, r in enumerate(rows) if group_of(r, by) == src
+                                           and (only is None or only(r))],
                         constants["band_half_width"], tuple(constants["speedup_range_log2"]))
         results.append(res)
     pooled = SourceResult("pooled", {})
@@ -405,7 +415,7 @@ def render(res: dict) -> str:
     for r in [*res["sources"], res["pooled"]]:
         d = r.as_dict()
         c = r.constants
-        const = (f"launch {c['launch_us']:g} us, overlap {c['overlap_efficiency']:g}, band +-{c['band_half_width']:.3f}, "
+        const = (f"launch {c['launch_us']:g} us, call {c['call_us']:g} us, overlap {c['overlap_efficiency']:g}, band +-{c['band_half_width']:.3f}, "
                  f"mfu {', '.join(f'{k.split()[0]} {v}' for k, v in c['mfu'].items())}" if c else "")
         if r.source == "pooled":
             lines.append("-" * len(head))
@@ -431,7 +441,7 @@ def render(res: dict) -> str:
               f"the range fitted without their {unit} (it claims {uncertainty.SPEEDUP_RANGE_LEVEL:.2f})"]
     lines.append("")
     a = res["all_sources"]
-    lines.append(f"constants fitted on all sources: launch {a['launch_us']:g} us, overlap {a['overlap_efficiency']:g}, "
+    lines.append(f"constants fitted on all sources: launch {a['launch_us']:g} us, call {a['call_us']:g} us, overlap {a['overlap_efficiency']:g}, "
                  f"band half-width {a['band_half_width']:.3f} (plan.py ships a band half-width of "
                  f"{uncertainty.MODEL_HALF_WIDTH:.3f}); speedup range x{2 ** a['speedup_range_log2'][0]:.2f}.."
                  f"x{2 ** a['speedup_range_log2'][1]:.2f} (log2 {a['speedup_range_log2'][0]:+.3f}..{a['speedup_range_log2'][1]:+.3f}; "
