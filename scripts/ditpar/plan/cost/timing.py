@@ -33,6 +33,8 @@ class Tunables:
     compute_scale: float = 1.0    # >1 slows compute: set by --ref-latency calibration
     offload_text_encoder: bool = False  # text encoder off the device during denoising (memory only)
     vae_tiling: bool = False            # tiled VAE decode (memory only)
+    kv_gather_one_call: bool = False    # AllGather-KV as one attention call after the gather (vLLM-Omni, SGLang,
+                                        # LightX2V); False: diffusers' loop of per-chunk calls with merges
     tp_linear_host_us: float = 0.0      # extra host time per TP-parallelized linear at launch_us = 25 (DTensor
                                         # dispatch; set by ditpar.plan.decide.rank for a DTensor framework);
                                         # scales with launch_us, so --launch-us 0 (captured/compiled) removes it
@@ -209,7 +211,7 @@ def _record_bytes(bd: Breakdown, blocks: list[BlockWork], per_step: list[Collect
 def predict(model, hw, shape: Shape, plan: Plan, tun: Tunables = Tunables()) -> Breakdown:
     """Predicted end-to-end DiT latency of one request under a plan, with its breakdown."""
     groups = layout(plan, tun.order)
-    blocks = block_work(model, hw, shape, plan, groups)
+    blocks = block_work(model, hw, shape, plan, groups, tun.kv_gather_one_call)
     per_step = step_collectives(model, hw, shape, plan, groups)
     rate = hw.peak_tflops_bf16 * 1e12 * hw.mfu / tun.compute_scale
     curve = efficiency.curve_for(hw)

@@ -18,11 +18,16 @@ KINDS = ("shell", "python", "json")
 # forms a recipe can set, plus 'uneven' (the sequence does not divide the sequence degree and Ulysses is used:
 # the framework's own switch for uneven splits), 'uneven_ring' (the same with ring alone) and 'shard' (the plan
 # fits memory only with layer-wise weight sharding)
-ARG_KEYS = ("ulysses", "ring", "kv_allgather", "tp", "pipefusion", "cfg", "dp", "uneven", "uneven_ring", "shard")
+ARG_KEYS = ("ulysses", "ring", "kv_allgather", "attn2d", "tp", "pipefusion", "cfg", "dp", "uneven", "uneven_ring",
+            "shard")
+# {attn2d_rows} x {attn2d_cols}: TensorRT-LLM's attn2d_size = (row_size, col_size); a row (col_size ranks) gathers Q,
+# a column (row_size ranks) gathers K and V (ditpar.plan.cost.plans.attn2d_mesh)
 PLACEHOLDERS = ("model", "model_id", "script", "steps", "devices", "world", "ulysses", "ring", "kv_allgather",
+                "attn2d", "attn2d_rows", "attn2d_cols",
                 "tp", "pipefusion", "patches", "warmup", "cfg", "dp", "sp", "cfg_json", "cfg_py", "slug",
                 "args", "flags", "config_inline", "width", "height", "frames", "video", "video_flags")
-_PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
+FORM_KEYS = ("ulysses", "ring", "kv_allgather", "attn2d", "tp", "pipefusion", "cfg", "dp")
+_PLACEHOLDER = re.compile(r"\{([a-z_0-9]+)\}")
 _STEPS_MARK = "\x00STEPS\x00"
 # values that come from the model (a user's own model file may name it anything) or are computed text: the
 # renderer quotes them for where they land (shell words in a launch line, string literals in Python or JSON),
@@ -159,7 +164,7 @@ def model_id(model) -> str:
 
 
 def _uses(plan) -> set[str]:
-    return {f for f in ("ulysses", "ring", "kv_allgather", "tp", "pipefusion", "cfg", "dp") if plan.degree(f) > 1}
+    return {f for f in FORM_KEYS if plan.degree(f) > 1}
 
 
 def _fill(text: str, values: dict[str, str], quote=None) -> str:
@@ -238,7 +243,8 @@ def render(fw, recipe: Recipe, model, shape, plan, *, pad: bool = False, sharded
               "patches": str(plan.num_patches), "warmup": str(plan.warmup), "slug": slug(plan.name),
               "cfg_json": "true" if shape.cfg else "false", "cfg_py": "True" if shape.cfg else "False",
               "width": str(shape.width), "height": str(shape.height), "frames": str(shape.frames),
-              **{f: str(plan.degree(f)) for f in ("ulysses", "ring", "kv_allgather", "tp", "pipefusion", "cfg", "dp")}}
+              "attn2d_rows": str(plan.attn2d_mesh[1]), "attn2d_cols": str(plan.attn2d_mesh[0]),
+              **{f: str(plan.degree(f)) for f in FORM_KEYS}}
     values["script"] = recipe.scripts.get(model.name, recipe.scripts.get(family, ""))
     values["video"] = _fill(recipe.video, values) if shape.frames > 1 else ""
     values["video_flags"] = (" " + _flags([values["video"].lstrip(", ")])) if values["video"] else ""
