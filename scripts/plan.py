@@ -377,6 +377,9 @@ def _run_plan(args) -> int:
     payload["serial_stages"] = report.serial_record(stages, results)
     payload["model_fields"] = model_config.fields(model)
     payload["half_devices"] = half
+    from ditpar.plan.decide import heads
+
+    payload["head_degrees"] = {**heads.degrees(model, results), "line": heads.line(model, results) or None}
     if meas:
         measured.extend_payload(payload, results, meas)
     from ditpar.plan.decide import run_recipe
@@ -389,8 +392,9 @@ def _run_plan(args) -> int:
     if args.json:
         cli.print_json("plan", payload)
     else:
+        lines = "\n".join(x for x in (half_devices_line(half, lead), payload["head_degrees"]["line"]) if x)
         sys.stdout.write(calibrated.render(report.render(results, model, hw, shape, tun, text, args.top, args.all, stages,
-                                                         half_devices_line(half, lead)),
+                                                         lines),
                                            results, extra, box, args.top) + (measured.render(meas, args.top) if meas else "")
                      + run_text)
     sys.stderr.write("".join(notes))

@@ -425,6 +425,8 @@ def block_work(model, hw, shape: Shape, plan: Plan, groups: dict[str, list[list[
     head_pad = math.ceil(h_l / u) * u / h_l if h_l >= 1 else 1.0     # heads padded to a multiple of U (cache-dit)
     dq_l *= head_pad
     kv_rank_heads = kv_heads_after_split(model.kv_heads, tp, u)      # whole K/V heads per rank after Ulysses
+    if model.kv_heads == model.heads:                                # MHA: K/V heads padded with the query heads
+        kv_rank_heads = min(kv_rank_heads, max(1, math.ceil(h_l / u)))
     kv_u = kv_rank_heads * u * hd                                    # K/V width entering Ulysses (replicated if needed)
     out = []
     for kind, count in model.blocks.items():
