@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import product
 
 from ditpar.errors import InputError
@@ -114,20 +115,25 @@ def parse_order(text: str | None) -> tuple[str, ...]:
 
 
 def layout(plan: Plan, order: tuple[str, ...] = DEFAULT_ORDER) -> dict[str, list[list[int]]]:
-    """Rank groups of every dimension: ranks are numbered innermost-first along `order`."""
+    """Rank groups of every dimension: ranks are numbered innermost-first along `order` (remembered per degrees
+    and order: a ranking asks for the same layout many times; callers read it, never change it)."""
+    return _layout(tuple(plan.degree(d) for d in DIMS), tuple(order))
+
+
+@lru_cache(maxsize=4096)
+def _layout(degrees: tuple[int, ...], order: tuple[str, ...]) -> dict[str, list[list[int]]]:
+    deg_of = dict(zip(DIMS, degrees, strict=True))
+    devices = 1
+    for d in degrees:
+        devices *= d
     strides, stride = {}, 1
     for dim in order:
         strides[dim] = stride
-        stride *= plan.degree(dim)
+        stride *= deg_of[dim]
     groups: dict[str, list[list[int]]] = {}
     for dim in order:
-        deg, st = plan.degree(dim), strides[dim]
-        seen, out = set(), []
-        for r in range(plan.devices):
-            base = r - ((r // st) % deg) * st
-            if base in seen:
-                continue
-            seen.add(base)
-            out.append([base + j * st for j in range(deg)])
-        groups[dim] = out
+        deg, st = deg_of[dim], strides[dim]
+        # a group per rank whose digit along dim is 0, in rank order: the same groups, in the same order, as
+        # collecting each rank's group the first time one of its members is met
+        groups[dim] = [list(range(base, base + deg * st, st)) for base in range(devices) if (base // st) % deg == 0]
     return groups

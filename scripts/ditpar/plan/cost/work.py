@@ -320,7 +320,7 @@ def _worst_peers(hw, group: list[int]) -> dict[str, int]:
     return worst or {}
 
 
-_GROUP_MEMO: dict[tuple[str, int, tuple[int, ...]], tuple[object, Any]] = {}
+_GROUP_MEMO: dict[tuple, tuple[object, Any]] = {}
 
 
 def _per_group(what: str, hw, group: list[int], compute: Callable[[Any, list[int]], Any]) -> Any:
@@ -404,7 +404,20 @@ def worst_group(hw, groups: list[list[int]], cost) -> list[int]:
 
 def slowest_ring(hw, groups: list[list[int]]) -> tuple[str, dict[str, int]]:
     """Link class of the slowest hop of the slowest group, and the senders per class of all groups
-    together (what the Collective records as flows)."""
+    together (what the Collective records as flows); remembered per machine and groups."""
+    key = ("slowest", id(hw), tuple(tuple(g) for g in groups))
+    hit = _GROUP_MEMO.get(key)
+    if hit is not None and hit[0] is hw:
+        link, flows = hit[1]
+        return link, dict(flows)
+    if len(_GROUP_MEMO) > 8192:
+        _GROUP_MEMO.clear()
+    out = _slowest_ring(hw, groups)
+    _GROUP_MEMO[key] = (hw, out)
+    return out[0], dict(out[1])
+
+
+def _slowest_ring(hw, groups: list[list[int]]) -> tuple[str, dict[str, int]]:
     flows = concurrent_ring_flows(hw, groups) or ring_flows(hw, groups[0])
 
     def bw(gr):

@@ -70,7 +70,8 @@ class Framework:
     no_recipe: dict[str, str] = field(default_factory=dict)  # family -> why the profile has no launch recipe
 
     def offers(self, form: str, family: str, vendor: str, model_name: str = "") -> bool:
-        if model_name and normalize(model_name) in {normalize(m) for m in self.exclude.get(form, ())}:
+        if model_name and self.exclude.get(form) and \
+                normalize(model_name) in {normalize(m) for m in self.exclude[form]}:
             return False
         fams = self.forms.get(form, ())
         if "*" not in fams and family not in fams:
