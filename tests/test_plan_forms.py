@@ -181,3 +181,45 @@ def test_head_line_gqa_replication(tmp_path):
     line = next(x for x in out.splitlines() if x.startswith("heads: 32 query / 4 K/V"))
     assert "U8 ruled out (4 K/V heads do not divide by U8; no framework named replicates K/V heads)" in line
     assert "head wall: Ulysses runs up to U8" not in line
+
+
+# ------------------------------------------------------------------ published tables: the new columns and markers
+
+
+def _table(tmp_path, rows, extra=()):
+    import csv
+
+    from ditpar.plan.judge import evaluate
+
+    path = tmp_path / "t.csv"
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=[*evaluate.COLUMNS, *extra])
+        w.writeheader()
+        for r in rows:
+            w.writerow({c: r.get(c, "1") for c in [*evaluate.COLUMNS, *extra]})
+    return path
+
+
+def test_score_reads_attn2d_and_allgather_markers(tmp_path):
+    from ditpar.errors import InputError
+    from ditpar.plan.judge import evaluate
+
+    base = {"model": "Wan2.2-T2V-A14B", "hardware": "H100", "interconnect": "NVLink", "n_devices": "8",
+            "resolution_or_seq": "1280x720x81 frames", "steps": "40", "latency_s": "100", "notes": "", "source_path": "x"}
+    a2d = {**base, "source_repo": "NVIDIA/TensorRT-LLM", "ulysses": "2", "cfg": "2", "attn2d": "2",
+           "other_config": "attn2d_size=(2, 1)"}
+    omni = {**base, "source_repo": "vllm-project/vllm-omni", "ring": "4", "cfg": "2", "attn2d": "1",
+            "other_config": "allgather_degree=4"}
+    diff = {**omni, "source_repo": "huggingface/diffusers", "other_config": "ring_degree=4 (allgather-kv)"}
+    frame = evaluate.read_table(_table(tmp_path, [a2d, omni, diff], extra=("attn2d",)))
+    rows = frame.to_dict("records")
+    model, hw, _, plan, _ = evaluate.row_context(rows[0])
+    assert plan.name == "cfg2 U2 A2D2"
+    assert evaluate.row_context(rows[1])[3].name == "cfg2 AG4" == evaluate.row_context(rows[2])[3].name
+    one, loop = evaluate.score_row(rows[1])[0], evaluate.score_row(rows[2])[0]
+    assert one < loop                      # vLLM-Omni's row priced as one call, diffusers' as its loop
+    bad = _table(tmp_path, [{**a2d, "attn2d": "0"}], extra=("attn2d",))
+    with pytest.raises(InputError, match="column 'attn2d': '0' is not a whole number >= 1"):
+        evaluate.read_table(bad)
+    unstated = evaluate.read_table(_table(tmp_path, [{**a2d, "attn2d": "not stated"}], extra=("attn2d",)))
+    assert evaluate.row_context(unstated.to_dict("records")[0])[4] == "not scored: degree(s) attn2d not stated"

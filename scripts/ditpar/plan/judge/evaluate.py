@@ -22,7 +22,13 @@ COLUMNS = ["source_repo", "source_path", "model", "hardware", "interconnect", "n
 DEGREES = ("ulysses", "ring", "pipefusion", "cfg", "tp")
 SCENARIO_KEY = ["source_path", "model", "hardware", "interconnect", "n_devices", "resolution_or_seq", "steps",
                 "other_config"]
-ALLGATHER_KV = re.compile(r"ring_rotate_method\s*=\s*allgather|allgather-kv")
+# a row whose ring column is run as a K/V all-gather: cache-dit's ring_rotate_method=allgather, vLLM-Omni's
+# allgather_degree, SGLang's --sp-attention-mode kv_gather, LightX2V's seq_p_attn_type kv_all_gather (the
+# implementation, one call or diffusers' loop, follows the row's framework: row_framework)
+ALLGATHER_KV = re.compile(r"ring_rotate_method\s*=\s*allgather|allgather-kv|allgather_kv|allgather_degree"
+                          r"|kv_gather|kv_all_gather")
+# degree columns a table may add to the schema: Attention2D (TensorRT-LLM attn2d_size rows x cols, the product)
+OPTIONAL_DEGREES = ("attn2d",)
 TIE = 0.05  # measured latencies closer than 5 % are not an order (chart reading error is 2-5 %)
 MAX_LATENCY_S = 1e7   # a measured request of at most 116 days: the bound of plan.py --ref-latency (inf or 1e308
                       # would be taken as a measurement, and --calibrate overflowed on it)
@@ -56,7 +62,7 @@ def read_table(path: str | Path):
     if missing:
         raise InputError(f"{path}: missing column(s) {', '.join(missing)}; present: {', '.join(frame.columns)}")
     lines = _row_lines(text, path, len(frame.columns))
-    for column in ("n_devices", "steps", *DEGREES):
+    for column in ("n_devices", "steps", *DEGREES, *(c for c in OPTIONAL_DEGREES if c in frame.columns)):
         top = limits.MAX_STEPS if column == "steps" else limits.MAX_DEVICES  # the bounds of --steps, --devices
         for i, cell in enumerate(frame[column]):
             _check_count(cell, f"{path}: line {lines[i] if i < len(lines) else i + 2}: column {column!r}", top)
@@ -145,6 +151,7 @@ def row_plan(row, model, hw) -> tuple[Plan | None, str]:
     if "distrifusion" in low:
         return None, "not scored: DistriFusion (displaced patch parallel) is outside the plan space"
     degrees = {d: _int_or_none(row[d]) for d in DEGREES}
+    degrees.update({d: _int_or_none(str(row.get(d, "") or "1")) for d in OPTIONAL_DEGREES})
     absent = [d for d, v in degrees.items() if v is None]
     if absent:
         return None, f"not scored: degree(s) {', '.join(absent)} not stated"
@@ -157,9 +164,11 @@ def row_plan(row, model, hw) -> tuple[Plan | None, str]:
     warm = re.search(r"warmup(?: step)?\s*=\s*(\d+)", low)
     if ALLGATHER_KV.search(low):   # ring degree run as K/V all-gather (cache-dit ring_rotate_method=allgather)
         return Plan(cfg=degrees["cfg"], ulysses=degrees["ulysses"], kv_allgather=degrees["ring"], tp=degrees["tp"],
-                    pipefusion=degrees["pipefusion"], dp=n // used, warmup=int(warm.group(1)) if warm else 1), ""
+                    attn2d=degrees["attn2d"], pipefusion=degrees["pipefusion"], dp=n // used,
+                    warmup=int(warm.group(1)) if warm else 1), ""
     return Plan(cfg=degrees["cfg"], ulysses=degrees["ulysses"], ring=degrees["ring"], tp=degrees["tp"],
-                pipefusion=degrees["pipefusion"], dp=n // used, warmup=int(warm.group(1)) if warm else 1), ""
+                attn2d=degrees["attn2d"], pipefusion=degrees["pipefusion"], dp=n // used,
+                warmup=int(warm.group(1)) if warm else 1), ""
 
 
 #: a row whose other_config says classifier-free guidance is off (one branch per step) although the preset runs it;
