@@ -170,6 +170,8 @@ def test_head_line_flux_24_heads_on_16():
     assert padded["head_degrees"]["ulysses_wall"] == 8
     u16 = next(p for p in padded["plans"] if p["name"] == "U16")
     assert (u16["heads_per_rank"], u16["kv_heads_per_rank"]) == (2, 2)   # 24 -> 32 over 16, K/V with them
+    assert u16["head_split"] == ("heads: 24 query heads do not divide by U16: padded to 32 (2 per rank, priced); "
+                                 "K/V heads padded with them (2 per rank)")
     u8 = next(p for p in padded["plans"] if p["name"] == "U8 A2D2")
     assert (u8["heads_per_rank"], u8["kv_heads_per_rank"]) == (3, 3)
 

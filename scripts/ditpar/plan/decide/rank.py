@@ -150,7 +150,7 @@ def rank_plans(model, hw, shape: Shape, devices: int, tun: Tunables, *, with_dp:
         return results
     for r in feas:
         r.gates.append(gates.comm_lower_bound(model, hw, shape, r.plan, r.breakdown, tun))
-        r.gates.append(gates.plumbing(model, hw, shape, r.plan, tun))
+        r.gates.append(gates.plumbing(model, hw, shape, r.plan, r.tunables or tun))
         r.gates.append(gates.masking_gate(model, hw, shape, r.plan, r.tunables or tun))
     pair = [feas[0], runner_up(feas)]
     for r in feas:

@@ -37,6 +37,8 @@ def head_split(model, plan) -> str:
     else:
         qtext = f"{pad[0]} query heads{tp} do not divide by U{u}: padded to {pad[1]} ({pad[1] // u} per rank, priced)"
     kv = heads_per_rank(model.kv_heads, plan.tp)
+    if model.kv_heads == model.heads and pad is not None:   # MHA: the K/V heads are padded with the query heads
+        return f"heads: {qtext}; K/V heads padded with them ({pad[1] // u} per rank)"
     if kv % u == 0:
         ktext = f"{kv} K/V heads{tp} / U{u} = {kv // u} per rank"
     else:
