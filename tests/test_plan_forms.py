@@ -225,3 +225,15 @@ def test_score_reads_attn2d_and_allgather_markers(tmp_path):
         evaluate.read_table(bad)
     unstated = evaluate.read_table(_table(tmp_path, [{**a2d, "attn2d": "not stated"}], extra=("attn2d",)))
     assert evaluate.row_context(unstated.to_dict("records")[0])[4] == "not scored: degree(s) attn2d not stated"
+
+
+def test_flux_8_h100_eager_tp8_not_first():
+    """No published table puts TP ahead of Ulysses on one box; with DTensor's output redistributes priced, FLUX.1-dev
+    on 8 x H100 eager ranks U8 first (cost-model 2.2)."""
+    doc = json.loads(run_script("plan.py", "--model", "FLUX.1-dev", "--hardware", "H100", "--devices", "8", "--json",
+                                check=0).stdout)
+    feas = [p for p in doc["plans"] if p["feasible"]]
+    assert feas[0]["name"] == "U8" and feas[1]["name"] == "TP8"
+    tp8 = feas[1]
+    note = next(n for n in tp8["notes"] if n.startswith("DTensor TP host cost"))
+    assert "494 parallelized linears and 190 output redistributes" in note   # 19 x 14 + 38 x 6; 19 x 6 + 38 x 2

@@ -219,6 +219,8 @@ class BlockWork:
     comms: list[Collective]
     kernels: float          # eager ops launched per block (host dispatch)
     tp_linears: int = 0     # linears the TP plan parallelizes per block (DTensor host cost: timing.Tunables)
+    tp_redistributes: int = 0  # DTensor redistributes of their outputs per block (Rowwise -> Replicate all-reduce,
+                               # AdaLN Colwise -> Replicate all-gather): each another DTensor call on the host
     relayout_bytes: float = 0.0  # HBM traffic of the form's layout copies and merges (memory-bound)
     gemms: tuple[Gemm, ...] = ()  # per-card projection GEMM shapes (ditpar.plan.cost.efficiency prices them)
     attn_shape: tuple[float, float, float] = (0.0, 0.0, 0.0)   # (query rows on the card, keys per pass, head_dim)
@@ -534,6 +536,7 @@ def block_work(model, hw, shape: Shape, plan: Plan, groups: dict[str, list[list[
         out.append(BlockWork(kind=kind, count=count / plan.pipefusion, linear_flops=lin, attn_flops=attn,
                              cross_flops=cross, comms=comms, kernels=kernels, relayout_bytes=relayout,
                              tp_linears=tp_linears(base, getattr(model, "ffn_matrices", 2) or 2) if tp > 1 else 0,
+                             tp_redistributes=TP_ALLREDUCES[base] + TP_ADALN_GATHERS[base] if tp > 1 else 0,
                              gemms=block_gemms(model, base, rows_local, tp), attn_shape=attn_shape,
                              cross_shape=cross_shape))
     return out
