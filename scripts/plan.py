@@ -50,7 +50,7 @@ def _tunable_args(p) -> None:
                    help="share of ring K/V passing hidden under attention, 0..1 (default 0, as measured in xDiT)")
     g.add_argument("--masking-chunks", type=int, default=None, help="chunked Ulysses masking chunks (default 1 = off)")
     g.add_argument("--layout", default=None, help="rank order innermost first, default "
-                   "tp,ulysses,ring,kv_allgather,pipefusion,cfg,dp")
+                   "tp,ulysses,ring,kv_allgather,attn2d,pipefusion,cfg,dp (an order without attn2d gets it after kv_allgather)")
 
 
 # Bounds on the sizes a user gives: beyond them the enumeration or the model has no meaning (and
