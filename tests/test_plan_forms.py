@@ -237,3 +237,14 @@ def test_flux_8_h100_eager_tp8_not_first():
     tp8 = feas[1]
     note = next(n for n in tp8["notes"] if n.startswith("DTensor TP host cost"))
     assert "494 parallelized linears and 190 output redistributes" in note   # 19 x 14 + 38 x 6; 19 x 6 + 38 x 2
+
+
+def test_profile_kv_gather_impl_is_checked(tmp_path):
+    from ditpar.errors import InputError
+
+    own = (frameworks.templates_dir() / "frameworks" / "custom-own-stack.toml").read_text()
+    assert 'kv_gather_impl = "one_call"' in own
+    bad = tmp_path / "mine.toml"
+    bad.write_text(own.replace('kv_gather_impl = "one_call"', 'kv_gather_impl = "chunked"'))
+    with pytest.raises(InputError, match=r"mine\.toml: key 'kv_gather_impl' must be one of one_call, loop, got 'chunked'"):
+        frameworks.resolve_frameworks([str(bad)])
