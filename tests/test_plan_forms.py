@@ -248,3 +248,10 @@ def test_profile_kv_gather_impl_is_checked(tmp_path):
     bad.write_text(own.replace('kv_gather_impl = "one_call"', 'kv_gather_impl = "chunked"'))
     with pytest.raises(InputError, match=r"mine\.toml: key 'kv_gather_impl' must be one of one_call, loop, got 'chunked'"):
         frameworks.resolve_frameworks([str(bad)])
+
+
+def test_scope_probe_refuses_attention2d_and_no_prove_line():
+    out = run_script("scope_probe.py", "runs/none", "--plan", "U2 A2D4", check=2)
+    assert "Attention2D gathers Q and K/V over a rows x columns mesh" in out.stderr
+    assert recipes.prove_command(Plan(ulysses=2, attn2d=4)) == ""
+    assert recipes.prove_command(Plan(ulysses=2, ring=4)).endswith('--plan "U2 R4" --baseline runs/scope-1card')

@@ -306,7 +306,7 @@ def _together(items: tuple[str, ...], applied: set[str]) -> list[str]:
 
 def prove_command(plan) -> str:
     """The scope_probe.py call that checks, after a recorded run, that the degrees took effect."""
-    if plan.sp * plan.tp <= 1:
+    if plan.sp * plan.tp <= 1 or plan.attn2d > 1:   # scope_probe does not know Attention2D's shapes
         return ""
     return f"python scripts/scope_probe.py runs/scope --plan \"{plan.name}\" --baseline runs/scope-1card"
 
