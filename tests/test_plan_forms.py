@@ -255,3 +255,22 @@ def test_scope_probe_refuses_attention2d_and_no_prove_line():
     assert "Attention2D gathers Q and K/V over a rows x columns mesh" in out.stderr
     assert recipes.prove_command(Plan(ulysses=2, attn2d=4)) == ""
     assert recipes.prove_command(Plan(ulysses=2, ring=4)).endswith('--plan "U2 R4" --baseline runs/scope-1card')
+
+
+def test_plan_bench_names_attention2d_and_leaves_it_out_of_the_measure_command():
+    from types import SimpleNamespace
+
+    from ditpar.errors import InputError
+    from ditpar.plan.decide.measured import bench_command
+    from ditpar.planbench.spec import ATTN2D_REASON, parse_plan
+
+    assert parse_plan("cfg2 U2 A2D9") == Plan(cfg=2, ulysses=2, attn2d=9)
+    with pytest.raises(InputError, match="ring, AllGather-KV and Attention2D share one slot"):
+        parse_plan("R2 A2D2")
+    assert "TensorRT-LLM" in ATTN2D_REASON
+    args = SimpleNamespace(model="Wan2.2-T2V-A14B", model_file=None, resolution=None, frames=None, steps=None,
+                           heads=None, kv_heads=None, layers=None, tokens=None, no_cfg=False)
+    short = [SimpleNamespace(plan=Plan(cfg=2, ulysses=2, attn2d=9)), SimpleNamespace(plan=Plan(cfg=2, ulysses=18)),
+             SimpleNamespace(plan=Plan(cfg=2, ulysses=2, ring=9))]
+    cmd = bench_command(args, short, 36)
+    assert "--plans 'cfg2 U18' 'cfg2 U2 R9'" in cmd and "A2D" not in cmd
