@@ -36,7 +36,7 @@ def build_parser():
     p.add_argument("--plan", default=None, help='name groups by the plan\'s axes, e.g. "U4 R2", "cfg2 U2 R2", '
                    '"U4 TE2" (TE = text-encoder TP); same rank layout as plan.py')
     p.add_argument("--layout", default=None, help="rank layout order for --plan, innermost first "
-                   "(default tp,ulysses,ring,kv_allgather,pipefusion,cfg,dp, as plan.py)")
+                   "(default tp,ulysses,ring,kv_allgather,attn2d,pipefusion,cfg,dp, as plan.py)")
     p.add_argument("--groups", default=None, help='name groups given as rank lists: "0,1,2,3;0,1;2,3"')
     p.add_argument("--allow-missing-ranks", action="store_true",
                    help="analyse although some ranks wrote no dump (a dead rank writes none)")

@@ -53,7 +53,7 @@ def _tunable_args(p) -> None:
                    help="share of ring K/V passing hidden under attention, 0..1 (default 0, as measured in xDiT)")
     g.add_argument("--masking-chunks", type=int, default=None, help="chunked Ulysses masking chunks (default 1 = off)")
     g.add_argument("--layout", default=None, help="rank order innermost first, default "
-                   "tp,ulysses,ring,kv_allgather,pipefusion,cfg,dp")
+                   "tp,ulysses,ring,kv_allgather,attn2d,pipefusion,cfg,dp (an order without attn2d gets it after kv_allgather)")
 
 
 # Bounds on the sizes a user gives: beyond them the enumeration or the model has no meaning (and
@@ -413,6 +413,9 @@ def _run_plan(args) -> int:
     payload["objective"] = args.objective
     payload["throughput"] = serving
     payload["work_per_rank"] = work
+    from ditpar.plan.decide import heads
+
+    payload["head_degrees"] = {**heads.degrees(model, results), "line": heads.line(model, results) or None}
     if meas:
         measured.extend_payload(payload, results, meas)
     from ditpar.plan.decide import run_recipe
@@ -428,8 +431,9 @@ def _run_plan(args) -> int:
     if args.json:
         cli.print_json("plan", payload)
     else:
+        lines = "\n".join(x for x in (half_devices_line(half, lead), payload["head_degrees"]["line"]) if x)
         sys.stdout.write(evidence.render(ev, model, hw, args.devices) + calibrated.render(report.render(results, model, hw, shape, tun, text, args.top, args.all, stages,
-                                                         half_devices_line(half, lead), given_machine,
+                                                         lines, given_machine,
                                                          [scaling.line(work, shape), *throughput.lines(serving, args.objective)]),
                                            results, extra, box, args.top) + provenance.render(given)
                          + (measured.render(meas, args.top) if meas else "")

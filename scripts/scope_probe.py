@@ -119,6 +119,9 @@ def _plan_degrees(args) -> None:
     if degrees["pipefusion"] > 1:
         raise InputError(f"--plan {args.plan!r}: PipeFusion splits the sequence into patches per stage, which "
                          "this probe does not check; give the sequence/head degrees alone")
+    if degrees["attn2d"] > 1:
+        raise InputError(f"--plan {args.plan!r}: Attention2D gathers Q and K/V over a rows x columns mesh, whose "
+                         "shapes this probe does not check; give the sequence/head degrees of the other forms alone")
     for k in keys:
         given = getattr(args, k)
         if given is not None and given != degrees[k]:

@@ -248,15 +248,17 @@ def test_pipefusion_latency_by_hand():
 def _brute(devices, cfg_ok):
     out = set()
     rng = range(1, devices + 1)
-    for cfg, u, r, g, tp, pf, dp in itertools.product((1, 2) if cfg_ok else (1,), rng, rng, rng, rng, rng, rng):
-        if cfg * u * r * g * tp * pf * dp == devices and not (r > 1 and g > 1) and not (tp > 1 and pf > 1):
-            out.add((cfg, u, r, g, tp, pf, dp))
+    for cfg, u, r, g, a, tp, pf, dp in itertools.product((1, 2) if cfg_ok else (1,), rng, rng, rng, rng, rng, rng,
+                                                         rng):
+        one_slot = sum(x > 1 for x in (r, g, a)) <= 1   # ring, AllGather-KV and Attention2D share one slot
+        if cfg * u * r * g * a * tp * pf * dp == devices and one_slot and not (tp > 1 and pf > 1):
+            out.add((cfg, u, r, g, a, tp, pf, dp))
     return out
 
 
 @pytest.mark.parametrize("devices,cfg_ok", [(4, True), (8, True), (6, False)])
 def test_enumeration_matches_brute_force(devices, cfg_ok):
-    got = {(p.cfg, p.ulysses, p.ring, p.kv_allgather, p.tp, p.pipefusion, p.dp)
+    got = {(p.cfg, p.ulysses, p.ring, p.kv_allgather, p.attn2d, p.tp, p.pipefusion, p.dp)
            for p in enumerate_plans(devices, cfg_ok)}
     assert got == _brute(devices, cfg_ok)
     with pytest.raises(InputError):

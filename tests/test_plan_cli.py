@@ -20,7 +20,8 @@ def test_main_job_json_contract():
     plans = doc["plans"]
     assert plans and all(PLAN_KEYS <= set(p) for p in plans)
     for p in plans:
-        assert p["ulysses"] * p["ring"] * p["kv_allgather"] * p["pipefusion"] * p["cfg"] * p["tp"] * p["dp"] == 8
+        assert p["ulysses"] * p["ring"] * p["kv_allgather"] * p["attn2d"] * p["pipefusion"] * p["cfg"] * p["tp"] \
+            * p["dp"] == 8
     feas = [p for p in plans if p["feasible"]]
     assert [p["predicted_latency_s"] for p in feas] == sorted(p["predicted_latency_s"] for p in feas)
     assert {g["gate"] for g in feas[0]["gates"]} == {f"G{i}" for i in range(1, 8)}

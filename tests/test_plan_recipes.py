@@ -358,12 +358,14 @@ def test_fewstep_run_needs_a_launch_for_every_config(tmp_path):
 
 
 def test_plan_names_read_back():
-    assert parse_plan_name("cfg2 U4 R2") == {"cfg": 2, "ulysses": 4, "ring": 2, "kv_allgather": 1, "tp": 1,
-                                             "pipefusion": 1, "dp": 1, "patches": 1}
+    assert parse_plan_name("cfg2 U4 R2") == {"cfg": 2, "ulysses": 4, "ring": 2, "kv_allgather": 1, "attn2d": 1,
+                                             "tp": 1, "pipefusion": 1, "dp": 1, "patches": 1}
     assert parse_plan_name("cfg2-U2-AG2")["kv_allgather"] == 2 and parse_plan_name("single")["ulysses"] == 1
+    assert parse_plan_name("cfg2 U2 A2D9") == {**parse_plan_name("cfg2 U2"), "attn2d": 9}
     for p in enumerate_plans(8, True, patches=4):
         d = parse_plan_name(p.name)
-        assert Plan(**{k: d[k] for k in ("cfg", "ulysses", "ring", "kv_allgather", "tp", "pipefusion", "dp")},
+        assert Plan(**{k: d[k] for k in ("cfg", "ulysses", "ring", "kv_allgather", "attn2d", "tp", "pipefusion",
+                                          "dp")},
                     patches=4 if p.pipefusion > 1 else 0).name == p.name
     with pytest.raises(InputError, match="not a degree"):
         parse_plan_name("U4 X2")

@@ -26,12 +26,12 @@ def test_names_by_hand():
 
 
 def test_as_dict_patches():
-    assert Plan().as_dict() == {"ulysses": 1, "ring": 1, "kv_allgather": 1, "pipefusion": 1, "patches": 1,
-                                "cfg": 1, "tp": 1, "dp": 1}
+    assert Plan().as_dict() == {"ulysses": 1, "ring": 1, "kv_allgather": 1, "attn2d": 1, "pipefusion": 1,
+                                "patches": 1, "cfg": 1, "tp": 1, "dp": 1}
     assert Plan(patches=4).as_dict()["patches"] == 1                   # no PipeFusion: one patch
     assert Plan(pipefusion=2).as_dict()["patches"] == 2
     assert Plan(pipefusion=2, patches=6, cfg=2).as_dict() == {"ulysses": 1, "ring": 1, "kv_allgather": 1,
-                                                               "pipefusion": 2, "patches": 6, "cfg": 2,
+                                                               "attn2d": 1, "pipefusion": 2, "patches": 6, "cfg": 2,
                                                                "tp": 1, "dp": 1}
 
 
@@ -67,19 +67,21 @@ def test_one_device_is_the_single_plan():
 def _brute(devices, cfg_ok, with_dp):
     out = set()
     rng = range(1, devices + 1)
-    for cfg, u, r, g, tp, pf, dp in itertools.product((1, 2) if cfg_ok else (1,), rng, rng, rng, rng, rng, rng):
-        if cfg * u * r * g * tp * pf * dp != devices or (r > 1 and g > 1) or (tp > 1 and pf > 1):
+    for cfg, u, r, g, a, tp, pf, dp in itertools.product((1, 2) if cfg_ok else (1,), rng, rng, rng, rng, rng, rng,
+                                                         rng):
+        # ring, AllGather-KV and Attention2D share one slot; TP never with PipeFusion
+        if cfg * u * r * g * a * tp * pf * dp != devices or sum(x > 1 for x in (r, g, a)) > 1 or (tp > 1 and pf > 1):
             continue
         if dp > 1 and not with_dp:
             continue
-        out.add((cfg, u, r, g, tp, pf, dp))
+        out.add((cfg, u, r, g, a, tp, pf, dp))
     return out
 
 
 @pytest.mark.parametrize("devices", [2, 4, 6])
 def test_without_data_parallelism(devices):
     plans = enumerate_plans(devices, True, with_dp=False)
-    got = {(p.cfg, p.ulysses, p.ring, p.kv_allgather, p.tp, p.pipefusion, p.dp) for p in plans}
+    got = {(p.cfg, p.ulysses, p.ring, p.kv_allgather, p.attn2d, p.tp, p.pipefusion, p.dp) for p in plans}
     assert got == _brute(devices, True, with_dp=False)
     assert all(p.dp == 1 and p.devices == devices for p in plans)
     assert Plan(ulysses=devices) in plans and Plan(dp=devices) not in plans
@@ -111,12 +113,13 @@ def test_enumeration_defaults():
 def test_parse_order():
     assert parse_order(None) == DIMS
     assert parse_order("") == DIMS
-    flipped = "dp,cfg,pipefusion,kv_allgather,ring,ulysses,tp"
+    flipped = "dp,cfg,pipefusion,attn2d,kv_allgather,ring,ulysses,tp"
     assert parse_order(flipped) == tuple(flipped.split(","))
+    # an order written before Attention2D was a form: attn2d goes right after kv_allgather
     assert parse_order(" ring , tp,ulysses,kv_allgather, pipefusion,cfg,dp,") == (
-        "ring", "tp", "ulysses", "kv_allgather", "pipefusion", "cfg", "dp")
+        "ring", "tp", "ulysses", "kv_allgather", "attn2d", "pipefusion", "cfg", "dp")
     with pytest.raises(InputError, match=r"--layout 'tp,ulysses': expected each of tp, ulysses, ring, "
-                                         r"kv_allgather, pipefusion, cfg, dp once \(innermost first\)"):
+                                         r"kv_allgather, attn2d, pipefusion, cfg, dp once \(innermost first\)"):
         parse_order("tp,ulysses")
     with pytest.raises(InputError, match="expected each of"):
         parse_order("tp,tp,ulysses,ring,kv_allgather,pipefusion,cfg")    # 7 names, one twice, dp missing

@@ -170,7 +170,7 @@ def test_only_data_parallelism_left_is_not_a_plan_for_one_request(monkeypatch):
     msg = str(err.value)
     # the first three vetoes, sorted, each cut at its first ';'
     assert msg == ("no plan can use 2 devices for one request of tiny on box (G1/G2 vetoes, e.g.): "
-                   "stub veto of AG2 | stub veto of PF2 | stub veto of R2")
+                   "stub veto of A2D2 | stub veto of AG2 | stub veto of PF2")
 
 
 def test_memory_vetoes_name_the_smallest_lossless_unlock():
@@ -199,8 +199,8 @@ def test_no_exact_plan_names_the_best_approximate_one_and_the_exact_vetoes(monke
         rank_plans(m, hw, s, 2, TUN)
     assert str(err.value) == (
         "no exact plan can use 2 devices for tiny on box; only approximate plans fit (best PF2: stale activations "
-        "change the output): add --allow-approximate to rank them (exact plans fail: stub veto of AG2 | "
-        "stub veto of DP2)")
+        "change the output): add --allow-approximate to rank them (exact plans fail: stub veto of A2D2 | "
+        "stub veto of AG2)")
     res = rank_plans(m, hw, s, 2, TUN, allow_approximate=True)
     assert res[0].plan == Plan(pipefusion=2) and res[0].feasible and not res[0].exact
 

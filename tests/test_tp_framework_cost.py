@@ -63,9 +63,12 @@ def test_dtensor_host_term_by_hand_and_zero_at_launch_0():
     _, _, _, _, blocks = _flux_tp(8)
     joint = blocks["joint"]
     dt = Tunables(tp_linear_host_us=DTENSOR_LINEAR_HOST_US)
-    assert block_host_s(joint, dt) == pytest.approx((67 * 25 + 14 * 68.7) * 1e-6)
+    # 14 parallelized linears + 6 output redistributes (4 Rowwise -> Replicate all-reduces, 2 AdaLN Colwise ->
+    # Replicate all-gathers), each one DTensor dispatch
+    assert (joint.tp_linears, joint.tp_redistributes) == (14, 6) and blocks["single"].tp_redistributes == 2
+    assert block_host_s(joint, dt) == pytest.approx((67 * 25 + 20 * 68.7) * 1e-6)
     assert block_host_s(joint, Tunables()) == pytest.approx(67 * 25e-6)          # no DTensor framework
-    assert block_host_s(joint, dataclasses.replace(dt, launch_us=10)) == pytest.approx((67 * 10 + 14 * 68.7 * 0.4) * 1e-6)
+    assert block_host_s(joint, dataclasses.replace(dt, launch_us=10)) == pytest.approx((67 * 10 + 20 * 68.7 * 0.4) * 1e-6)
     assert block_host_s(joint, dataclasses.replace(dt, launch_us=0)) == 0.0      # captured / compiled
 
 

@@ -10,10 +10,10 @@ from ditpar.errors import InputError
 from ditpar.plan.cost.plans import DEFAULT_ORDER, Plan, layout, parse_order
 
 AXIS_NAMES = {"tp": "TP", "ulysses": "Ulysses", "ring": "ring", "kv_allgather": "KV-all-gather",
-              "pipefusion": "PipeFusion", "cfg": "CFG", "dp": "DP"}
-_TOKENS = {"u": "ulysses", "r": "ring", "ag": "kv_allgather", "tp": "tp", "pf": "pipefusion", "cfg": "cfg",
-           "dp": "dp", "te": "te"}
-_TOKEN = re.compile(r"^(cfg|ag|tp|pf|dp|te|u|r)(\d+)$", re.IGNORECASE)
+              "attn2d": "Attention2D", "pipefusion": "PipeFusion", "cfg": "CFG", "dp": "DP"}
+_TOKENS = {"u": "ulysses", "r": "ring", "ag": "kv_allgather", "a2d": "attn2d", "tp": "tp", "pf": "pipefusion",
+           "cfg": "cfg", "dp": "dp", "te": "te"}
+_TOKEN = re.compile(r"^(cfg|a2d|ag|tp|pf|dp|te|u|r)(\d+)$", re.IGNORECASE)
 
 
 def check_world(world: int | None) -> None:
@@ -33,7 +33,7 @@ def parse_plan(text: str, world: int | None) -> tuple[Plan, int]:
         match = _TOKEN.match(token)
         if not match or match.group(2).strip("0") == "":
             raise InputError(f"--plan {text[:80]!r}: cannot read {token[:40]!r}; expected tokens such as U4 R2 "
-                             f"cfg2 TP2 AG2 PF2 DP2 TE2 (TE = text-encoder TP)")
+                             f"cfg2 TP2 AG2 A2D4 PF2 DP2 TE2 (TE = text-encoder TP)")
         dim = _TOKENS[match.group(1).lower()]
         if dim in degrees:
             raise InputError(f"--plan {text[:80]!r}: {token[:40]!r} repeats an axis")

@@ -9,7 +9,7 @@ from ditpar import limits
 from ditpar.errors import CheckFailed, InputError
 from ditpar.planbench import timing
 from ditpar.planbench.report import MAX_PLANS, PlanDoc, check_input, read_plan_json
-from ditpar.planbench.spec import PIPEFUSION_REASON, parse_plan
+from ditpar.planbench.spec import ATTN2D_REASON, PIPEFUSION_REASON, parse_plan
 
 
 @dataclass
@@ -156,8 +156,9 @@ def make_request(args, world: int) -> Request:
         if p.devices != world:
             raise InputError(f"plan {n!r} uses {p.devices} device(s); the launched world has {world} "
                              f"(torchrun --nproc-per-node {p.devices})")
-        if p.pipefusion > 1:
-            skipped.append({"name": p.name, **p.as_dict(), "verdict": "not-built", "reason": PIPEFUSION_REASON,
+        if p.pipefusion > 1 or p.attn2d > 1:
+            why = PIPEFUSION_REASON if p.pipefusion > 1 else ATTN2D_REASON
+            skipped.append({"name": p.name, **p.as_dict(), "verdict": "not-built", "reason": why,
                             "block_ms": None, "step_s": None, "request_s": None, "dispersion_pct": None,
                             "bytes_per_rank_per_block": None, "max_abs_err": None})
             continue

@@ -9,13 +9,15 @@ from ditpar import limits
 from ditpar.errors import InputError
 from ditpar.plan.cost.plans import Plan, layout
 
-_TOKEN = re.compile(r"^(cfg|u|r|ag|tp|pf|dp|m)([0-9]+)$", re.IGNORECASE)
+_TOKEN = re.compile(r"^(cfg|u|r|a2d|ag|tp|pf|dp|m)([0-9]+)$", re.IGNORECASE)
 MAX_PLAN_CHARS = 100
-_DIM = {"cfg": "cfg", "u": "ulysses", "r": "ring", "ag": "kv_allgather", "tp": "tp", "pf": "pipefusion",
-        "dp": "dp", "m": "patches"}
+_DIM = {"cfg": "cfg", "u": "ulysses", "r": "ring", "ag": "kv_allgather", "a2d": "attn2d", "tp": "tp",
+        "pf": "pipefusion", "dp": "dp", "m": "patches"}
 SP_DIMS = ("ulysses", "ring", "kv_allgather")
 PIPEFUSION_REASON = ("PipeFusion is not built: its forward runs stale K/V of other patches across steps, "
                      "which one synthetic block cannot reproduce; measure it in the real pipeline (fewstep.py run)")
+ATTN2D_REASON = ("Attention2D is not built here (TensorRT-LLM VisualGen's mesh of Q and K/V gathers with an LSE "
+                 "combine): measure it in TensorRT-LLM (fewstep.py run)")
 
 
 def parse_plan(text: str) -> Plan:
@@ -32,7 +34,7 @@ def parse_plan(text: str) -> Plan:
     for w in words:
         m = _TOKEN.match(w)
         if not m:
-            raise InputError(f"plan {text!r}: unknown part {w!r}; expected cfgN, UN, RN, AGN, TPN, PFN, DPN "
+            raise InputError(f"plan {text!r}: unknown part {w!r}; expected cfgN, UN, RN, AGN, A2DN, TPN, PFN, DPN "
                              f"(as plan.py prints plans, e.g. 'cfg2 U2 R2')")
         if len(m.group(2)) > 7 or int(m.group(2)) > limits.MAX_DEVICES:
             raise InputError(f"plan {text!r}: {w!r} has a degree above {limits.MAX_DEVICES} devices")
@@ -45,8 +47,8 @@ def parse_plan(text: str) -> Plan:
                          "with N >= 2 (e.g. 'PF2 M4')")
     if degrees.get("cfg", 1) > 2:
         raise InputError(f"plan {text!r}: CFG parallel splits two branches, degree 1 or 2")
-    if degrees.get("ring", 1) > 1 and degrees.get("kv_allgather", 1) > 1:
-        raise InputError(f"plan {text!r}: ring and AllGather-KV share one slot (give one of them)")
+    if sum(degrees.get(d, 1) > 1 for d in ("ring", "kv_allgather", "attn2d")) > 1:
+        raise InputError(f"plan {text!r}: ring, AllGather-KV and Attention2D share one slot (give one of them)")
     return Plan(**degrees)
 
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import product
 
 from ditpar.errors import InputError
 
-DIMS = ("tp", "ulysses", "ring", "kv_allgather", "pipefusion", "cfg", "dp")
+DIMS = ("tp", "ulysses", "ring", "kv_allgather", "attn2d", "pipefusion", "cfg", "dp")
 DEFAULT_ORDER = DIMS  # innermost (contiguous ranks, fast domain) first; xDiT's "tp-sp-pp-cfg-dp"
+SEQUENCE_SLOT = ("ring", "kv_allgather", "attn2d")  # alternatives for the outer sequence axis: one per plan
 
 
 @dataclass(frozen=True)
@@ -19,6 +21,7 @@ class Plan:
     ulysses: int = 1
     ring: int = 1
     kv_allgather: int = 1
+    attn2d: int = 1    # Attention2D (TensorRT-LLM VisualGen): a rows x columns mesh of the sequence (attn2d_mesh)
     tp: int = 1
     pipefusion: int = 1
     dp: int = 1
@@ -27,12 +30,18 @@ class Plan:
 
     @property
     def devices(self) -> int:
-        return self.cfg * self.ulysses * self.ring * self.kv_allgather * self.tp * self.pipefusion * self.dp
+        return self.cfg * self.sp * self.tp * self.pipefusion * self.dp
 
     @property
     def sp(self) -> int:
-        """Sequence-parallel degree: Ulysses x ring x KV all-gather."""
-        return self.ulysses * self.ring * self.kv_allgather
+        """Sequence-parallel degree: Ulysses x ring x KV all-gather x Attention2D."""
+        return self.ulysses * self.ring * self.kv_allgather * self.attn2d
+
+    @property
+    def attn2d_mesh(self) -> tuple[int, int]:
+        """(Q-gather group, K/V-gather group) of the Attention2D mesh: the squarest split of the degree, the
+        larger side gathering K/V (fewer bytes with GQA); TensorRT-LLM's attn2d_size = [rows, cols]."""
+        return attn2d_mesh(self.attn2d)
 
     @property
     def num_patches(self) -> int:
@@ -44,9 +53,9 @@ class Plan:
     @property
     def name(self) -> str:
         """Short label such as 'cfg2 U2 R2' (single device: 'single')."""
-        short = {"cfg": "cfg", "ulysses": "U", "ring": "R", "kv_allgather": "AG", "tp": "TP",
+        short = {"cfg": "cfg", "ulysses": "U", "ring": "R", "kv_allgather": "AG", "attn2d": "A2D", "tp": "TP",
                  "pipefusion": "PF", "dp": "DP"}
-        parts = [f"{short[d]}{self.degree(d)}" for d in ("cfg", "ulysses", "ring", "kv_allgather", "tp",
+        parts = [f"{short[d]}{self.degree(d)}" for d in ("cfg", "ulysses", "ring", "kv_allgather", "attn2d", "tp",
                                                           "pipefusion", "dp") if self.degree(d) > 1]
         if self.pipefusion > 1 and self.num_patches != self.pipefusion:
             parts.append(f"M{self.num_patches}")
@@ -54,7 +63,7 @@ class Plan:
 
     def as_dict(self) -> dict[str, int]:
         return {"ulysses": self.ulysses, "ring": self.ring, "kv_allgather": self.kv_allgather,
-                "pipefusion": self.pipefusion, "patches": self.num_patches if self.pipefusion > 1 else 1,
+                "attn2d": self.attn2d, "pipefusion": self.pipefusion, "patches": self.num_patches if self.pipefusion > 1 else 1,
                 "cfg": self.cfg, "tp": self.tp, "dp": self.dp}
 
 
@@ -62,51 +71,69 @@ def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
+def attn2d_mesh(degree: int) -> tuple[int, int]:
+    """(Q-gather group size, K/V-gather group size) of an Attention2D degree: the largest divisor not above
+    its square root gathers Q, the other side K and V (9 -> (3, 3), 8 -> (2, 4), 2 -> (1, 2))."""
+    q = max(d for d in _divisors(max(int(degree), 1)) if d * d <= degree)
+    return q, max(int(degree), 1) // q
+
+
 def enumerate_plans(devices: int, cfg_available: bool, *, patches: int = 0, warmup: int = 1,
                     with_dp: bool = True) -> list[Plan]:
-    """Every assignment of degrees with product `devices` (ring and KV all-gather share one slot;
+    """Every assignment of degrees with product `devices` (ring, KV all-gather and Attention2D share one slot;
     TP does not combine with PipeFusion in any framework we know); legality is G1's job."""
     if devices < 1:
         raise InputError(f"--devices {devices}: expected a positive device count")
     divs = _divisors(devices)
     plans = []
-    for cfg, u, r, g, tp, pf in product((1, 2) if cfg_available else (1,), divs, divs, divs, divs, divs):
-        rest = cfg * u * r * g * tp * pf
+    slots = [(1, 1, 1)] + [(s, 1, 1) for s in divs[1:]] + [(1, s, 1) for s in divs[1:]] \
+        + [(1, 1, s) for s in divs[1:]]
+    for cfg, u, (r, g, a2), tp, pf in product((1, 2) if cfg_available else (1,), divs, slots, divs, divs):
+        rest = cfg * u * r * g * a2 * tp * pf
         if devices % rest:
             continue
         dp = devices // rest
-        if (dp > 1 and not with_dp) or (r > 1 and g > 1) or (tp > 1 and pf > 1):
+        if (dp > 1 and not with_dp) or (tp > 1 and pf > 1):
             continue
-        plans.append(Plan(cfg=cfg, ulysses=u, ring=r, kv_allgather=g, tp=tp, pipefusion=pf, dp=dp,
+        plans.append(Plan(cfg=cfg, ulysses=u, ring=r, kv_allgather=g, attn2d=a2, tp=tp, pipefusion=pf, dp=dp,
                           patches=patches if pf > 1 else 0, warmup=warmup))
     return plans
 
 
 def parse_order(text: str | None) -> tuple[str, ...]:
-    """Parse a layout order such as 'tp,ulysses,ring,kv_allgather,pipefusion,cfg,dp' (innermost first)."""
+    """Parse a layout order such as 'tp,ulysses,ring,kv_allgather,attn2d,pipefusion,cfg,dp' (innermost first);
+    an order written before Attention2D was a form gets it right after kv_allgather."""
     if not text:
         return DEFAULT_ORDER
     names = tuple(x.strip() for x in text.split(",") if x.strip())
+    if "attn2d" not in names and "kv_allgather" in names and len(names) == len(DIMS) - 1:
+        at = names.index("kv_allgather") + 1
+        names = names[:at] + ("attn2d",) + names[at:]
     if sorted(names) != sorted(DIMS):
         raise InputError(f"--layout {text!r}: expected each of {', '.join(DIMS)} once (innermost first)")
     return names
 
 
 def layout(plan: Plan, order: tuple[str, ...] = DEFAULT_ORDER) -> dict[str, list[list[int]]]:
-    """Rank groups of every dimension: ranks are numbered innermost-first along `order`."""
+    """Rank groups of every dimension: ranks are numbered innermost-first along `order` (remembered per degrees
+    and order: a ranking asks for the same layout many times; callers read it, never change it)."""
+    return _layout(tuple(plan.degree(d) for d in DIMS), tuple(order))
+
+
+@lru_cache(maxsize=4096)
+def _layout(degrees: tuple[int, ...], order: tuple[str, ...]) -> dict[str, list[list[int]]]:
+    deg_of = dict(zip(DIMS, degrees, strict=True))
+    devices = 1
+    for d in degrees:
+        devices *= d
     strides, stride = {}, 1
     for dim in order:
         strides[dim] = stride
-        stride *= plan.degree(dim)
+        stride *= deg_of[dim]
     groups: dict[str, list[list[int]]] = {}
     for dim in order:
-        deg, st = plan.degree(dim), strides[dim]
-        seen, out = set(), []
-        for r in range(plan.devices):
-            base = r - ((r // st) % deg) * st
-            if base in seen:
-                continue
-            seen.add(base)
-            out.append([base + j * st for j in range(deg)])
-        groups[dim] = out
+        deg, st = deg_of[dim], strides[dim]
+        # a group per rank whose digit along dim is 0, in rank order: the same groups, in the same order, as
+        # collecting each rank's group the first time one of its members is met
+        groups[dim] = [list(range(base, base + deg * st, st)) for base in range(devices) if (base // st) % deg == 0]
     return groups

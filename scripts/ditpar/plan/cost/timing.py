@@ -36,6 +36,8 @@ class Tunables:
     compute_scale: float = 1.0    # >1 slows compute: set by --ref-latency calibration
     offload_text_encoder: bool = False  # text encoder off the device during denoising (memory only)
     vae_tiling: bool = False            # tiled VAE decode (memory only)
+    kv_gather_one_call: bool = False    # AllGather-KV as one attention call after the gather (vLLM-Omni, SGLang,
+                                        # LightX2V); False: diffusers' loop of per-chunk calls with merges
     tp_linear_host_us: float = 0.0      # extra host time per TP-parallelized linear at launch_us = 25 (DTensor
                                         # dispatch; set by ditpar.plan.decide.rank for a DTensor framework);
                                         # scales with launch_us, so --launch-us 0 (captured/compiled) removes it
@@ -50,10 +52,18 @@ DTENSOR_LINEAR_HOST_US = 68.7
 REFERENCE_LAUNCH_US = 25.0   # launch_us at which DTENSOR_LINEAR_HOST_US applies as measured
 
 
+# A DTensor TP plan redistributes the output of every RowwiseParallel linear (Partial -> Replicate: its all-reduce)
+# and of every ColwiseParallel(output_layouts=Replicate()) one (cache-dit's AdaLN: an all-gather) with
+# DTensor.redistribute, a second DTensor call after the linear's own dispatch (pytorch/pytorch@004c2c9abc52
+# torch/distributed/tensor/parallel/style.py, ColwiseParallel and RowwiseParallel._prepare_output_fn). Each is priced at
+# the measured Colwise dispatch (DTENSOR_LINEAR_HOST_US), a lower bound: the benchmark's Rowwise figure also holds
+# gloo's functional all-reduce and cannot separate the redistribute's host time.
+
+
 def block_host_s(bw: BlockWork, tun: Tunables) -> float:
-    """Host time of one block: eager ops x launch_us, plus the TP framework's per-linear dispatch cost
-    scaled by launch_us / 25 (zero under captured or compiled execution, launch_us = 0)."""
-    tp_extra = bw.tp_linears * tun.tp_linear_host_us * tun.launch_us / REFERENCE_LAUNCH_US
+    """Host time of one block: eager ops x launch_us, plus the TP framework's per-linear dispatch cost and its output
+    redistributes, scaled by launch_us / 25 (zero under captured or compiled execution, launch_us = 0)."""
+    tp_extra = (bw.tp_linears + bw.tp_redistributes) * tun.tp_linear_host_us * tun.launch_us / REFERENCE_LAUNCH_US
     return (bw.kernels * tun.launch_us + tp_extra) * 1e-6
 
 
@@ -218,7 +228,7 @@ def predict(model, hw, shape: Shape, plan: Plan, tun: Tunables = Tunables()) -> 
         return cfg_calls.doubled(one, "CFG branches run as two transformer calls per step (batch 1 each), as this "
                                       "model's pipeline does: every op and collective call paid twice")
     groups = layout(plan, tun.order)
-    blocks = block_work(model, hw, shape, plan, groups)
+    blocks = block_work(model, hw, shape, plan, groups, tun.kv_gather_one_call)
     per_step = step_collectives(model, hw, shape, plan, groups)
     rate = hw.peak_tflops_bf16 * 1e12 * hw.mfu / tun.compute_scale
     curve = efficiency.curve_for(hw)
@@ -296,9 +306,11 @@ def predict(model, hw, shape: Shape, plan: Plan, tun: Tunables = Tunables()) -> 
     per_linear = tun.tp_linear_host_us * tun.launch_us / REFERENCE_LAUNCH_US
     if plan.tp > 1 and per_linear > 0:
         linears = sum(b.tp_linears * b.count for b in blocks)
-        bd.notes.append(f"DTensor TP host cost: {linears:g} parallelized linears per forward x {per_linear:.1f} us "
-                        f"= {linears * per_linear / 1e3:.1f} ms host time per step (benchmarks/dtensor_overhead.py, "
-                        "measured on a CPU host; --launch-us 0 removes it)")
+        redis = sum(b.tp_redistributes * b.count for b in blocks)
+        bd.notes.append(f"DTensor TP host cost: {linears:g} parallelized linears and {redis:g} output redistributes "
+                        f"per forward x {per_linear:.1f} us = {(linears + redis) * per_linear / 1e3:.1f} ms host time "
+                        "per step (benchmarks/dtensor_overhead.py, measured on a CPU host; the redistributes priced as "
+                        "one more dispatch, a lower bound; --launch-us 0 removes it)")
     if plan.dp > 1:
         bd.notes.append(f"dp={plan.dp}: replicas serve other requests; one request's latency does not improve")
     mem, parts = memory_per_rank(model, shape, plan, hw, offload_text_encoder=tun.offload_text_encoder,

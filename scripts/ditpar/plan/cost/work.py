@@ -36,6 +36,11 @@ OPS_PER_BLOCK = {"self": 30, "cross": 45, "joint": 55, "single": 30}
 OPS_USP_LAYOUT = 32
 OPS_ULYSSES = 36  # OPS_USP_LAYOUT + 4 all_to_all_single calls
 OPS_RING_HOP = 12
+# Bytes of HBM traffic per output element of one ring hop's out/LSE merge (yunchang / ring-flash-attn
+# _update_out_and_lse, fp32): read the running output (4), read the hop's bf16 output (2), write the running output (4),
+# as one fused pass (torch.jit.script). The unfused count (~38 B: the cast, sub, mul and sub as separate passes) was
+# tried on the published tables held out: pairwise accuracy 0.88 -> 0.86, short-list recall 1.00 -> 0.97; kept at 10.
+RING_MERGE_BYTES = 4 + 2 + 4
 # AllGather-KV as the frameworks that run it on these models run it: diffusers' TemplatedRingAttention
 # (huggingface/diffusers@58eb52c0803e src/diffusers/models/attention_dispatch.py; cache-dit's NATIVE_DIFFUSER
 # backend goes through it; its only rotate_method is 'allgather', _modeling_parallel.py L82-114). It gathers K and V
@@ -45,11 +50,26 @@ OPS_RING_HOP = 12
 # eager fp32 (sigmoid, sub, mul, sub; logsigmoid, sub, sub: ~8): 16 ops for the first chunk and 20 per further one.
 OPS_KV_GATHER_BASE = 16
 OPS_KV_GATHER_CHUNK = 20
+# AllGather-KV as one attention call after the gather (vllm-project/vllm-omni@2166eeaf3569
+# vllm_omni/diffusion/attention/parallel/allgather_kv.py AllGatherKVParallelAttention.pre_attention: K and V
+# all-gathered along the sequence (two all_gather calls, ~3 ops each), the joint text K/V, Q concatenated (~3),
+# one local attention call (~3), the joint output split back off (~2): 14 ops whatever the degree.
+OPS_KV_GATHER_ONE_CALL = 14
+# Attention2D (NVIDIA/TensorRT-LLM@010948fc6971 tensorrt_llm/_torch/visual_gen/attention_backend/parallel.py
+# Attention2DAttention.forward): Q gathered over its group (new_empty, contiguous, all_gather_into_tensor,
+# permute+reshape: 4), K and V packed and gathered over the other group (new_empty, 2 copies, new_empty,
+# all_gather, 2 permute+reshape: 7), one attention call with LSE (3), output contiguous (1), the output and the
+# LSE exchanged with all_to_all_single (view/permute/contiguous, empty_like, all_to_all: 4 each), the LSE
+# permuted and the partials combined in fp32 (float, contiguous, flash_attn_combine: 3): 26 ops
+OPS_ATTN2D = 26
 
 
-def kv_gather_ops(degree: int) -> int:
-    """Eager ops of one AllGather-KV attention over `degree` ranks (0 when the form is not used)."""
-    return OPS_KV_GATHER_BASE + OPS_KV_GATHER_CHUNK * (degree - 1) if degree > 1 else 0
+def kv_gather_ops(degree: int, one_call: bool = False) -> int:
+    """Eager ops of one AllGather-KV attention over `degree` ranks (0 when the form is not used): diffusers'
+    loop of per-chunk calls with merges, or one call after the gather (`one_call`)."""
+    if degree <= 1:
+        return 0
+    return OPS_KV_GATHER_ONE_CALL if one_call else OPS_KV_GATHER_BASE + OPS_KV_GATHER_CHUNK * (degree - 1)
 OPS_ALLREDUCE = 2  # per TP collective call (all-reduce or the AdaLN all-gather)
 OPS_STALE_KV = 8
 OPS_P2P = 6
@@ -200,6 +220,8 @@ class BlockWork:
     comms: list[Collective]
     kernels: float          # eager ops launched per block (host dispatch)
     tp_linears: int = 0     # linears the TP plan parallelizes per block (DTensor host cost: timing.Tunables)
+    tp_redistributes: int = 0  # DTensor redistributes of their outputs per block (Rowwise -> Replicate all-reduce,
+                               # AdaLN Colwise -> Replicate all-gather): each another DTensor call on the host
     relayout_bytes: float = 0.0  # HBM traffic of the form's layout copies and merges (memory-bound)
     gemms: tuple[Gemm, ...] = ()  # per-card projection GEMM shapes (ditpar.plan.cost.efficiency prices them)
     attn_shape: tuple[float, float, float] = (0.0, 0.0, 0.0)   # (query rows on the card, keys per pass, head_dim)
@@ -301,7 +323,7 @@ def _worst_peers(hw, group: list[int]) -> dict[str, int]:
     return worst or {}
 
 
-_GROUP_MEMO: dict[tuple[str, int, tuple[int, ...]], tuple[object, Any]] = {}
+_GROUP_MEMO: dict[tuple, tuple[object, Any]] = {}
 
 
 def _per_group(what: str, hw, group: list[int], compute: Callable[[Any, list[int]], Any]) -> Any:
@@ -385,7 +407,20 @@ def worst_group(hw, groups: list[list[int]], cost) -> list[int]:
 
 def slowest_ring(hw, groups: list[list[int]]) -> tuple[str, dict[str, int]]:
     """Link class of the slowest hop of the slowest group, and the senders per class of all groups
-    together (what the Collective records as flows)."""
+    together (what the Collective records as flows); remembered per machine and groups."""
+    key = ("slowest", id(hw), tuple(tuple(g) for g in groups))
+    hit = _GROUP_MEMO.get(key)
+    if hit is not None and hit[0] is hw:
+        link, flows = hit[1]
+        return link, dict(flows)
+    if len(_GROUP_MEMO) > 8192:
+        _GROUP_MEMO.clear()
+    out = _slowest_ring(hw, groups)
+    _GROUP_MEMO[key] = (hw, out)
+    return out[0], dict(out[1])
+
+
+def _slowest_ring(hw, groups: list[list[int]]) -> tuple[str, dict[str, int]]:
     flows = concurrent_ring_flows(hw, groups) or ring_flows(hw, groups[0])
 
     def bw(gr):
@@ -394,18 +429,25 @@ def slowest_ring(hw, groups: list[list[int]]) -> tuple[str, dict[str, int]]:
     return ring_link(hw, min(groups, key=bw), flows), flows
 
 
-def block_work(model, hw, shape: Shape, plan: Plan, groups: dict[str, list[list[int]]]) -> list[BlockWork]:
-    """Per-rank FLOPs and collectives of every block kind of the model under the plan."""
+def block_work(model, hw, shape: Shape, plan: Plan, groups: dict[str, list[list[int]]],
+               kv_one_call: bool = False) -> list[BlockWork]:
+    """Per-rank FLOPs and collectives of every block kind of the model under the plan; `kv_one_call`: the
+    framework runs AllGather-KV as one attention call after the gather (else diffusers' per-chunk loop)."""
     b = BYTES_PER_ELEMENT
     batch = shape.batch / plan.cfg if shape.cfg else 1.0
     dq, dkv, d = model.heads * model.head_dim, model.kv_heads * model.head_dim, model.hidden
     u, r, g, tp, sp = plan.ulysses, plan.ring, plan.kv_allgather, plan.tp, plan.sp
+    a2d = plan.attn2d
+    qa, kc = plan.attn2d_mesh                                        # Attention2D Q and K/V gather groups
+    outer = r * g * a2d                                              # sequence shards after Ulysses
     hd = model.head_dim
     dq_l = dq / tp                                                   # per TP rank
     h_l = model.heads / tp
     head_pad = math.ceil(h_l / u) * u / h_l if h_l >= 1 else 1.0     # heads padded to a multiple of U (cache-dit)
     dq_l *= head_pad
     kv_rank_heads = kv_heads_after_split(model.kv_heads, tp, u)      # whole K/V heads per rank after Ulysses
+    if model.kv_heads == model.heads:                                # MHA: K/V heads padded with the query heads
+        kv_rank_heads = min(kv_rank_heads, max(1, math.ceil(h_l / u)))
     kv_u = kv_rank_heads * u * hd                                    # K/V width entering Ulysses (replicated if needed)
     out = []
     for kind, count in model.blocks.items():
@@ -456,6 +498,9 @@ def block_work(model, hw, shape: Shape, plan: Plan, groups: dict[str, list[list[
             key, flows = slowest_ring(hw, groups["kv_allgather"])
             comms.append(Collective("AllGather-KV", "kv_allgather", "allgather", 1.0,
                                     {key: (g - 1) * shard}, alpha_steps=g - 1, group_size=g, flows=flows))
+        if a2d > 1 and seq_comm:
+            comms += attn2d_collectives(hw, groups["attn2d"], n_attn / outer * batch, dq_l / u, kv_rank,
+                                        h_l * head_pad / u, qa, kc)
         if tp > 1:
             key, flows = slowest_ring(hw, groups["tp"])
             text = shape.text_joint if base in ("joint", "single") else 0
@@ -465,10 +510,13 @@ def block_work(model, hw, shape: Shape, plan: Plan, groups: dict[str, list[list[
         if usp:   # SeqAllToAll4D on Q,K,V,O: transpose+contiguous before and after (also when U = 1)
             relayout += 2 * 2 * n * b * batch * (2 * dq_l + 2 * kv_u)
         if r > 1 and seq_comm:      # per hop: out/LSE update in fp32 (read out, read block out, write out)
-            relayout += (r - 1) * (n_attn / (r * g)) * (dq_l / u) * batch * (4 + 2 + 4)
-        if g > 1 and seq_comm and not linear_state:   # gathered K/V re-laid out once; per chunk an fp32 merge
+            relayout += (r - 1) * (n_attn / (r * g)) * (dq_l / u) * batch * RING_MERGE_BYTES
+        if g > 1 and seq_comm and not linear_state:   # gathered K/V re-laid out once; loop form: per further chunk an fp32 merge
             relayout += 2 * (n_attn / r) * 2 * kv_rank * b * batch
-            relayout += (g - 1) * (n_attn / (r * g)) * (dq_l / u) * batch * (4 + 2 + 4)
+            if not kv_one_call:
+                relayout += (g - 1) * (n_attn / (r * g)) * (dq_l / u) * batch * (4 + 2 + 4)
+        if a2d > 1 and seq_comm:
+            relayout += attn2d_relayout_bytes(n_attn / outer * batch, dq_l / u, kv_rank, qa, kc)
         kernels = OPS_PER_BLOCK[base]
         if usp:
             kernels += OPS_ULYSSES if u > 1 else OPS_USP_LAYOUT
@@ -477,17 +525,19 @@ def block_work(model, hw, shape: Shape, plan: Plan, groups: dict[str, list[list[
         if linear_state:
             kernels += linear_attention.OPS_STATE_FORM
         elif g > 1 and seq_comm:
-            kernels += kv_gather_ops(g)
+            kernels += kv_gather_ops(g, kv_one_call)
+        if a2d > 1 and seq_comm:
+            kernels += OPS_ATTN2D
         if tp > 1:
             kernels += OPS_ALLREDUCE * (TP_ALLREDUCES[base] + TP_ADALN_GATHERS[base])
         if plan.pipefusion > 1:
             kernels += OPS_STALE_KV
         heads_rank = h_l * head_pad / u                          # query heads one rank attends (padded)
         rows_local = n * batch                                   # tokens on the card, batch included
-        q_rows = (n_attn / (r * g) if r * g > 1 else n_attn) * batch * heads_rank if seq_comm else \
-            rows_local * heads_rank
-        # ring: one hop's K/V block per attention call; AllGather-KV: one gathered chunk per call (TemplatedRingAttention)
-        kv_pass = kv_tokens / (r * g) if seq_comm else kv_tokens
+        q_rows = n_attn / outer * qa * batch * heads_rank if seq_comm else rows_local * heads_rank
+        # ring: one hop's K/V block per attention call; AllGather-KV: one gathered chunk per call in diffusers'
+        # loop (TemplatedRingAttention), the whole gathered K/V in one call otherwise; Attention2D: its K/V group's
+        kv_pass = kv_tokens / outer * (kc if a2d > 1 else (g if kv_one_call else 1)) if seq_comm else kv_tokens
         attn_shape = (q_rows, kv_pass, float(hd)) if getattr(model, "attention", "softmax") != "linear" else \
             (0.0, 0.0, 0.0)
         cross_shape = (rows_local * h_l, float(shape.text_cross + int(getattr(model, "image_cross_tokens", 0) or 0)),
@@ -495,9 +545,43 @@ def block_work(model, hw, shape: Shape, plan: Plan, groups: dict[str, list[list[
         out.append(BlockWork(kind=kind, count=count / plan.pipefusion, linear_flops=lin, attn_flops=attn,
                              cross_flops=cross, comms=comms, kernels=kernels, relayout_bytes=relayout,
                              tp_linears=tp_linears(base, getattr(model, "ffn_matrices", 2) or 2) if tp > 1 else 0,
+                             tp_redistributes=TP_ALLREDUCES[base] + TP_ADALN_GATHERS[base] if tp > 1 else 0,
                              gemms=block_gemms(model, base, rows_local, tp), attn_shape=attn_shape,
                              cross_shape=cross_shape))
     return out
+
+
+def attn2d_collectives(hw, group_ranks: list[list[int]], rows: float, q_width: float, kv_width: float,
+                       heads: float, qa: int, kc: int) -> list[Collective]:
+    """Attention2D's collectives of one rank and block (TensorRT-LLM Attention2DAttention.forward): Q all-gathered
+    over `qa` ranks, K and V over `kc` ranks, then the partial outputs (bf16) and LSE (fp32) exchanged with an
+    all-to-all over the Q group for the combine. `rows`: the rank's tokens (batch included) before the gathers;
+    widths in elements per token after Ulysses. Every group of the dimension is priced on the slowest ring link."""
+    b = BYTES_PER_ELEMENT
+    key, flows = slowest_ring(hw, group_ranks)
+    out = []
+    if qa > 1:
+        out.append(Collective("Attention2D Q all-gather", "attn2d", "allgather", 1.0,
+                              {key: (qa - 1) * rows * q_width * b}, alpha_steps=qa - 1, group_size=qa, flows=flows))
+        out.append(Collective("Attention2D out/LSE all-to-all", "attn2d", "alltoall", 1.0,
+                              {key: (qa - 1) * rows * (q_width * b + heads * 4)}, alpha_steps=qa - 1,
+                              group_size=qa, flows=flows))
+    if kc > 1:
+        out.append(Collective("Attention2D K,V all-gather", "attn2d", "allgather", 1.0,
+                              {key: (kc - 1) * rows * 2 * kv_width * b}, alpha_steps=kc - 1, group_size=kc,
+                              flows=flows))
+    return out
+
+
+def attn2d_relayout_bytes(rows: float, q_width: float, kv_width: float, qa: int, kc: int) -> float:
+    """HBM bytes of Attention2D's layout copies and combine: gathered Q permuted (read+write), K and V packed and the
+    gathered K/V permuted, the `qa` partial outputs cast to fp32 (2 read + 4 write) and combined (4 read), the result
+    written (2)."""
+    b = BYTES_PER_ELEMENT
+    q = 2 * qa * rows * q_width * b if qa > 1 else 0.0
+    kv = (2 * rows * 2 * kv_width * b + 2 * kc * rows * 2 * kv_width * b) if kc > 1 else 0.0
+    combine = qa * rows * q_width * (2 + 4 + 4) + rows * q_width * b if qa > 1 else 0.0
+    return q + kv + combine
 
 
 def step_collectives(model, hw, shape: Shape, plan: Plan, groups: dict[str, list[list[int]]]) -> list[Collective]:

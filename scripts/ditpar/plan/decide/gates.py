@@ -16,6 +16,7 @@ from ditpar.plan.cost.shape import Shape
 from ditpar.plan.cost.timing import Breakdown, Tunables, comm_time_s, predict
 from ditpar.plan.cost.work import (
     BYTES_PER_ELEMENT,
+    OPS_ATTN2D,
     OPS_RING_HOP,
     OPS_ULYSSES,
     block_work,
@@ -79,6 +80,8 @@ def availability(model, hw, shape: Shape, plan: Plan, frameworks=None) -> Gate:
         why.append("cfg=2 needs classifier-free guidance (the request runs without it)")
     if plan.ring > 1 and plan.kv_allgather > 1:
         why.append("ring and AllGather-KV are alternatives for one slot")
+    elif plan.attn2d > 1 and plan.ring * plan.kv_allgather > 1:
+        why.append("Attention2D, ring and AllGather-KV are alternatives for one slot")
     if plan.devices > hw.devices_per_node * hw.nodes:
         why.append(f"{plan.devices} devices > {hw.devices_per_node * hw.nodes} on {hw.name}")
     if why:
@@ -180,8 +183,8 @@ def comm_lower_bound(model, hw, shape: Shape, plan: Plan, bd: Breakdown, tun: Tu
     per = bd.bytes_by_link_per_layer
     cols = ", ".join(f"{k} {v / 1e6:.2f} MB" for k, v in per.items() if v > 0) or "no per-layer collectives"
     reason = f"per rank per layer: {cols}"
-    if plan.kv_allgather > 1 or plan.ring > 1:
-        pure = dataclasses.replace(plan, ulysses=plan.sp, ring=1, kv_allgather=1)
+    if plan.kv_allgather > 1 or plan.ring > 1 or plan.attn2d > 1:
+        pure = dataclasses.replace(plan, ulysses=plan.sp, ring=1, kv_allgather=1, attn2d=1)
         if _heads_ok(model.heads, pure.ulysses * pure.tp):
             pb = predict(model, hw, shape, pure, tun)
             cross_k = "inter_domain" if per.get("inter_domain", 0) or pb.bytes_by_link_per_layer.get(
@@ -207,11 +210,12 @@ def plumbing(model, hw, shape: Shape, plan: Plan, tun: Tunables) -> Gate:
     layers = sum(int(v) for v in model.blocks.values()) / plan.pipefusion
     if plan.ulysses > 1:
         ops += OPS_ULYSSES
-    ops += OPS_RING_HOP * (plan.ring - 1) + kv_gather_ops(plan.kv_allgather)
+    ops += OPS_RING_HOP * (plan.ring - 1) + kv_gather_ops(plan.kv_allgather, tun.kv_gather_one_call) \
+        + (OPS_ATTN2D if plan.attn2d > 1 else 0)
     host_ms = ops * tun.launch_us * layers * 1e-3
     hbm = float(getattr(hw, "hbm_bandwidth_GBps", 0) or 0)
     dkv = model.kv_heads * model.head_dim
-    copies = 2 * 2 * (shape.tokens + shape.text_joint) / max(plan.ring * plan.kv_allgather, 1) * dkv \
+    copies = 2 * 2 * (shape.tokens + shape.text_joint) / max(plan.ring * plan.kv_allgather * plan.attn2d, 1) * dkv \
         / (plan.ulysses * plan.tp) * BYTES_PER_ELEMENT * (shape.batch / plan.cfg if shape.cfg else 1)
     copy_ms = copies * layers / (hbm * 1e9) * 1e3 if hbm else float("nan")
     return Gate("G4", "compute plumbing", "info",

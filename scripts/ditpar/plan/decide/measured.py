@@ -269,7 +269,7 @@ def bench_command(args, short: list, devices: int) -> str:
             flags.append(f"{flag} {shlex.quote(str(v))}")
     if args.no_cfg:
         flags.append("--no-cfg")
-    plans = " ".join(shlex.quote(r.plan.name) for r in short if r.plan.pipefusion == 1)
+    plans = " ".join(shlex.quote(r.plan.name) for r in short if r.plan.pipefusion == 1 and r.plan.attn2d == 1)
     if not plans:
         return ""
     return (f"Measure them without weights on these cards: torchrun --nproc-per-node {devices} scripts/plan_bench.py "

@@ -98,6 +98,8 @@ def rank_plans(model, hw, shape: Shape, devices: int, tun: Tunables, *, with_dp:
         # the framework named is one whose profile has a launch recipe for the plan where any has: the column
         # and the printed 'run it on' then agree (xDiT runs Mochi-1 only from mochi-xdit; ParaAttention has one)
         runners.sort(key=lambda fw: choose(fw, model_family(model), plan) is None)
+        if plan.kv_allgather > 1:   # the one-call AllGather-KV where a framework has it (the loop costs more)
+            runners.sort(key=lambda fw: fw.kv_gather_impl != "one_call")
         pad = padding_for(model, shape, plan) if frameworks else 0
         pshape = dataclasses.replace(shape, pad_tokens=pad) if pad else shape
         plan_tun = tp_host_tunables(tun, runners[0] if runners else None, plan)
@@ -175,7 +177,7 @@ def rank_plans(model, hw, shape: Shape, devices: int, tun: Tunables, *, with_dp:
         return results
     for r in feas:
         r.gates.append(gates.comm_lower_bound(model, hw, shape, r.plan, r.breakdown, tun))
-        r.gates.append(gates.plumbing(model, hw, shape, r.plan, tun))
+        r.gates.append(gates.plumbing(model, hw, shape, r.plan, r.tunables or tun))
         r.gates.append(gates.masking_gate(model, hw, shape, r.plan, r.tunables or tun))
     pair = [feas[0], runner_up(feas)]
     for r in feas:

@@ -38,6 +38,8 @@ def head_split(model, plan) -> str:
     else:
         qtext = f"{pad[0]} query heads{tp} do not divide by U{u}: padded to {pad[1]} ({pad[1] // u} per rank, priced)"
     kv = heads_per_rank(model.kv_heads, plan.tp)
+    if model.kv_heads == model.heads and pad is not None:   # MHA: the K/V heads are padded with the query heads
+        return f"heads: {qtext}; K/V heads padded with them ({pad[1] // u} per rank)"
     if kv % u == 0:
         ktext = f"{kv} K/V heads{tp} / U{u} = {kv // u} per rank"
     else:
@@ -96,6 +98,16 @@ def single_device_line(stages, results) -> str:
     return f"one device (predicted): DiT loop {single:.3f} s (the basis of speedup){e2e}"
 
 
+def heads_per_rank_record(model, plan) -> dict:
+    """JSON keys heads_per_rank and kv_heads_per_rank (ditpar.plan.decide.heads.per_rank; empty without a model)."""
+    if model is None:
+        return {}
+    from ditpar.plan.decide.heads import per_rank
+
+    q, kv = per_rank(model, plan)
+    return {"heads_per_rank": q, "kv_heads_per_rank": kv}
+
+
 def header_notes(r, model) -> str:
     """What a plan's gates header adds to its exactness: sequence padding and the head split (padding included)."""
     split = head_split(model, r.plan)
@@ -138,6 +150,7 @@ def plan_record(r, model=None) -> dict:
            "pad_tokens": r.pad_tokens,
            "pad_heads": None if heads is None else {"from": heads[0], "to": heads[1]},
            "head_split": head_split(model, r.plan) or None,
+           **heads_per_rank_record(model, r.plan),
            "needs_weight_sharding": needs_sharding(r), "vae_devices": getattr(r, "vae_devices", 1),
            "memory_verdict": memory_verdict(r), "memory_unlocks": list(getattr(r, "unlocks", ())),
            "gates": [g.as_dict() for g in r.gates]}
@@ -318,7 +331,7 @@ def render(results, model, hw, shape, tun, conclusion: str, top: int, show_all: 
     head = (f"{'#':>3} {'plan':<18}{'latency_s':>10}{'speedup':>8}{'e2e_x':>6}{'exact':>6} {'framework':<14}"
             f"{'step_s':>9}{'compute_s':>10}"
             f"{'x_intra_s':>10}{'x_inter_s':>10}{'x_node_s':>9}{'hidden_s':>9}{'host_s':>8}{'pipe_s':>8}"
-            f"{'mem_GB':>8}  " + "".join(f"{g:<{GATE_WIDTH}}" for g in gate_ids)).rstrip()
+            f"{'mem_GB':>8}{'h/kv':>7}  " + "".join(f"{g:<{GATE_WIDTH}}" for g in gate_ids)).rstrip()
     lines.append(head)
     shown = feas[:top] + ([r for r in results if not r.feasible] if show_all else [])
     for r in shown:
@@ -332,6 +345,8 @@ def render(results, model, hw, shape, tun, conclusion: str, top: int, show_all: 
             continue
         mark = "S" if needs_sharding(r) else ("O" if "offload" in getattr(r, "unlocks", ()) else "")
         mem = f"{bd.memory_GB:>7.1f}{mark}" if mark else f"{bd.memory_GB:>8.1f}"
+        hk = heads_per_rank_record(model, r.plan)
+        mem += f"{hk['heads_per_rank']}/{hk['kv_heads_per_rank']}".rjust(7)
         sp = e2e.get(r.plan.name, {})
         lines.append(f"{r.rank:>3} {r.plan.name:<18}{_f(bd.latency_s):>10}{_f(sp.get('dit_speedup', r.speedup_vs_1), 1):>8}"
                      f"{_f(sp.get('speedup'), 1):>6}"
@@ -350,7 +365,8 @@ def render(results, model, hw, shape, tun, conclusion: str, top: int, show_all: 
               "bytes_per_step_by_link splits its bytes by class); hidden = overlapped communication; host = time the "
               "device waits for eager op dispatch; pipe = PipeFusion warm-up and fill; mem_GB = peak per rank as the "
               "plan runs (S: with layer-wise weight sharding, which it needs to fit: G2 warn; the all-gather is priced; O: with "
-              "layer-wise weight offload to host memory, its transfer over the host link priced)",
+              "layer-wise weight offload to host memory, its transfer over the host link priced); h/kv = "
+              "query / K/V heads one rank attends (after TP and Ulysses, padded or replicated where they do not divide)",
               "G1..G7 = the gates (listed below for the top two): ok = pass, i = information only, warn, tight = fits "
               "within 95 % of the card but above the 90 % headroom (G2), VETO, - = not applicable", ""]
     for r in feas[:2]:

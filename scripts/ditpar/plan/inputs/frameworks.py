@@ -18,7 +18,12 @@ from ditpar.plan.cost.plans import Plan
 from ditpar.plan.inputs.presets import _read_toml, normalize, templates_dir
 from ditpar.plan.inputs.recipes import parse_recipes
 
-FORMS = ("ulysses", "ring", "kv_allgather", "tp", "pipefusion", "cfg", "dp")
+FORMS = ("ulysses", "ring", "kv_allgather", "attn2d", "tp", "pipefusion", "cfg", "dp")
+SEQUENCE_FORMS = ("ulysses", "ring", "kv_allgather", "attn2d")
+# How a framework runs AllGather-KV: 'one_call' (K and V gathered once, one attention call: vLLM-Omni allgather_kv,
+# SGLang --sp-attention-mode kv_gather, LightX2V kv_all_gather) or 'loop' (diffusers' TemplatedRingAttention: one
+# call per gathered chunk and an fp32 merge after each)
+KV_GATHER_IMPLS = ("one_call", "loop")
 PADDING = ("pad", "uneven", "reject")
 # How a framework implements tensor parallelism: 'dtensor' (torch.distributed.tensor.parallel
 # parallelize_module with Colwise/RowwiseParallel: every parallelized linear pays DTensor dispatch on the host,
@@ -59,6 +64,7 @@ class Framework:
     sources: dict[str, str] = field(default_factory=dict)
     path: str = ""
     tp_impl: str = "unknown"                      # TP_IMPLS: how TP runs (host cost per parallelized linear)
+    kv_gather_impl: str = "loop"                  # KV_GATHER_IMPLS: how AllGather-KV runs
     exclude: dict[str, tuple[str, ...]] = field(default_factory=dict)  # form -> model presets whose launcher lacks it
     recipes: tuple = ()                           # ditpar.plan.inputs.recipes.Recipe: how to launch each form
     no_recipe: dict[str, str] = field(default_factory=dict)  # family -> why the profile has no launch recipe
@@ -66,7 +72,8 @@ class Framework:
     weight_offload: str = "none"                  # layer-wise DiT weight offload to host memory: none | single_card | any
 
     def offers(self, form: str, family: str, vendor: str, model_name: str = "") -> bool:
-        if model_name and normalize(model_name) in {normalize(m) for m in self.exclude.get(form, ())}:
+        if model_name and self.exclude.get(form) and \
+                normalize(model_name) in {normalize(m) for m in self.exclude[form]}:
             return False
         fams = self.forms.get(form, ())
         if "*" not in fams and family not in fams:
@@ -78,13 +85,13 @@ class Framework:
 
     def pads_sequence(self, family: str, plan: Plan) -> bool:
         """Whether this framework pads (or splits unevenly) a sequence that does not divide sp."""
-        if self.padding_single_form and sum(plan.degree(f) > 1 for f in ("ulysses", "ring", "kv_allgather")) > 1:
+        if self.padding_single_form and sum(plan.degree(f) > 1 for f in SEQUENCE_FORMS) > 1:
             return False
         return self.sequence_indivisible != "reject" or family in self.sequence_pad_families
 
     def pads_heads(self, plan: Plan) -> bool:
         """Whether heads that do not divide Ulysses x TP are padded."""
-        if self.padding_single_form and sum(plan.degree(f) > 1 for f in ("ulysses", "ring", "kv_allgather")) > 1:
+        if self.padding_single_form and sum(plan.degree(f) > 1 for f in SEQUENCE_FORMS) > 1:
             return False
         return self.heads_indivisible == "pad"
 
@@ -93,6 +100,7 @@ class Framework:
                 "backends": list(self.backends), "sequence_indivisible": self.sequence_indivisible,
                 "heads_indivisible": self.heads_indivisible, "gqa_kv_replication": self.gqa_kv_replication,
                 "weight_sharding": self.weight_sharding, "tp_impl": self.tp_impl,
+                "kv_gather_impl": self.kv_gather_impl,
                 "forms": {k: list(v) for k, v in self.forms.items()},
                 "exclude": {k: list(v) for k, v in self.exclude.items()},
                 "vae_parallel_families": list(self.vae_parallel_families), "weight_offload": self.weight_offload,
@@ -174,6 +182,8 @@ def parse_framework(data: dict, path: Path) -> Framework:
         padding_single_form=single, vendor_families=vendor_families,
         unverified=_strs(data, "unverified", path, default=()), sources=dict(sources), path=str(path),
         tp_impl=_choice({"tp_impl": data.get("tp_impl", "unknown")}, "tp_impl", path, TP_IMPLS),
+        kv_gather_impl=_choice({"kv_gather_impl": data.get("kv_gather_impl", "loop")}, "kv_gather_impl", path,
+                               KV_GATHER_IMPLS),
         exclude=exclude, recipes=recipes, no_recipe=no_recipe,
         vae_parallel_families=_strs(data, "vae_parallel_families", path, default=()),
         weight_offload=_choice({"weight_offload": data.get("weight_offload", "none")}, "weight_offload", path,
@@ -316,14 +326,16 @@ def runs(fw: Framework, model, hw, shape, plan: Plan) -> str | None:
 
 def matrix_markdown() -> str:
     """The framework matrix of references/parallel-selection.md §10.1, generated from the profiles."""
-    rows = ["| framework | vendors | ulysses | ring | kv_allgather | tp | pipefusion | cfg | indivisible sequence "
+    rows = ["| framework | vendors | ulysses | ring | kv_allgather | attn2d | tp | pipefusion | cfg | indivisible sequence "
             "| indivisible heads | GQA K/V replication | weight sharding | unverified |",
-            "|---" * 13 + "|"]
+            "|---" * 14 + "|"]
     for fw in all_frameworks():
         cells = []
-        for form in ("ulysses", "ring", "kv_allgather", "tp", "pipefusion", "cfg"):
+        for form in ("ulysses", "ring", "kv_allgather", "attn2d", "tp", "pipefusion", "cfg"):
             fams = fw.forms.get(form, ())
             text = "any" if "*" in fams else (", ".join(fams) or "-")
+            if form == "kv_allgather" and fams:
+                text += " (one call)" if fw.kv_gather_impl == "one_call" else " (per-chunk loop)"
             if form in fw.form_vendors:
                 text += f" ({'/'.join(fw.form_vendors[form])} only)"
             cells.append(text)
@@ -335,14 +347,18 @@ def matrix_markdown() -> str:
 
 
 def tp_host_tunables(tun, fw: Framework | None, plan: Plan):
-    """Tunables with the TP host cost of the framework that runs the plan: DTensor dispatch per parallelized
-    linear for a 'dtensor' framework on a plan with tp > 1, none otherwise."""
+    """Tunables with what the framework that runs the plan decides of its cost: the TP host cost (DTensor dispatch
+    per parallelized linear for a 'dtensor' framework on a plan with tp > 1, none otherwise) and how AllGather-KV
+    runs (one call after the gather, or diffusers' loop: the loop without a framework)."""
     import dataclasses
 
     from ditpar.plan.cost.timing import DTENSOR_LINEAR_HOST_US
 
     us = DTENSOR_LINEAR_HOST_US if fw is not None and fw.tp_impl == "dtensor" and plan.tp > 1 else 0.0
-    return tun if us == tun.tp_linear_host_us else dataclasses.replace(tun, tp_linear_host_us=us)
+    one_call = fw is not None and fw.kv_gather_impl == "one_call" and plan.kv_allgather > 1
+    if us == tun.tp_linear_host_us and one_call == tun.kv_gather_one_call:
+        return tun
+    return dataclasses.replace(tun, tp_linear_host_us=us, kv_gather_one_call=one_call)
 
 
 def catalogue() -> list[dict[str, Any]]:

@@ -7,9 +7,9 @@ import re
 
 from ditpar.errors import InputError
 
-PREFIX = {"cfg": "cfg", "U": "ulysses", "R": "ring", "AG": "kv_allgather", "TP": "tp", "PF": "pipefusion",
-          "DP": "dp", "M": "patches"}
-_TOKEN = re.compile(r"(cfg|AG|TP|PF|DP|U|R|M)([1-9][0-9]*)")
+PREFIX = {"cfg": "cfg", "U": "ulysses", "R": "ring", "AG": "kv_allgather", "A2D": "attn2d", "TP": "tp",
+          "PF": "pipefusion", "DP": "dp", "M": "patches"}
+_TOKEN = re.compile(r"(cfg|A2D|AG|TP|PF|DP|U|R|M)([1-9][0-9]*)")
 
 
 def parse_plan_name(name: str) -> dict[str, int]:
@@ -23,7 +23,7 @@ def parse_plan_name(name: str) -> dict[str, int]:
         m = _TOKEN.fullmatch(tok)
         if m is None:
             raise InputError(f"plan {name!r}: {tok!r} is not a degree; names as plan.py prints them, e.g. "
-                             f"'cfg2 U4 R2', 'TP8', 'U2 AG2', 'PF4 M8', 'single'")
+                             f"'cfg2 U4 R2', 'TP8', 'U2 AG2', 'U2 A2D9', 'PF4 M8', 'single'")
         key = PREFIX[m.group(1)]
         if key in seen:
             raise InputError(f"plan {name!r}: {m.group(1)} given twice")

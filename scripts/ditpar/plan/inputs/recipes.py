@@ -19,13 +19,17 @@ KINDS = ("shell", "python", "json")
 # the framework's own switch for uneven splits), 'uneven_ring' (the same with ring alone) and 'shard' (the plan
 # fits memory only with layer-wise weight sharding), 'vae' (the framework splits the VAE decode over {vae} cards),
 # 'offload' / 'te_offload' / 'vae_tiling' (the memory unlocks the plan needs: ditpar.plan.decide.unlocks)
-ARG_KEYS = ("ulysses", "ring", "kv_allgather", "tp", "pipefusion", "cfg", "dp", "uneven", "uneven_ring", "shard", "vae",
-            "offload", "te_offload", "vae_tiling")
+ARG_KEYS = ("ulysses", "ring", "kv_allgather", "attn2d", "tp", "pipefusion", "cfg", "dp", "uneven", "uneven_ring",
+            "shard", "vae", "offload", "te_offload", "vae_tiling")
 UNLOCK_KEYS = {"offload": "offload", "te": "te_offload", "vae": "vae_tiling"}
+# {attn2d_rows} x {attn2d_cols}: TensorRT-LLM's attn2d_size = (row_size, col_size); a row (col_size ranks) gathers Q,
+# a column (row_size ranks) gathers K and V (ditpar.plan.cost.plans.attn2d_mesh)
 PLACEHOLDERS = ("model", "model_id", "script", "steps", "devices", "world", "ulysses", "ring", "kv_allgather",
+                "attn2d", "attn2d_rows", "attn2d_cols",
                 "tp", "pipefusion", "patches", "warmup", "cfg", "dp", "sp", "cfg_json", "cfg_py", "slug",
                 "args", "flags", "config_inline", "width", "height", "frames", "video", "video_flags", "vae")
-_PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
+FORM_KEYS = ("ulysses", "ring", "kv_allgather", "attn2d", "tp", "pipefusion", "cfg", "dp")
+_PLACEHOLDER = re.compile(r"\{([a-z_0-9]+)\}")
 _STEPS_MARK = "\x00STEPS\x00"
 # values that come from the model (a user's own model file may name it anything) or are computed text: the
 # renderer quotes them for where they land (shell words in a launch line, string literals in Python or JSON),
@@ -162,7 +166,7 @@ def model_id(model) -> str:
 
 
 def _uses(plan) -> set[str]:
-    return {f for f in ("ulysses", "ring", "kv_allgather", "tp", "pipefusion", "cfg", "dp") if plan.degree(f) > 1}
+    return {f for f in FORM_KEYS if plan.degree(f) > 1}
 
 
 def _fill(text: str, values: dict[str, str], quote=None) -> str:
@@ -243,7 +247,8 @@ def render(fw, recipe: Recipe, model, shape, plan, *, pad: bool = False, sharded
               "cfg_json": "true" if shape.cfg else "false", "cfg_py": "True" if shape.cfg else "False",
               "width": str(shape.width), "height": str(shape.height), "frames": str(shape.frames),
               "vae": str(max(1, int(vae))),
-              **{f: str(plan.degree(f)) for f in ("ulysses", "ring", "kv_allgather", "tp", "pipefusion", "cfg", "dp")}}
+              "attn2d_rows": str(plan.attn2d_mesh[1]), "attn2d_cols": str(plan.attn2d_mesh[0]),
+              **{f: str(plan.degree(f)) for f in FORM_KEYS}}
     values["script"] = recipe.scripts.get(model.name, recipe.scripts.get(family, ""))
     values["video"] = _fill(recipe.video, values) if shape.frames > 1 else ""
     values["video_flags"] = (" " + _flags([values["video"].lstrip(", ")])) if values["video"] else ""
@@ -313,7 +318,7 @@ def _together(items: tuple[str, ...], applied: set[str]) -> list[str]:
 
 def prove_command(plan) -> str:
     """The scope_probe.py call that checks, after a recorded run, that the degrees took effect."""
-    if plan.sp * plan.tp <= 1:
+    if plan.sp * plan.tp <= 1 or plan.attn2d > 1:   # scope_probe does not know Attention2D's shapes
         return ""
     return f"python scripts/scope_probe.py runs/scope --plan \"{plan.name}\" --baseline runs/scope-1card"
 

@@ -13,7 +13,13 @@ from ditpar.errors import InputError
 COLUMNS = ["source_repo", "source_path", "model", "hardware", "interconnect", "n_devices", "resolution_or_seq",
            "steps", "ulysses", "ring", "pipefusion", "cfg", "tp", "other_config", "latency_s", "notes"]
 DEGREES = ("ulysses", "ring", "pipefusion", "cfg", "tp")
-ALLGATHER_KV = re.compile(r"ring_rotate_method\s*=\s*allgather|allgather-kv")
+# a row whose ring column is run as a K/V all-gather: cache-dit's ring_rotate_method=allgather, vLLM-Omni's
+# allgather_degree, SGLang's --sp-attention-mode kv_gather, LightX2V's seq_p_attn_type kv_all_gather (the
+# implementation, one call or diffusers' loop, follows the row's framework: evaluate.row_framework)
+ALLGATHER_KV = re.compile(r"ring_rotate_method\s*=\s*allgather|allgather-kv|allgather_kv|allgather_degree"
+                          r"|kv_gather|kv_all_gather")
+# degree columns a table may add to the schema: Attention2D (TensorRT-LLM attn2d_size rows x cols, the product)
+OPTIONAL_DEGREES = ("attn2d",)
 
 
 def read_table(path: str | Path):
@@ -35,7 +41,7 @@ def read_table(path: str | Path):
     if missing:
         raise InputError(f"{path}: missing column(s) {', '.join(missing)}; present: {', '.join(frame.columns)}")
     lines = _row_lines(text, path, len(frame.columns))
-    for column in ("n_devices", "steps", *DEGREES):
+    for column in ("n_devices", "steps", *DEGREES, *(c for c in OPTIONAL_DEGREES if c in frame.columns)):
         top = limits.MAX_STEPS if column == "steps" else limits.MAX_DEVICES  # the bounds of --steps, --devices
         for i, cell in enumerate(frame[column]):
             _check_count(cell, f"{path}: line {lines[i] if i < len(lines) else i + 2}: column {column!r}", top)
@@ -91,7 +97,7 @@ def read_rows(path: str | Path) -> list[dict[str, str]]:
         raise InputError(f"{path}: missing column(s) {', '.join(missing)}; present: {', '.join(header) or 'none'}")
     lines = _row_lines(text, path, len(header))
     rows = [r for r in csv.DictReader(io.StringIO(text, newline="")) if any((v or "").strip() for v in r.values())]
-    for column in ("n_devices", "steps", *DEGREES):
+    for column in ("n_devices", "steps", *DEGREES, *(c for c in OPTIONAL_DEGREES if c in header)):
         top = limits.MAX_STEPS if column == "steps" else limits.MAX_DEVICES
         for i, row in enumerate(rows):
             _check_count(row[column], f"{path}: line {lines[i] if i < len(lines) else i + 2}: column {column!r}", top)

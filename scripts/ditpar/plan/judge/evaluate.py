@@ -15,7 +15,8 @@ from pathlib import Path
 
 from ditpar.errors import DitParError, InputError
 from ditpar.plan.cost import Plan, Tunables, make_shape, parse_resolution, predict
-from ditpar.plan.inputs.tables import ALLGATHER_KV, COLUMNS, DEGREES, read_table  # noqa: F401 (the schema's home)
+from ditpar.plan.inputs.tables import (  # noqa: F401 (the schema's home)
+    ALLGATHER_KV, COLUMNS, DEGREES, OPTIONAL_DEGREES, read_table)
 
 SCENARIO_KEY = ["source_path", "model", "hardware", "interconnect", "n_devices", "resolution_or_seq", "steps",
                 "other_config"]
@@ -80,6 +81,7 @@ def row_plan(row, model, hw) -> tuple[Plan | None, str]:
     if "distrifusion" in low:
         return None, "not scored: DistriFusion (displaced patch parallel) is outside the plan space"
     degrees = {d: _int_or_none(row[d]) for d in DEGREES}
+    degrees.update({d: _int_or_none(str(row.get(d, "") or "1")) for d in OPTIONAL_DEGREES})
     absent = [d for d, v in degrees.items() if v is None]
     if absent:
         return None, f"not scored: degree(s) {', '.join(absent)} not stated"
@@ -92,9 +94,11 @@ def row_plan(row, model, hw) -> tuple[Plan | None, str]:
     warm = re.search(r"warmup(?: step)?\s*=\s*(\d+)", low)
     if ALLGATHER_KV.search(low):   # ring degree run as K/V all-gather (cache-dit ring_rotate_method=allgather)
         return Plan(cfg=degrees["cfg"], ulysses=degrees["ulysses"], kv_allgather=degrees["ring"], tp=degrees["tp"],
-                    pipefusion=degrees["pipefusion"], dp=n // used, warmup=int(warm.group(1)) if warm else 1), ""
+                    attn2d=degrees["attn2d"], pipefusion=degrees["pipefusion"], dp=n // used,
+                    warmup=int(warm.group(1)) if warm else 1), ""
     return Plan(cfg=degrees["cfg"], ulysses=degrees["ulysses"], ring=degrees["ring"], tp=degrees["tp"],
-                pipefusion=degrees["pipefusion"], dp=n // used, warmup=int(warm.group(1)) if warm else 1), ""
+                attn2d=degrees["attn2d"], pipefusion=degrees["pipefusion"], dp=n // used,
+                warmup=int(warm.group(1)) if warm else 1), ""
 
 
 #: a row whose other_config says classifier-free guidance is off (one branch per step) although the preset runs it;
