@@ -15,8 +15,7 @@ from pathlib import Path
 
 from ditpar.errors import DitParError, InputError
 from ditpar.plan.cost import Plan, Tunables, make_shape, parse_resolution, predict
-from ditpar.plan.inputs.tables import (  # noqa: F401 (the schema's home)
-    ALLGATHER_KV, COLUMNS, DEGREES, OPTIONAL_DEGREES, read_table)
+from ditpar.plan.inputs.tables import ALLGATHER_KV, COLUMNS, DEGREES, OPTIONAL_DEGREES, read_table  # noqa: F401 (the schema's home)
 
 SCENARIO_KEY = ["source_path", "model", "hardware", "interconnect", "n_devices", "resolution_or_seq", "steps",
                 "other_config"]
