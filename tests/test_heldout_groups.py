@@ -53,7 +53,8 @@ def test_speedup_and_baselines_by_hand():
     rows = heldout.collect_rows(frames())
     scorer = heldout.Scorer(rows, Tunables(), False)
     c = a100.constants
-    preds = scorer.predict(c["launch_us"], c["overlap_efficiency"], heldout.derive_mfu(rows, "A100", Tunables(), "hardware"))
+    preds = scorer.predict(c["launch_us"], c["overlap_efficiency"], heldout.derive_mfu(rows, "A100", Tunables(), "hardware"),
+                           c["call_us"])   # the per-call cost chosen without the fold, like the other constants
     idx = [i for i, r in enumerate(rows) if r.hw.accelerator == "A100"]
     single = idx[0]
     # the rows are end to end: each prediction carries the serial stages (text encoder, VAE decode) once
@@ -83,7 +84,8 @@ def test_speedup_range_fitted_without_the_fold_and_its_coverage_by_hand():
     rows = heldout.collect_rows(frames())
     scorer = heldout.Scorer(rows, Tunables(), False)
     c = a100.constants
-    preds = scorer.predict(c["launch_us"], c["overlap_efficiency"], heldout.derive_mfu(rows, "A100", Tunables(), "hardware"))
+    preds = scorer.predict(c["launch_us"], c["overlap_efficiency"], heldout.derive_mfu(rows, "A100", Tunables(), "hardware"),
+                           c["call_us"])   # the per-call cost chosen without the fold, like the other constants
     from ditpar.plan.cost.end_to_end import serial_stages
 
     def e2e(i):

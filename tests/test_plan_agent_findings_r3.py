@@ -75,8 +75,8 @@ def test_g7_and_sensitivity_name_figure_direction_and_value():
     # no link move flips them (TP's DTensor output redistributes priced: U8 leads)
     doc = plan_json(*FLUX8, "--runtime", "graphs")
     g7 = next(g["reason"] for g in doc["plans"][0]["gates"] if g["gate"] == "G7")
-    # 370 GB/s / 84.7 GB/s = 4.37: every pattern of the link moved together
-    assert re.search(r"drops below 84\.7 GB/s \(now 370\) with every pattern of that link moved /4\.37 together", g7), g7
+    # 370 GB/s / 111 GB/s = 3.32 (111.4 before rounding): every pattern of the link moved together
+    assert re.search(r"drops below 111 GB/s \(now 370\) with every pattern of that link moved /3\.32 together", g7), g7
     hw = SimpleNamespace(mfu=0.4, links={"intra_domain": SimpleNamespace(alltoall_GBps=((4, 6.0),), bandwidth_GBps=24.0)})
     a2a = {"pattern": "alltoall", "link": "intra_domain", "factor": 3.47}
     assert shortlist.describe_move(hw, a2a) == ("intra_domain all-to-all figure alone (its ring / bus figure held), "
@@ -84,7 +84,8 @@ def test_g7_and_sensitivity_name_figure_direction_and_value():
     whole = {"pattern": "all", "link": "intra_domain", "factor": 0.5}
     assert shortlist.describe_move(hw, whole) == ("intra_domain bandwidth, every pattern scaled together, lowered /2 "
                                                   "(24 -> 12 GB/s),")
-    assert "Their order turns on one input: the compute rate (mfu), lowered /2.4 (0.32 -> 0.133), makes U4 TP2 beat " \
+    # 0.32 / 1.97 = 0.162 (0.163 before rounding the factor): the mfu at which the pair swaps
+    assert "Their order turns on one input: the compute rate (mfu), lowered /1.97 (0.32 -> 0.163), makes U4 TP2 beat " \
            "U2 R2 TP2" in doc["conclusion"]
 
 

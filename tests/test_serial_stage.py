@@ -182,7 +182,7 @@ def test_every_preset_with_a_vae_table_is_priced_and_the_rest_say_not_priced():
         priced.append(m.name)
     # the 2026 presets whose VAE config is not read (their notes say so): decode is named not priced
     assert sorted(unpriced) == ["Example-GQA-56Q-8KV", "Example-MHA-56H-50L", "HunyuanVideo-1.5", "LTX-2",
-                                "LongCat-Image", "Z-Image-Turbo"] and len(priced) == 29
+                                "LongCat-Image", "Z-Image-Turbo"] and len(priced) == 31   # 29 + Lumina-Image-2.0 and HiDream-I1-Full
 
 
 def test_opensora2_decoder_is_hunyuanvideos_run_on_the_whole_clip():
