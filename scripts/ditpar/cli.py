@@ -236,14 +236,22 @@ def _stderr_is_terminal() -> bool:
         return False
 
 
+#: a read shows progress once it has lasted this long, then at most once per PROGRESS_EVERY_S
+PROGRESS_AFTER_S = 3.0
+PROGRESS_EVERY_S = 2.0
+
+
 class ReadProgress:
     """One stderr line every ``every_s`` seconds once a read has lasted ``after_s``: ranks done / total and
-    rows per second; a last line when the read ends after lines were shown. Never written on stdout."""
+    rows per second; the last rank's line always, once the read has lasted ``after_s``. Never on stdout."""
 
-    def __init__(self, prog: str, after_s: float = 3.0, every_s: float = 2.0, clock: Callable[[], float] | None = None):
+    def __init__(self, prog: str, after_s: float | None = None, every_s: float | None = None,
+                 clock: Callable[[], float] | None = None):
         import time
 
-        self.prog, self.after_s, self.every_s = prog, after_s, every_s
+        self.prog = prog
+        self.after_s = PROGRESS_AFTER_S if after_s is None else after_s
+        self.every_s = PROGRESS_EVERY_S if every_s is None else every_s
         self.clock = clock or time.monotonic
         self.start = self.clock()
         self.last: float | None = None
