@@ -8,11 +8,13 @@ in turn (hard links: no extra disk). Each job runs as a whole process, best of -
 printed on stderr as it finishes and one table on stdout at the end:
 
   ascend floor       a process that reads the needed columns with pyarrow (times as strings)
-  one rank           step_breakdown.py, collectives.py, bubbles.py; ratio to the floor (wall / CPU)
-  N ranks            the same scripts on --ranks ranks, each rank analysed where it is read; ratio to
-                     one rank (wall / CPU); peak of the whole process tree
+  one rank           step_breakdown.py, collectives.py, bubbles.py on kernel_details.csv alone (what the
+                     floor reads); ratio to the floor (wall / CPU)
+  N ranks            the same scripts on --ranks such ranks, each rank analysed where it is read; ratio
+                     to one rank (wall / CPU); peak of the whole process tree
   msprof-analyze     (when installed: pip install .[msprof]) text `-m all` vs step_breakdown.py and
-                     `-m communication_time` vs collectives.py on the same folders, 1 and N ranks; the db
+                     `-m communication_time` vs collectives.py on the same folders (kernel, step and
+                     communication files), 1 and N ranks; the db
                      form (task rows and analysis.db) where the real db rank of ../shared is present
   kineto / HTA       collectives.py vs HTA load + overlap, where ../shared's Kineto trace is present
 
@@ -139,16 +141,17 @@ def tile_shipped(dst: Path, rows: int) -> list[Path]:
     return out
 
 
-def make_ranks(tiled: list[Path], dst: Path, ranks: int) -> Path:
-    """``ranks`` rank folders under ``dst``: rank r holds the files of tiled rank r % len(tiled) (hard links)
-    and says its rank in profiler_info_<r>.json (no profiler_metadata.json: the shipped one names a world
-    of 4 ranks and its groups)."""
+def make_ranks(tiled: list[Path], dst: Path, ranks: int, kernels_only: bool = False) -> Path:
+    """``ranks`` rank folders under ``dst``: rank r holds the files of tiled rank r % len(tiled) (hard links;
+    ``kernels_only``: kernel_details.csv alone) and says its rank in profiler_info_<r>.json (no
+    profiler_metadata.json: the shipped one names a world of 4 ranks and its groups)."""
     for r in range(ranks):
         out = dst / f"rank{r}_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
         out.mkdir(parents=True)
         (dst / f"rank{r}_ascend_pt" / f"profiler_info_{r}.json").write_text(json.dumps({"rank_id": r}))
         for f in sorted((tiled[r % len(tiled)] / "ASCEND_PROFILER_OUTPUT").iterdir()):
-            _link(f, out / f.name)
+            if f.name == "kernel_details.csv" or not kernels_only:
+                _link(f, out / f.name)
     return dst
 
 
@@ -315,8 +318,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(args.keep or tmp)
         work.mkdir(parents=True, exist_ok=True)
-        ours = ascend_part(work, args, table)
-        text_msprof_rows(work, args, table, ours)
+        ascend_part(work, args, table)
+        text_msprof_rows(work, args, table)
         if args.only_msprof:
             pass
         elif kineto_src is not None and not args.no_kineto:
@@ -333,37 +336,30 @@ def main() -> None:
           "included) vary less")
 
 
-def ascend_part(work: Path, args: argparse.Namespace, table: Table) -> dict[tuple[str, int], dict]:
-    """Floor, one rank and N ranks of the shipped profile tiled; our results by (script, ranks)."""
+def ascend_part(work: Path, args: argparse.Namespace, table: Table) -> None:
+    """Floor, one rank and N ranks of the shipped profile tiled (kernel_details.csv alone, as the floor)."""
+    if args.only_msprof:
+        return
     scripts = ROOT / "scripts"
     tiled = tile_shipped(work / "tiles", args.rows)
-    one = work / "ascend1"
-    if not one.is_dir():
-        make_ranks(tiled, one, 1)
-    ours: dict[tuple[str, int], dict] = {}
-    if not args.only_msprof:
-        kd = tiled[0] / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
-        floor = best_of(args.repeat, "code", snippet(work, "floor_arrow", FLOOR_ARROW),
-                        [str(kd), "|".join(ASCEND_COLUMNS)], work)
-        table.add("ascend: pyarrow columns read (floor)", floor, "", "times as strings")
-    for name in ("step_breakdown.py", "collectives.py", "bubbles.py"):
-        if args.only_msprof and name == "bubbles.py":
-            continue
-        res = ours[name, 1] = best_of(args.repeat, "script", str(scripts / name), [str(one), "--json"], work)
-        target = {"step_breakdown.py": "<= 1.5x floor (CPU)", "collectives.py": "<= 2x floor (CPU)"}.get(name, "")
-        table.add(f"ascend 1 rank: {name}", res, "" if args.only_msprof else _ratio(res, floor, "floor"), target)
-    if args.ranks > 1:
-        many = work / f"ascend{args.ranks}"
-        if not many.is_dir():
-            make_ranks(tiled, many, args.ranks)
-        target = f"<= 4.5x one rank (CPU) on {_cores()} cores" if args.ranks == 8 else "peak < 1000 MB"
+    kd = tiled[0] / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+    floor = best_of(args.repeat, "code", snippet(work, "floor_arrow", FLOOR_ARROW),
+                    [str(kd), "|".join(ASCEND_COLUMNS)], work)
+    table.add("ascend: pyarrow columns read (floor)", floor, "", "times as strings")
+    one: dict[str, dict] = {}
+    for n in sorted({1, args.ranks} - {0}):
+        folder = work / f"ascend{n}"
+        if not folder.is_dir():
+            make_ranks(tiled, folder, n, kernels_only=True)
         for name in ("step_breakdown.py", "collectives.py", "bubbles.py"):
-            if args.only_msprof and name == "bubbles.py":
-                continue
-            res = ours[name, args.ranks] = best_of(args.repeat, "script", str(scripts / name),
-                                                   [str(many), "--json"], work)
-            table.add(f"ascend {args.ranks} ranks: {name}", res, _ratio(res, ours[name, 1], "one rank"), target)
-    return ours
+            res = best_of(args.repeat, "script", str(scripts / name), [str(folder), "--json"], work)
+            if n == 1:
+                one[name] = res
+                target = {"step_breakdown.py": "<= 1.5x floor (CPU)", "collectives.py": "<= 2x floor (CPU)"}
+                table.add(f"ascend 1 rank: {name}", res, _ratio(res, floor, "floor"), target.get(name, ""))
+            else:
+                target = f"<= 4.5x one rank (CPU) on {_cores()} cores" if n == 8 else "peak < 1000 MB"
+                table.add(f"ascend {n} ranks: {name}", res, _ratio(res, one[name], "one rank"), target)
 
 
 def kineto_part(work: Path, kineto_src: Path, args: argparse.Namespace, table: Table) -> None:
@@ -391,18 +387,24 @@ TEXT_JOBS = [(["-m", "all", "--export_type", "text"], "step_breakdown.py"),
              (["-m", "communication_time", "--export_type", "text"], "collectives.py")]
 
 
-def text_msprof_rows(work: Path, args: argparse.Namespace, table: Table, ours: dict) -> None:
-    """msprof-analyze text `cluster` jobs on the folders our jobs read, at 1 and N ranks; ratio = theirs / ours."""
+def text_msprof_rows(work: Path, args: argparse.Namespace, table: Table) -> None:
+    """msprof-analyze text `cluster` jobs and ours on the same folders (kernel_details.csv, step_trace_time.csv
+    and communication.json of every rank), at 1 and N ranks; ratio = theirs / ours."""
     why = msprof_missing(args.no_msprof)
     if why:
         table.add("text: msprof-analyze cluster", None, why, "")
         return
     code = snippet(work, "msprof", MSPROF)
+    tiled = tile_shipped(work / "tiles", args.rows)
     for n in sorted({1, args.ranks} - {0}):
-        folder = work / f"ascend{n}"
+        folder = work / f"text{n}"
+        if not folder.is_dir():
+            make_ranks(tiled, folder, n)
         for margs, script in TEXT_JOBS:
+            ours = best_of(args.repeat, "script", str(ROOT / "scripts" / script), [str(folder), "--json"], work)
+            table.add(f"text {n}r: {script}", ours, "", f"{args.rows} rows/rank + step and comm files")
             theirs = _msprof_best(work, code, folder, margs, args.repeat)
-            table.add(f"text {n}r: msprof {margs[1]}", theirs, _ratio(theirs, ours[script, n], script[:-3]),
+            table.add(f"text {n}r: msprof {margs[1]}", theirs, _ratio(theirs, ours, script[:-3]),
                       "ours faster: ratio > 1")
 
 
