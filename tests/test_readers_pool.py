@@ -137,3 +137,22 @@ def test_progress_line_on_stderr_under_progress_never_in_json(many, script):
     assert "rows/s" not in runs[True].stdout and json.loads(runs[True].stdout)["schema"].endswith("/v1")
     assert runs[True].stdout == runs[False].stdout
     assert "rows/s" not in runs[False].stderr
+
+
+def test_per_rank_reads_keep_no_rank_ops_in_this_process(many):
+    """With a per-rank analysis the ranks' communication.json ops stay where they were read: comm_ops is
+    empty here, comm_ops_used_ranks names all six, the evidence and the collectives report are the whole
+    read's (its wait / transit split comes from those ops)."""
+    from ditpar.analysis.collectives import analyse
+    from ditpar.analysis.collectives_ranks import RankCollectives, analyse_ranks
+
+    whole = load_profiles([many], workers=1)
+    maker = RankCollectives()
+    split = load_profiles([many], workers=3, per_rank=maker)
+    assert len(whole.comm_ops) > 0 and sorted(set(whole.comm_ops["rank"])) == list(range(RANKS))
+    assert split.comm_ops is None and split.comm_ops_used_ranks == list(range(RANKS))
+    assert split.evidence() == whole.evidence() == {r: ["tasks", "step_trace", "communication"]
+                                                     for r in range(RANKS)}
+    a, b = analyse(whole), analyse_ranks(split, maker)
+    pd.testing.assert_frame_equal(a.table.reset_index(drop=True), b.table.reset_index(drop=True))
+    assert a.table["transit_us"].notna().any()

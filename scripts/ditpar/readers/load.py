@@ -130,7 +130,9 @@ def load_profiles(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[st
     ``per_rank`` (a module-level function, so workers can run it) is applied to each rank's own
     ProfileSet where that rank was read; its results come back in ``rank_results`` and the events
     stay behind (``events`` is empty, ``ranks`` still lists the ranks with events): a per-rank
-    analysis of many large ranks then never ships or stacks their event tables.
+    analysis of many large ranks then never ships or stacks their event tables. Nor their
+    communication.json ops: ``comm_ops`` keeps those of ranks without device tasks, and
+    ``comm_ops_used_ranks`` names the ranks whose ops were used where they were read.
 
     ``tasks=False`` reads no device task at all: every Ascend rank is answered from the profiler's own
     summary tables (step_trace_time.csv, communication.json, communication_matrix.json; analysis.db for
@@ -247,6 +249,11 @@ def _read_one(fmt: str, loc: Path, per_rank: Callable[[ProfileSet], object] | No
             _return_freed_memory()
         result.rank_result = per_rank(one)
         result.events = make_events({"rank": [], "start_ns": [], "dur_ns": []})
+        ops = getattr(result, "comm_ops", None)
+        if ops is not None and len(ops) and getattr(result, "evidence", None) is None:
+            # used here, where the rank was read: only that it had ops travels (ProfileSet.comm_ops_used_ranks);
+            # a rank without device tasks keeps its ops, the whole-set analyses read them
+            result.comm_ops, result.comm_ops_used = None, True
         del one
         _return_freed_memory()  # the next rank read here starts from this one's low point, not its peak
     return result
@@ -522,9 +529,12 @@ def _combine(fmt: str, reads: list, locations: list[Path]) -> ProfileSet:
     unplaced: Counter = Counter()
     sources: dict[int, list[Path]] = {}
     partial: dict[int, list[str]] = {}
+    comm_used: list[int] = []
     for rank, rd in zip(ranks, reads, strict=True):
         if getattr(rd, "evidence", None) is not None:
             partial[rank] = list(rd.evidence)
+        if getattr(rd, "comm_ops_used", False):
+            comm_used.append(rank)
         st = rd.steps.copy()
         st["rank"] = rank
         steps.append(st)
@@ -564,6 +574,7 @@ def _combine(fmt: str, reads: list, locations: list[Path]) -> ProfileSet:
         links=(pd.concat(links, ignore_index=True)[list(LINK_COLUMNS)] if links else None),
         bytes_from=bytes_from,
         partial_ranks=partial,
+        comm_ops_used_ranks=sorted(comm_used),
     )
 
 
