@@ -305,6 +305,7 @@ def main() -> None:
     parser.add_argument("--no-hta", action="store_true", help="skip HTA even when it is installed")
     parser.add_argument("--no-kineto", action="store_true", help="skip the Kineto part")
     parser.add_argument("--no-msprof", action="store_true", help="skip msprof-analyze even when it is installed")
+    parser.add_argument("--no-db", action="store_true", help="skip msprof-analyze's db jobs (on ../shared's db rank)")
     parser.add_argument("--msprof-rows", type=int, help="rows per rank of the msprof-analyze db comparison "
                         "(default: --rows)")
     parser.add_argument("--only-msprof", action="store_true", help="the msprof-analyze comparison and the jobs "
@@ -434,8 +435,8 @@ MSPROF_DB_SRC = SHARED / "ascend" / "msinsight-db-level1" / "rank0_ascend_pt"
 
 def db_msprof_rows(work: Path, args: argparse.Namespace, table: Table) -> None:
     """msprof-analyze's db jobs and ours on the real db rank tiled, where ../shared has it."""
-    why = msprof_missing(args.no_msprof) or (None if MSPROF_DB_SRC.is_dir() else
-                                             "skipped: no db export ships with the project (../shared absent)")
+    why = msprof_missing(args.no_msprof) or ("skipped (--no-db)" if args.no_db else None) or (
+        None if MSPROF_DB_SRC.is_dir() else "skipped: no db export ships with the project (../shared absent)")
     if why:
         table.add("db: msprof-analyze cluster", None, why, "")
         return
