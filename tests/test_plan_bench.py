@@ -649,11 +649,14 @@ def test_inputs_that_never_end_or_are_too_large_are_refused_before_reading(tmp_p
 
 
 def test_says_what_it_builds_and_its_memory_before_it_starts():
-    """Rank 0 names the plans, model and shape and the memory estimate on stderr before building; stdout
-    stays one JSON document; the other rank says nothing of it."""
+    """--progress (or stderr a terminal): rank 0 names the plans, model and shape and the memory estimate on
+    stderr before building; stdout stays one JSON document; the other rank says nothing of it. Without it
+    (stderr a pipe) nothing is said, so a failure stays one line."""
     from ditpar.plan.inputs import custom_model
 
-    ranks = spawn(2, "--model-file", JOINT, "--plans", "U2", "TP2", "--json", *FAST)
+    quiet = spawn(2, "--model-file", JOINT, "--plans", "U2", "--json", *FAST)
+    assert not any("building" in se for _rc, _so, se in quiet)
+    ranks = spawn(2, "--model-file", JOINT, "--plans", "U2", "TP2", "--json", "--progress", *FAST)
     doc = _doc(ranks)
     line = [ln for ln in ranks[0][2].splitlines() if ln.startswith("plan_bench.py: building ")]
     assert len(line) == 1 and not any("building" in ln for ln in ranks[1][2].splitlines())

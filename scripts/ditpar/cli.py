@@ -215,18 +215,25 @@ def add_workers_arg(parser: argparse.ArgumentParser) -> None:
                         help="processes that read ranks in parallel (default: one per usable core when the "
                              "profile files total 64 MB or more, else 1); lower it to bound memory, each "
                              "holds one rank while reading it")
+    add_progress_arg(parser, "ranks read / total, rows per second, while a read lasts more than a few seconds")
+
+
+def add_progress_arg(parser: argparse.ArgumentParser, what: str) -> None:
+    """--progress: progress lines on stderr even when stderr is not a terminal (on one they are shown anyway)."""
     parser.add_argument("--progress", action="store_true",
-                        help="a progress line on stderr (ranks read / total, rows per second) while a read "
-                             "lasts more than a few seconds, even when stderr is not a terminal (on a "
-                             "terminal it is shown anyway); never on stdout")
+                        help=f"progress lines on stderr ({what}) even when stderr is not a terminal (on a "
+                             "terminal they are shown anyway); never on stdout")
+
+
+def wants_progress(args: argparse.Namespace) -> bool:
+    """Progress lines are shown under --progress, or when stderr is a terminal."""
+    return bool(getattr(args, "progress", False)) or _stderr_is_terminal()
 
 
 def read_progress(prog: str, args: argparse.Namespace) -> Callable[[int, int, int], None] | None:
-    """The progress callback of a multi-rank read (load_profiles(progress=...)), or None: shown under
-    --progress, or when stderr is a terminal; see ReadProgress."""
-    if not (getattr(args, "progress", False) or _stderr_is_terminal()):
-        return None
-    return ReadProgress(prog)
+    """The progress callback of a multi-rank read (load_profiles(progress=...)), or None (wants_progress);
+    see ReadProgress."""
+    return ReadProgress(prog) if wants_progress(args) else None
 
 
 def _stderr_is_terminal() -> bool:

@@ -199,7 +199,9 @@ def check_resources(ctx, req: Request, args, dtype: str, check: bool) -> None:
                        "rank estimated from the block shapes); its own message says which memory or time is short")
     if problem:
         raise InputError(problem)
-    if ctx.rank == 0:
+    from ditpar import cli
+
+    if ctx.rank == 0 and cli.wants_progress(args):
         say_building(req, ctx, dtype, est)
 
 
