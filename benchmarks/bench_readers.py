@@ -1,32 +1,29 @@
 #!/usr/bin/env python3
-"""Reader speed and memory beside the file format's floors, all measured in one run (issue 16).
+"""Reader speed and memory beside the file format's floor, msprof-analyze and HTA, measured in one run.
 
-Tiles real fixture rows (../shared/fixtures; the shipped tests/data set when those are absent) into
-a 1,000,000-row kernel_details.csv (and 8 ranks of it) and a 1,000,000-event Kineto trace, then runs
-each job as a whole process, best of 3, and reports wall time and peak resident memory:
+Builds its inputs from the shipped two-rank profile (tests/data/ascend_cann83): each shipped rank's
+kernel_details.csv tiled in time to --rows rows, with its step_trace_time.csv and communication.json
+tiled the same way (benchmarks/synth_ascend.py), then --ranks rank folders that take the shipped ranks
+in turn (hard links: no extra disk). Each job runs as a whole process, best of --repeat; its row is
+printed on stderr as it finishes and one table on stdout at the end:
 
-  ascend floor      a process that reads the needed columns with pyarrow (times as strings)
-  step_breakdown.py read + classify + step breakdown of one rank; ratio to the floor (target <= 3x)
-  collectives.py    the same rank (target <= 4x); peak of each < 700 MB
-  8 ranks           step_breakdown.py, collectives.py and bubbles.py on 8 x 1M rows, each rank
-                    analysed where it is read; ratio to one rank (target <= 5x on 2 cores, < 700 MB)
-  kineto floors     orjson.loads and json.load of the whole trace
-  collectives.py    on the trace (read + overlap); target >= 10x faster than HTA, < 400 MB
-  HTA               TraceAnalysis(...) + get_comm_comp_overlap(), when holistictraceanalysis is installed
-  msprof-analyze    (pip install .[msprof]) on full synthetic ranks (benchmarks/synth_ascend.py: the real
-                    level1 rank tiled, text and db form, 1 and --ranks ranks of --msprof-rows): text
-                    `-m all` vs step_breakdown.py and `-m communication_time` vs collectives.py; db
-                    cluster_time_summary (reads task rows) vs step_breakdown.py; db `-m all` and
-                    communication_time_sum (read analysis.db's summary tables) vs our scripts with
-                    --profiler-tables (marked *), which read the same tables and no task row; collectives.py
-                    from the db task rows is shown beside them (see MSPROF_JOBS for what each side computes)
+  ascend floor       a process that reads the needed columns with pyarrow (times as strings)
+  one rank           step_breakdown.py, collectives.py, bubbles.py on kernel_details.csv alone (what the
+                     floor reads); ratio to the floor (wall / CPU)
+  N ranks            the same scripts on --ranks such ranks, each rank analysed where it is read; ratio
+                     to one rank (wall / CPU); peak of the whole process tree
+  msprof-analyze     (when installed: pip install .[msprof]) text `-m all` vs step_breakdown.py and
+                     `-m communication_time` vs collectives.py on the same folders (kernel, step and
+                     communication files), 1 and N ranks; the db
+                     form (task rows and analysis.db) where the real db rank of ../shared is present
+  kineto / HTA       collectives.py vs HTA load + overlap, where ../shared's Kineto trace is present
 
 Peak memory is the whole process tree's (psutil: the sum of the resident sets of the process and its
 workers, sampled every 20 ms; without psutil the largest single process). The machine may be shared:
 compare ratios measured in the same run, not absolute times.
 
-    python benchmarks/bench_readers.py [--rows 1000000] [--repeat 3] [--ranks 8] [--no-hta] [--no-kineto]
-                                       [--no-msprof] [--msprof-rows N] [--only-msprof] [--keep DIR]
+    python3 benchmarks/bench_readers.py --rows 1000000 --ranks 8 --repeat 3
+    python3 benchmarks/bench_readers.py --rows 100000 --ranks 64 --repeat 1
 """
 
 from __future__ import annotations
@@ -48,8 +45,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "fixtures"
-ASCEND_SRC = [SHARED / "ascend" / "msinsight-text-level1" / "rank0_ascend_pt",
-              ROOT / "tests" / "data" / "ascend_cann83" / "node0_23101_20251127201437501_ascend_pt"]
+#: the shipped ranks the Ascend part tiles (rank 0 and rank 2 of a hand-built CANN 8.3 text export)
+SHIPPED = ROOT / "tests" / "data" / "ascend_cann83"
 KINETO_SRC = [SHARED / "kineto" / "hta-nccl_data.json.gz"]
 #: the kernel_details.csv columns the reader reads (those present in the file)
 ASCEND_COLUMNS = ["Name", "Accelerator Core", "Start Time(us)", "Duration(us)", "Step Id", "Device_id",
@@ -124,17 +121,38 @@ def tile_kineto(src: Path, dst: Path, events: int) -> None:
         fh.write("\n]" + (f', "baseTimeNanoseconds": {base}' if base is not None else "") + "}\n")
 
 
-def make_ranks(single: Path, dst: Path, ranks: int) -> None:
-    """``ranks`` rank folders sharing one kernel_details.csv (hard links: no extra disk)."""
-    src = single / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+def shipped_ranks() -> list[Path]:
+    """The shipped rank folders, in folder-name order (rank 0, then rank 2)."""
+    return sorted(p for p in SHIPPED.iterdir() if p.is_dir() and p.name.endswith("_ascend_pt"))
+
+
+def tile_shipped(dst: Path, rows: int) -> list[Path]:
+    """Each shipped rank tiled to ``rows`` kernel rows, with its step and communication files tiled alike
+    (synth_ascend.tile_text_rank); the tiled rank folders, in shipped order."""
+    from synth_ascend import tile_text_rank
+
+    out = []
+    for k, src in enumerate(shipped_ranks()):
+        tiled = dst / f"shipped{k}"
+        if not (tiled / "rank0_ascend_pt").is_dir():
+            period_us, tiles = tile_kernel_details(src, tiled, rows)
+            tile_text_rank(src, tiled / "rank0_ascend_pt", tiles, period_us, 0)
+        out.append(tiled / "rank0_ascend_pt")
+    return out
+
+
+def make_ranks(tiled: list[Path], dst: Path, ranks: int, kernels_only: bool = False) -> Path:
+    """``ranks`` rank folders under ``dst``: rank r holds the files of tiled rank r % len(tiled) (hard links;
+    ``kernels_only``: kernel_details.csv alone) and says its rank in profiler_info_<r>.json (no
+    profiler_metadata.json: the shipped one names a world of 4 ranks and its groups)."""
     for r in range(ranks):
         out = dst / f"rank{r}_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
         out.mkdir(parents=True)
         (dst / f"rank{r}_ascend_pt" / f"profiler_info_{r}.json").write_text(json.dumps({"rank_id": r}))
-        try:
-            os.link(src, out / "kernel_details.csv")
-        except OSError:
-            shutil.copy(src, out / "kernel_details.csv")
+        for f in sorted((tiled[r % len(tiled)] / "ASCEND_PROFILER_OUTPUT").iterdir()):
+            if f.name == "kernel_details.csv" or not kernels_only:
+                _link(f, out / f.name)
+    return dst
 
 
 #: runs a script or a snippet as __main__ and reports its peak RSS (and its workers') on exit
@@ -251,127 +269,194 @@ def snippet(work: Path, name: str, code: str) -> str:
     return str(path)
 
 
+class Table:
+    """The benchmark's rows: each printed on stderr as it finishes, all on stdout at the end."""
+
+    HEAD = f"{'job':<46} {'wall_s':>7} {'cpu_s':>7} {'peak_MB':>8}  {'ratio (wall / cpu)':<40} target"
+
+    def __init__(self) -> None:
+        self.rows: list[str] = []
+        print(self.HEAD, file=sys.stderr, flush=True)
+
+    def add(self, job: str, res: dict | None, ratio: str = "", note: str = "") -> None:
+        if res is None:  # a peer that is not installed, or a part that cannot run here
+            line = f"{job:<46} {'-':>7} {'-':>7} {'-':>8}  {ratio:<40} {note}"
+        else:
+            line = f"{job:<46} {res['s']:>7.2f} {res['cpu_s']:>7.2f} {res['peak_MB']:>8.0f}  {ratio:<40} {note}"
+        self.rows.append(line.rstrip())
+        print(line.rstrip(), file=sys.stderr, flush=True)
+
+    def print(self, head: str) -> None:
+        print(head)
+        print(self.HEAD)
+        for line in self.rows:
+            print(line)
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="example:\n  python3 benchmarks/bench_readers.py --rows 100000 --ranks 64 "
+                                            "--repeat 1")
     parser.add_argument("--rows", type=int, default=1_000_000, help="rows / events per rank (default 1000000)")
-    parser.add_argument("--ranks", type=int, default=8, help="ranks of the multi-rank job (default 8; 0 skips)")
+    parser.add_argument("--ranks", type=int, default=8, help="ranks of the multi-rank jobs, e.g. 8, 64 or 384 "
+                        "(default 8; 0 or 1 skips them)")
     parser.add_argument("--repeat", type=int, default=3, help="runs per job; the best is kept (default 3)")
     parser.add_argument("--no-hta", action="store_true", help="skip HTA even when it is installed")
     parser.add_argument("--no-kineto", action="store_true", help="skip the Kineto part")
     parser.add_argument("--no-msprof", action="store_true", help="skip msprof-analyze even when it is installed")
-    parser.add_argument("--msprof-rows", type=int, help="rows per rank of the msprof-analyze comparison "
+    parser.add_argument("--no-db", action="store_true", help="skip msprof-analyze's db jobs (on ../shared's db rank)")
+    parser.add_argument("--msprof-rows", type=int, help="rows per rank of the msprof-analyze db comparison "
                         "(default: --rows)")
-    parser.add_argument("--only-msprof", action="store_true", help="run the msprof-analyze comparison only")
+    parser.add_argument("--only-msprof", action="store_true", help="the msprof-analyze comparison and the jobs "
+                        "of ours it needs only")
     parser.add_argument("--keep", metavar="DIR", help="write the tiled inputs here instead of a temp folder")
     args = parser.parse_args()
-    ascend_src = next((p for p in ASCEND_SRC if p.is_dir()), None)
+    if args.rows < 1 or args.ranks < 0 or args.repeat < 1:
+        parser.error("--rows and --repeat must be >= 1, --ranks >= 0")
     kineto_src = next((p for p in KINETO_SRC if p.is_file()), None)
-    scripts = ROOT / "scripts"
-    rows: list[tuple[str, dict, str, float | None, str]] = []  # job, result, ratio label, target, note
+    table = Table()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(args.keep or tmp)
         work.mkdir(parents=True, exist_ok=True)
-        if args.only_msprof:
-            pass
-        elif ascend_src is not None:
-            one = work / "ascend"
-            if not (one / "rank0_ascend_pt").is_dir():
-                tile_kernel_details(ascend_src, one, args.rows)
-            kd = one / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
-            floor = best_of(args.repeat, "code", snippet(work, "floor_arrow", FLOOR_ARROW),
-                            [str(kd), "|".join(ASCEND_COLUMNS)], work)
-            rows.append(("ascend: pyarrow columns read (floor)", floor, "", None, "times as strings"))
-            sb = best_of(args.repeat, "script", str(scripts / "step_breakdown.py"), [str(one), "--json"], work)
-            rows.append(("ascend: step_breakdown.py", sb, _ratio(sb, floor, "floor"), 3.0, "<= 3x, < 700 MB"))
-            co = best_of(args.repeat, "script", str(scripts / "collectives.py"), [str(one), "--json"], work)
-            rows.append(("ascend: collectives.py", co, _ratio(co, floor, "floor"), 4.0, "<= 4x, < 700 MB"))
-            bu = best_of(args.repeat, "script", str(scripts / "bubbles.py"), [str(one), "--json"], work)
-            rows.append(("ascend: bubbles.py", bu, _ratio(bu, floor, "floor"), None, "< 700 MB"))
-            if args.ranks > 1:
-                many = work / f"ascend{args.ranks}"
-                if not many.is_dir():
-                    make_ranks(one, many, args.ranks)
-                mr = best_of(args.repeat, "script", str(scripts / "step_breakdown.py"), [str(many), "--json"], work)
-                rows.append((f"ascend: {args.ranks} ranks step_breakdown.py", mr,
-                             f"{mr['s'] / sb['s']:.2f}x one rank (wall)", 5.0, f"<= 5x on {_cores()} cores"))
-                for name, single in (("collectives.py", co), ("bubbles.py", bu)):
-                    res = best_of(args.repeat, "script", str(scripts / name), [str(many), "--json"], work)
-                    rows.append((f"ascend: {args.ranks} ranks {name}", res, f"{res['s'] / single['s']:.2f}x one rank (wall)",
-                                 5.0, f"<= 5x on {_cores()} cores, < 700 MB"))
-        else:
-            print("# Ascend fixture absent; Ascend part skipped", file=sys.stderr)
+        ascend_part(work, args, table)
+        text_msprof_rows(work, args, table)
         if args.only_msprof:
             pass
         elif kineto_src is not None and not args.no_kineto:
-            kdir = work / "kineto"
-            trace = kdir / "rank0.json"
-            if not trace.is_file():
-                kdir.mkdir(parents=True, exist_ok=True)
-                tile_kineto(kineto_src, kdir, args.rows)
-            if importlib.util.find_spec("orjson"):
-                fo = best_of(args.repeat, "code", snippet(work, "floor_orjson", FLOOR_ORJSON), [str(trace)], work)
-                rows.append(("kineto: orjson full parse (floor)", fo, "", None, "floats as floats"))
-            fj = best_of(args.repeat, "code", snippet(work, "floor_json", FLOOR_JSON), [str(trace)], work)
-            rows.append(("kineto: json full parse (floor)", fj, "", None, "floats as floats"))
-            kc = best_of(args.repeat, "script", str(scripts / "collectives.py"), [str(trace), "--json"], work)
-            rows.append(("kineto: collectives.py", kc, _ratio(kc, fj, "json"), None, "< 400 MB"))
-            if not args.no_hta and importlib.util.find_spec("hta"):
-                ht = best_of(args.repeat, "code", snippet(work, "hta", HTA), [str(kdir)], work)
-                rows.append(("kineto: HTA load + overlap", ht, _ratio(ht, kc, "ours"), 10.0,
-                             "ours >= 10x faster"))
-            else:
-                print("# HTA not installed (or --no-hta): HTA comparison skipped", file=sys.stderr)
+            kineto_part(work, kineto_src, args, table)
         else:
-            print("# Kineto part skipped (--no-kineto, or ../shared/fixtures/kineto absent)", file=sys.stderr)
-        why = msprof_skip_reason(args.no_msprof)
-        if why:
-            print(f"# msprof-analyze comparison skipped: {why}", file=sys.stderr)
-        else:
-            rows += msprof_rows(work, args.msprof_rows or args.rows, args.ranks, args.repeat)
-    print(f"best of {args.repeat} whole processes, {args.rows} rows/events per rank, {_cores()} usable cores")
-    print(f"{'job':<44} {'wall_s':>7} {'cpu_s':>7} {'peak_MB':>8}  {'ratio (wall / cpu)':<46} target")
-    for job, res, ratio, _, note in rows:
-        print(f"{job:<44} {res['s']:>7.2f} {res['cpu_s']:>7.2f} {res['peak_MB']:>8.0f}  {ratio:<46} {note}")
+            table.add("kineto: collectives.py, HTA", None, "skipped", "--no-kineto" if args.no_kineto else
+                      "no Kineto trace ships with the project (../shared/fixtures/kineto absent)")
+        db_msprof_rows(work, args, table)
+    print()
+    table.print(f"best of {args.repeat} whole processes, {args.rows} rows per rank, {args.ranks} ranks, "
+                f"{_cores()} usable cores (python3 benchmarks/bench_readers.py {' '.join(sys.argv[1:])})")
     print(f"load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())}; ratios are measured in "
           "this run. On a shared machine wall times vary with the load; CPU times (user + system, workers "
           "included) vary less")
 
 
-#: the real ranks the msprof-analyze comparison tiles (text and db form of the same job family)
-MSPROF_TEXT_SRC = SHARED / "ascend" / "msinsight-text-level1" / "rank0_ascend_pt"
-MSPROF_DB_SRC = SHARED / "ascend" / "msinsight-db-level1" / "rank0_ascend_pt"
+def ascend_part(work: Path, args: argparse.Namespace, table: Table) -> None:
+    """Floor, one rank and N ranks of the shipped profile tiled (kernel_details.csv alone, as the floor)."""
+    if args.only_msprof:
+        return
+    scripts = ROOT / "scripts"
+    tiled = tile_shipped(work / "tiles", args.rows)
+    kd = tiled[0] / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+    floor = best_of(args.repeat, "code", snippet(work, "floor_arrow", FLOOR_ARROW),
+                    [str(kd), "|".join(ASCEND_COLUMNS)], work)
+    table.add("ascend: pyarrow columns read (floor)", floor, "", "times as strings")
+    one: dict[str, dict] = {}
+    for n in sorted({1, args.ranks} - {0}):
+        folder = work / f"ascend{n}"
+        if not folder.is_dir():
+            make_ranks(tiled, folder, n, kernels_only=True)
+        for name in ("step_breakdown.py", "collectives.py", "bubbles.py"):
+            res = best_of(args.repeat, "script", str(scripts / name), [str(folder), "--json"], work)
+            if n == 1:
+                one[name] = res
+                target = {"step_breakdown.py": "<= 1.5x floor (CPU)", "collectives.py": "<= 2x floor (CPU)"}
+                table.add(f"ascend 1 rank: {name}", res, _ratio(res, floor, "floor"), target.get(name, ""))
+            else:
+                target = f"<= 4.5x one rank (CPU) on {_cores()} cores" if n == 8 else "peak < 1000 MB"
+                table.add(f"ascend {n} ranks: {name}", res, _ratio(res, one[name], "one rank"), target)
 
 
-def msprof_skip_reason(disabled: bool) -> str | None:
-    """Why the msprof-analyze comparison cannot run here, or None."""
+def kineto_part(work: Path, kineto_src: Path, args: argparse.Namespace, table: Table) -> None:
+    """collectives.py on one tiled Kineto trace beside the JSON floors and HTA."""
+    kdir = work / "kineto"
+    trace = kdir / "rank0.json"
+    if not trace.is_file():
+        kdir.mkdir(parents=True, exist_ok=True)
+        tile_kineto(kineto_src, kdir, args.rows)
+    fj = best_of(args.repeat, "code", snippet(work, "floor_json", FLOOR_JSON), [str(trace)], work)
+    table.add("kineto: json full parse (floor)", fj, "", "floats as floats")
+    kc = best_of(args.repeat, "script", str(ROOT / "scripts" / "collectives.py"), [str(trace), "--json"], work)
+    table.add("kineto: collectives.py", kc, _ratio(kc, fj, "json"), "< 400 MB")
+    if args.no_hta:
+        table.add("kineto: HTA load + overlap", None, "skipped", "--no-hta")
+    elif importlib.util.find_spec("hta") is None:
+        table.add("kineto: HTA load + overlap", None, "not installed", "pip install .[hta]")
+    else:
+        ht = best_of(args.repeat, "code", snippet(work, "hta", HTA), [str(kdir)], work)
+        table.add("kineto: HTA load + overlap", ht, _ratio(ht, kc, "ours"), "ours faster: ratio > 1")
+
+
+#: msprof-analyze text jobs on the tiled shipped folders, and our job read against each (same files)
+TEXT_JOBS = [(["-m", "all", "--export_type", "text"], "step_breakdown.py"),
+             (["-m", "communication_time", "--export_type", "text"], "collectives.py")]
+
+
+def text_msprof_rows(work: Path, args: argparse.Namespace, table: Table) -> None:
+    """msprof-analyze text `cluster` jobs and ours on the same folders (kernel_details.csv, step_trace_time.csv
+    and communication.json of every rank), at 1 and N ranks; ratio = theirs / ours."""
+    why = msprof_missing(args.no_msprof)
+    if why:
+        table.add("text: msprof-analyze cluster", None, why, "")
+        return
+    code = snippet(work, "msprof", MSPROF)
+    tiled = tile_shipped(work / "tiles", args.rows)
+    for n in sorted({1, args.ranks} - {0}):
+        folder = work / f"text{n}"
+        if not folder.is_dir():
+            make_ranks(tiled, folder, n)
+        for margs, script in TEXT_JOBS:
+            ours = best_of(args.repeat, "script", str(ROOT / "scripts" / script), [str(folder), "--json"], work)
+            table.add(f"text {n}r: {script}", ours, "", f"{args.rows} rows/rank + step and comm files")
+            theirs = _msprof_best(work, code, folder, margs, args.repeat)
+            table.add(f"text {n}r: msprof {margs[1]}", theirs, _ratio(theirs, ours, script[:-3]),
+                      "ours faster: ratio > 1")
+
+
+def msprof_missing(disabled: bool) -> str | None:
+    """Why msprof-analyze cannot run here, or None."""
     if disabled:
-        return "--no-msprof"
+        return "skipped (--no-msprof)"
     if importlib.util.find_spec("msprof_analyze") is None:
-        return "msprof-analyze is not installed (pip install -e .[msprof])"
-    missing = [str(p) for p in (MSPROF_TEXT_SRC, MSPROF_DB_SRC) if not p.is_dir()]
-    if missing:
-        return f"the real ranks it tiles are absent: {', '.join(missing)} (../shared/fixtures)"
+        return "not installed (pip install .[msprof])"
     return None
 
 
-def make_msprof_inputs(work: Path, rows: int, ranks: int) -> dict[tuple[str, int], Path]:
-    """Text and db cluster folders of 1 and ``ranks`` ranks (ranks beyond 0 share rank 0's files by hard link)."""
-    from synth_ascend import tile_db_rank, tile_text_rank
+def _msprof_best(work: Path, code: str, folder: Path, margs: list[str], repeat: int) -> dict:
+    target = work / "msprof_out"
+    runs = []
+    for _ in range(repeat):
+        shutil.rmtree(target, ignore_errors=True)  # each run writes its cluster_analysis_output anew
+        runs.append(best_of(1, "code", code, ["cluster", "-d", str(folder), *margs, "-o", str(target), "--force"],
+                            work))
+    return {"s": min(r["s"] for r in runs), "peak_MB": max(r["peak_MB"] for r in runs),
+            "cpu_s": min(r["cpu_s"] for r in runs)}
 
-    out: dict[tuple[str, int], Path] = {}
-    text1, db1 = work / "msprof_text1", work / "msprof_db1"
-    if not text1.is_dir():
-        period_us, tiles = tile_kernel_details(MSPROF_TEXT_SRC, text1, rows)
-        tile_text_rank(MSPROF_TEXT_SRC, text1 / "rank0_ascend_pt", tiles, period_us, 0)
+
+#: the real db rank the db comparison tiles (no db export ships with the project)
+MSPROF_DB_SRC = SHARED / "ascend" / "msinsight-db-level1" / "rank0_ascend_pt"
+
+
+def db_msprof_rows(work: Path, args: argparse.Namespace, table: Table) -> None:
+    """msprof-analyze's db jobs and ours on the real db rank tiled, where ../shared has it."""
+    why = msprof_missing(args.no_msprof) or ("skipped (--no-db)" if args.no_db else None) or (
+        None if MSPROF_DB_SRC.is_dir() else "skipped: no db export ships with the project (../shared absent)")
+    if why:
+        table.add("db: msprof-analyze cluster", None, why, "")
+        return
+    for row in msprof_rows(work, args.msprof_rows or args.rows, args.ranks, args.repeat):
+        table.add(*row)
+
+
+def make_msprof_inputs(work: Path, rows: int, ranks: int) -> dict[int, Path]:
+    """Db cluster folders of 1 and ``ranks`` ranks (ranks beyond 0 share rank 0's files by hard link)."""
+    from synth_ascend import tile_db_rank
+
+    db1 = work / "msprof_db1"
     if not db1.is_dir():
         tile_db_rank(MSPROF_DB_SRC, db1 / "rank0_ascend_pt", rows, 0)
-    out["text", 1], out["db", 1] = text1, db1
+    out = {1: db1}
     if ranks > 1:
-        for form, one in (("text", text1), ("db", db1)):
-            many = work / f"msprof_{form}{ranks}"
-            if not many.is_dir():
-                _link_ranks(one / "rank0_ascend_pt", many, ranks)
-            out[form, ranks] = many
+        many = work / f"msprof_db{ranks}"
+        if not many.is_dir():
+            _link_ranks(db1 / "rank0_ascend_pt", many, ranks)
+        out[ranks] = many
     return out
 
 
@@ -395,59 +480,45 @@ def _link(src: Path, dst: Path) -> None:
         shutil.copy(src, dst)
 
 
-#: (form, msprof-analyze arguments, the job(s) of ours it is set against: (script, extra arguments)).
+#: (msprof-analyze arguments, the job(s) of ours it is set against: (script, extra arguments)), db form.
 #: Each pair reads the same evidence: msprof-analyze's db `-m all` reads analysis.db StepTraceTime and
 #: CommAnalyzerTime/Bandwidth/Matrix (cluster step trace, communication time sum, matrix sum), so ours is
 #: step_breakdown.py + collectives.py with --profiler-tables (step rows, per-communicator times, links; the
 #: two processes' times summed); `communication_time_sum` reads CommAnalyzerTime/Bandwidth -> collectives.py
 #: --profiler-tables; `cluster_time_summary` reads TASK x COMPUTE_TASK_INFO x CANN_API, COMMUNICATION_OP and
 #: memcpy tasks per step -> step_breakdown.py from the task rows (computing, communication, overlap, free
-#: per step, checked against StepTraceTime). Text `-m all` / `communication_time` -> our task-level scripts.
+#: per step, checked against StepTraceTime).
 MSPROF_JOBS = [
-    ("text", ["-m", "all", "--export_type", "text"], [("step_breakdown.py", ())]),
-    ("text", ["-m", "communication_time", "--export_type", "text"], [("collectives.py", ())]),
-    ("db", ["-m", "all"], [("step_breakdown.py", ("--profiler-tables",)), ("collectives.py", ("--profiler-tables",))]),
-    ("db", ["-m", "cluster_time_summary"], [("step_breakdown.py", ())]),
-    ("db", ["-m", "communication_time_sum"], [("collectives.py", ("--profiler-tables",))]),
+    (["-m", "all"], [("step_breakdown.py", ("--profiler-tables",)), ("collectives.py", ("--profiler-tables",))]),
+    (["-m", "cluster_time_summary"], [("step_breakdown.py", ())]),
+    (["-m", "communication_time_sum"], [("collectives.py", ("--profiler-tables",))]),
 ]
-#: our task-level jobs on the db form shown beside them (no msprof-analyze job reads as much)
-MSPROF_INFO_JOBS = [("db", ("collectives.py", ()))]
 
 
-def msprof_rows(work: Path, rows: int, ranks: int, repeat: int) -> list[tuple[str, dict, str, float | None, str]]:
-    """msprof-analyze's jobs and ours on the same folders, at 1 and ``ranks`` ranks; ratio = theirs / ours."""
+def msprof_rows(work: Path, rows: int, ranks: int, repeat: int) -> list[tuple[str, dict, str, str]]:
+    """msprof-analyze's db jobs and ours on the same folders, at 1 and ``ranks`` ranks; ratio = theirs / ours."""
     inputs = make_msprof_inputs(work, rows, ranks)
     code = snippet(work, "msprof", MSPROF)
-    out: list[tuple[str, dict, str, float | None, str]] = []
-    ours: dict[tuple[str, int, str, tuple], dict] = {}
+    out: list[tuple[str, dict, str, str]] = []
+    ours: dict[tuple[int, str, tuple], dict] = {}
 
-    def run_ours(form: str, n: int, script: str, extra: tuple) -> dict:
-        """One job of ours, run once per (form, ranks, script, arguments) and listed."""
-        key = (form, n, script, extra)
-        if key not in ours:
-            ours[key] = best_of(repeat, "script", str(ROOT / "scripts" / script),
-                                [str(inputs[form, n]), "--json", *extra], work)
-            out.append((f"{form} {n}r: {' '.join([script, *extra])}", ours[key], "", None, f"{rows} rows/rank"))
-        return ours[key]
+    def run_ours(n: int, script: str, extra: tuple) -> dict:
+        """One job of ours, run once per (ranks, script, arguments) and listed."""
+        if (n, script, extra) not in ours:
+            ours[n, script, extra] = best_of(repeat, "script", str(ROOT / "scripts" / script),
+                                             [str(inputs[n]), "--json", *extra], work)
+            out.append((f"db {n}r: {' '.join([script, *extra])}", ours[n, script, extra], "", f"{rows} rows/rank"))
+        return ours[n, script, extra]
 
-    for n in sorted({1, max(ranks, 1)}):
-        for form, (script, extra) in MSPROF_INFO_JOBS:
-            run_ours(form, n, script, extra)
-        for form, margs, jobs in MSPROF_JOBS:
-            mine = [run_ours(form, n, script, extra) for script, extra in jobs]
+    for n in sorted(inputs):
+        run_ours(n, "collectives.py", ())
+        for margs, jobs in MSPROF_JOBS:
+            mine = [run_ours(n, script, extra) for script, extra in jobs]
             both = {"s": sum(m["s"] for m in mine), "cpu_s": sum(m["cpu_s"] for m in mine),
                     "peak_MB": max(m["peak_MB"] for m in mine)}
-            target = work / "msprof_out"
-            runs = []
-            for _ in range(repeat):
-                shutil.rmtree(target, ignore_errors=True)  # each run writes its cluster_analysis_output anew
-                runs.append(best_of(1, "code", code, ["cluster", "-d", str(inputs[form, n]), *margs, "-o",
-                                                      str(target), "--force"], work))
-            theirs = {"s": min(r["s"] for r in runs), "peak_MB": max(r["peak_MB"] for r in runs),
-                      "cpu_s": min(r["cpu_s"] for r in runs)}
+            theirs = _msprof_best(work, code, inputs[n], margs, repeat)
             label = " + ".join(script[:-3] + ("*" if extra else "") for script, extra in jobs)
-            out.append((f"{form} {n}r: msprof {margs[1]}", theirs, _ratio(theirs, both, label), 1.0,
-                        "ours faster: ratio > 1"))
+            out.append((f"db {n}r: msprof {margs[1]}", theirs, _ratio(theirs, both, label), "ours faster: ratio > 1"))
     return out
 
 

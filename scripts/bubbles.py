@@ -136,7 +136,8 @@ def main() -> None:
             compile_consumer(args.consumer)  # a bad pattern fails before any file is read
         # without --csv only each rank's summary travels (GapSummary), not its gap table
         maker = None if whole else RankGaps(families, args.stream, args.consumer, keep_gaps=bool(args.csv))
-        ps = load_profiles(args.paths, workers=args.workers, per_rank=maker)
+        ps = load_profiles(args.paths, workers=args.workers, per_rank=maker,
+                           progress=cli.read_progress(PROG, args))
         cli.warn_skipped(PROG, ps.skipped)
         if whole:
             report = analyse(ps, ranks=args.rank, families=families, tolerance_us=args.tolerance_us,

@@ -202,10 +202,12 @@ def main() -> None:
                 raise cli.InputError(f"{flag} {value}: expected >= 1")
         families = args.family or None   # already a list (cli.name_list)
         if args.rank:  # a few chosen ranks: one table of their events
-            ps = load_profiles(args.paths, workers=args.workers, tasks=not args.profiler_tables)
+            ps = load_profiles(args.paths, workers=args.workers, tasks=not args.profiler_tables,
+                               progress=cli.read_progress(PROG, args))
         else:  # every rank analysed where it is read: 8 large ranks never meet in one table
             maker = RankCollectives(families, args.layers, args.steps)
-            ps = load_profiles(args.paths, workers=args.workers, per_rank=maker, tasks=not args.profiler_tables)
+            ps = load_profiles(args.paths, workers=args.workers, per_rank=maker, tasks=not args.profiler_tables,
+                               progress=cli.read_progress(PROG, args))
         if args.profiler_tables:
             cli.require_evidence(ps, "communication", "collectives.py --profiler-tables")
         cli.warn_skipped(PROG, ps.skipped, needs_all=len(ps.ranks) + len(ps.skipped) > 1)

@@ -60,6 +60,7 @@ def build_parser():
                    help="prove the failure paths: die:R or hang:R (rank R exits or stalls before its first block), "
                         "corrupt:R (rank R's block output is shifted: the check must call the plan wrong, exit 1)")
     cli.add_output_args(p, csv=True)
+    cli.add_progress_arg(p, "what is being built and its estimated memory, before it starts")
     return p
 
 

@@ -60,6 +60,7 @@ def body() -> int:
 
     # each rank's rows are computed where it is read: 8 large ranks never meet in one table
     profiles = load_profiles(args.paths, workers=args.workers, per_rank=breakdown.rank_rows,
+                             progress=cli.read_progress(PROG, args),
                              tasks=not args.profiler_tables)
     cli.warn_skipped(PROG, profiles.skipped)
     if args.profiler_tables:

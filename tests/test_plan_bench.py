@@ -646,3 +646,24 @@ def test_inputs_that_never_end_or_are_too_large_are_refused_before_reading(tmp_p
         check_input(str(fifo), "--model-file", streams=False)     # the TOML reader would block on it
     with pytest.raises(InputError, match=r"^--from-plan: /dev/zero: is a device"):
         check_input("/dev/zero", "--from-plan", streams=True)
+
+
+def test_says_what_it_builds_and_its_memory_before_it_starts():
+    """--progress (or stderr a terminal): rank 0 names the plans, model and shape and the memory estimate on
+    stderr before building; stdout stays one JSON document; the other rank says nothing of it. Without it
+    (stderr a pipe) nothing is said, so a failure stays one line."""
+    from ditpar.plan.inputs import custom_model
+
+    quiet = spawn(2, "--model-file", JOINT, "--plans", "U2", "--json", *FAST)
+    assert not any("building" in se for _rc, _so, se in quiet)
+    ranks = spawn(2, "--model-file", JOINT, "--plans", "U2", "TP2", "--json", "--progress", *FAST)
+    doc = _doc(ranks)
+    line = [ln for ln in ranks[0][2].splitlines() if ln.startswith("plan_bench.py: building ")]
+    assert len(line) == 1 and not any("building" in ln for ln in ranks[1][2].splitlines())
+    assert line[0].startswith(f"plan_bench.py: building 2 plan(s) (U2, TP2) of {custom_model.load(JOINT).name}, ")
+    assert f"{doc['layers']} block(s)" in line[0] and "on cpu (float32)" in line[0]
+    import re
+
+    est = re.search(r"estimated memory about ([0-9.e+-]+) GiB per rank \(host and device share it;", line[0])
+    assert est and 0 < float(est.group(1)) < 1   # tiny-joint: a few MiB
+    assert "building" not in ranks[0][1]

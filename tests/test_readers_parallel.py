@@ -118,8 +118,8 @@ def test_workers_flag_reaches_the_reader(monkeypatch):
 
     seen = []
     real = load_module._read_each
-    monkeypatch.setattr(load_module, "_read_each", lambda fmt, locs, workers, per_rank=None, tasks=True:
-                        seen.append(workers) or real(fmt, locs, workers, per_rank, tasks))
+    monkeypatch.setattr(load_module, "_read_each", lambda fmt, locs, workers, per_rank=None, tasks=True,
+                        progress=None: seen.append(workers) or real(fmt, locs, workers, per_rank, tasks, progress))
     for script in ("step_breakdown.py", "collectives.py", "bubbles.py"):
         outs = []
         for n in ("1", "2"):

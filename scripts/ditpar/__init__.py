@@ -9,9 +9,11 @@ import os
 
 __version__ = "0.1.0"
 
-# pyarrow's allocator (mimalloc) keeps freed pages resident for a while and commits its arenas eagerly:
-# after a 1M-row CSV read about 40 MB stays resident in each reader process. These two settings (read
-# when pyarrow loads, hence here, before anything imports it; a user's own values win) hand freed
-# pages back at once. Measured: benchmarks/bench_readers.py (issue 25).
-os.environ.setdefault("MIMALLOC_PURGE_DELAY", "0")
+# pyarrow's allocator (mimalloc) keeps freed pages resident for a while and commits its arenas eagerly.
+# Arenas commit lazily here; freed pages go back after 200 ms, not 1 s: a 1M-row CSV read then reuses its
+# own pages (with 0 ms it faulted ~600 MB of fresh pages a rank, ~0.3 s of system time) and the readers
+# hand the rest back between ranks (readers.load releases Arrow's unused memory after each rank).
+# Read when pyarrow loads, hence here, before anything imports it; a user's own values win.
+# Measured: benchmarks/bench_readers.py.
+os.environ.setdefault("MIMALLOC_PURGE_DELAY", "200")
 os.environ.setdefault("MIMALLOC_ARENA_EAGER_COMMIT", "0")

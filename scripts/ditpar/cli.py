@@ -210,11 +210,70 @@ def require_partners(args: argparse.Namespace, partners: Mapping[str, str]) -> N
 
 
 def add_workers_arg(parser: argparse.ArgumentParser) -> None:
-    """--workers: how many processes read ranks at once (each holds one rank while reading it)."""
+    """--workers: how many processes read ranks at once (each holds one rank while reading it); --progress."""
     parser.add_argument("--workers", type=positive_int, metavar="N",
                         help="processes that read ranks in parallel (default: one per usable core when the "
                              "profile files total 64 MB or more, else 1); lower it to bound memory, each "
                              "holds one rank while reading it")
+    add_progress_arg(parser, "ranks read / total, rows per second, while a read lasts more than a few seconds")
+
+
+def add_progress_arg(parser: argparse.ArgumentParser, what: str) -> None:
+    """--progress: progress lines on stderr even when stderr is not a terminal (on one they are shown anyway)."""
+    parser.add_argument("--progress", action="store_true",
+                        help=f"progress lines on stderr ({what}) even when stderr is not a terminal (on a "
+                             "terminal they are shown anyway); never on stdout")
+
+
+def wants_progress(args: argparse.Namespace) -> bool:
+    """Progress lines are shown under --progress, or when stderr is a terminal."""
+    return bool(getattr(args, "progress", False)) or _stderr_is_terminal()
+
+
+def read_progress(prog: str, args: argparse.Namespace) -> Callable[[int, int, int], None] | None:
+    """The progress callback of a multi-rank read (load_profiles(progress=...)), or None (wants_progress);
+    see ReadProgress."""
+    return ReadProgress(prog) if wants_progress(args) else None
+
+
+def _stderr_is_terminal() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+#: a read shows progress once it has lasted this long, then at most once per PROGRESS_EVERY_S
+PROGRESS_AFTER_S = 3.0
+PROGRESS_EVERY_S = 2.0
+
+
+class ReadProgress:
+    """One stderr line every ``every_s`` seconds once a read has lasted ``after_s``: ranks done / total and
+    rows per second; the last rank's line always, once the read has lasted ``after_s``. Never on stdout."""
+
+    def __init__(self, prog: str, after_s: float | None = None, every_s: float | None = None,
+                 clock: Callable[[], float] | None = None):
+        import time
+
+        self.prog = prog
+        self.after_s = PROGRESS_AFTER_S if after_s is None else after_s
+        self.every_s = PROGRESS_EVERY_S if every_s is None else every_s
+        self.clock = clock or time.monotonic
+        self.start = self.clock()
+        self.last: float | None = None
+
+    def __call__(self, done: int, total: int, rows: int) -> None:
+        now = self.clock()
+        elapsed = now - self.start
+        finished = done >= total
+        if elapsed < self.after_s or (not finished and self.last is not None and now - self.last < self.every_s):
+            return
+        self.last = now
+        rate = rows / elapsed if elapsed > 0 else 0.0
+        sys.stderr.write(f"{self.prog}: read {done}/{total} ranks, {rows:,} rows, {rate:,.0f} rows/s, "
+                         f"{elapsed:.0f} s\n")
+        sys.stderr.flush()
 
 
 def add_tables_arg(parser: argparse.ArgumentParser) -> None:
@@ -364,8 +423,18 @@ def json_document(tool: str, payload: Mapping[str, Any]) -> dict[str, Any]:
     return {"schema": f"{SCHEMA_PREFIX}/{tool}/v1", **payload}
 
 
+_PLAIN = frozenset({str, int, bool, type(None)})
+
+
 def _jsonable(value: Any) -> Any:
     """Convert numpy and pandas scalars; NaN and infinities become null (JSON has neither)."""
+    kind = type(value)
+    if kind in _PLAIN:  # most leaves of a large answer: returned before the slower checks below
+        return value
+    if kind is float:
+        return value if math.isfinite(value) else None
+    if kind is dict:
+        return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, Mapping):
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

@@ -436,17 +436,24 @@ def check_comm_streams(events: pd.DataFrame) -> dict[str, str]:
 
 def comm_streams_facts(events: pd.DataFrame) -> tuple[set, pd.Series]:
     """((rank, stream) keys of real comm streams, count of each compute kernel name on them)."""
-    comm = events[events["kind"] == "comm"]
-    comm = comm[(comm["stream"] != "") & ~comm["stream"].str.startswith("comm:")]
-    if comm.empty:
+    # one comparison per distinct comm stream, on the columns alone (no copy of the comm or compute rows)
+    kind = events["kind"].to_numpy(object)
+    stream = events["stream"].to_numpy(object)
+    rank = events["rank"].to_numpy(np.int64)
+    is_comm = kind == "comm"
+    real = sorted(s for s in set(stream[is_comm].tolist()) if s != "" and not str(s).startswith("comm:"))
+    keys: set = set()
+    is_compute = kind == "compute"
+    hit = np.zeros(len(events), dtype=bool)
+    for name in real:
+        on = stream == name
+        for r in np.unique(rank[on & is_comm]).tolist():
+            keys.add((r, name))
+            hit |= on & (rank == r)
+    if not keys:
         return set(), pd.Series(dtype="int64")
-    keys = set(zip(comm["rank"], comm["stream"], strict=True))
-    compute = events[events["kind"] == "compute"]
-    hit = np.zeros(len(compute), dtype=bool)
-    c_rank, c_stream = compute["rank"].to_numpy(), compute["stream"].to_numpy(object)
-    for rank, stream in keys:
-        hit |= (c_rank == rank) & (c_stream == stream)
-    return keys, compute.loc[hit, "name"].value_counts()
+    hit &= is_compute
+    return keys, events["name"][hit].value_counts()
 
 
 def comm_streams_check(keys: set, on_comm: pd.Series) -> dict[str, str]:

@@ -112,6 +112,10 @@ class ProfileSet:
     partial_ranks: dict[int, list[str]] = field(default_factory=dict)
     #: True when ``links`` name global ranks already (msprof-analyze cluster output), not group-local ones
     links_global: bool = False
+    #: set by load_profiles(per_rank=fn): the ranks with device tasks whose communication.json ops were used
+    #: where the rank was read and not kept (``comm_ops`` then holds the ranks without device tasks only):
+    #: every rank's ops would otherwise stay in this process, ~13 MB a rank of 77k ops
+    comm_ops_used_ranks: list[int] = field(default_factory=list)
 
     def require_tasks(self, what: str) -> None:
         """InputError when no rank has device tasks: ``what`` needs kernel rows, the aggregates cannot give it."""
@@ -130,7 +134,8 @@ class ProfileSet:
             have = ["tasks"] if rank in self.ranks else []
             for key, table in (("step_trace", self.step_trace), ("communication", self.comm_ops),
                                ("links", self.links)):
-                if table is not None and len(table) and bool((table["rank"] == rank).any()):
+                if ((table is not None and len(table) and bool((table["rank"] == rank).any()))
+                        or (key == "communication" and rank in self.comm_ops_used_ranks)):
                     have.append(key)
             out[int(rank)] = have
         return out

@@ -200,6 +200,26 @@ def check_resources(ctx, req: Request, args, dtype: str, check: bool) -> None:
                        "rank estimated from the block shapes); its own message says which memory or time is short")
     if problem:
         raise InputError(problem)
+    from ditpar import cli
+
+    if ctx.rank == 0 and cli.wants_progress(args):
+        say_building(req, ctx, dtype, est)
+
+
+def say_building(req: Request, ctx, dtype: str, est) -> None:
+    """One stderr line before anything is built: the plans, the model and shape, and the memory estimate."""
+    import sys
+
+    from ditpar.planbench.memory import gib
+
+    names = ", ".join(p.name for p in req.plans)
+    where = "host and device share it" if est.same_memory else f"host {gib(est.host)}, device {gib(est.device)}"
+    sys.stderr.write(f"plan_bench.py: building {len(req.plans)} plan(s) ({names}) of {req.model.name}, "
+                     f"{req.shape.describe()}, {sum(c for _, c in req.kinds.values())} block(s) of "
+                     f"{len(req.kinds)} kind(s) on {ctx.device} ({dtype}); estimated memory about "
+                     f"{gib(est.total)} per rank ({where}; weights, inputs and one forward's activations from "
+                     f"the block shapes)\n")
+    sys.stderr.flush()
 
 
 def measure(ctx, req: Request, args, fault) -> dict:

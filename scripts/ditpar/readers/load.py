@@ -119,7 +119,7 @@ def _is_trace_name(name: str) -> bool:
 
 def load_profiles(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str],
                   workers: int | None = None, per_rank: Callable[[ProfileSet], object] | None = None,
-                  tasks: bool = True) -> ProfileSet:
+                  tasks: bool = True, progress: Callable[[int, int, int], None] | None = None) -> ProfileSet:
     """Read every rank under ``paths`` into one ProfileSet (events of all ranks, side tables).
 
     Ranks are read by several processes at once (this one and worker processes, at most one per
@@ -130,11 +130,15 @@ def load_profiles(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[st
     ``per_rank`` (a module-level function, so workers can run it) is applied to each rank's own
     ProfileSet where that rank was read; its results come back in ``rank_results`` and the events
     stay behind (``events`` is empty, ``ranks`` still lists the ranks with events): a per-rank
-    analysis of many large ranks then never ships or stacks their event tables.
+    analysis of many large ranks then never ships or stacks their event tables. Nor their
+    communication.json ops: ``comm_ops`` keeps those of ranks without device tasks, and
+    ``comm_ops_used_ranks`` names the ranks whose ops were used where they were read.
 
     ``tasks=False`` reads no device task at all: every Ascend rank is answered from the profiler's own
     summary tables (step_trace_time.csv, communication.json, communication_matrix.json; analysis.db for
     a db export), as a rank without kernel_details.csv is, and ``partial_ranks`` names what each gave.
+
+    ``progress(ranks done, ranks, rows read)`` is called as each rank's read finishes (cli.read_progress).
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
@@ -171,7 +175,8 @@ def load_profiles(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[st
                          "--profiler-tables")
     reads, kept, skipped = [], [], []
     for loc, outcome in zip([loc for _, loc in unique],
-                            _read_each(fmt, [loc for _, loc in unique], workers, per_rank, tasks), strict=True):
+                            _read_each(fmt, [loc for _, loc in unique], workers, per_rank, tasks,
+                                       progress), strict=True):
         if isinstance(outcome, IncompleteRankError):
             if len(unique) == 1:
                 raise outcome
@@ -228,6 +233,7 @@ def _read_one(fmt: str, loc: Path, per_rank: Callable[[ProfileSet], object] | No
         result = _read_ascend(loc, tasks) if fmt == "ascend" else kineto.read_trace(loc)
     except IncompleteRankError as exc:
         return exc
+    result.rows_read = len(result.events)  # for the progress line (the events may be let go below)
     dur = result.events["dur_ns"].to_numpy()
     if dur.size and not (dur > 0).any():  # nothing can be measured from it: say so, not "no step matched"
         raise InputError(f"{loc}: every one of its {dur.size} device tasks lasts 0 us; the durations are damaged "
@@ -243,6 +249,11 @@ def _read_one(fmt: str, loc: Path, per_rank: Callable[[ProfileSet], object] | No
             _return_freed_memory()
         result.rank_result = per_rank(one)
         result.events = make_events({"rank": [], "start_ns": [], "dur_ns": []})
+        ops = getattr(result, "comm_ops", None)
+        if ops is not None and len(ops) and getattr(result, "evidence", None) is None:
+            # used here, where the rank was read: only that it had ops travels (ProfileSet.comm_ops_used_ranks);
+            # a rank without device tasks keeps its ops, the whole-set analyses read them
+            result.comm_ops, result.comm_ops_used = None, True
         del one
         _return_freed_memory()  # the next rank read here starts from this one's low point, not its peak
     return result
@@ -294,20 +305,49 @@ def _read_ascend(loc: Path, tasks: bool = True) -> object:
 
 
 def _read_each(fmt: str, locs: list[Path], workers: int | None,
-               per_rank: Callable[[ProfileSet], object] | None = None, tasks: bool = True) -> list[object]:
-    """Read every location, serially or in parallel; results in the order of ``locs``.
+               per_rank: Callable[[ProfileSet], object] | None = None, tasks: bool = True,
+               progress: Callable[[int, int, int], None] | None = None) -> list[object]:
+    """Read every location, serially or in a bounded pool of processes; results in the order of ``locs``.
 
     In parallel, this process is one of the ``workers`` readers: it reads ranks from the end of the
     list while ``workers - 1`` worker processes (fed by one thread each) read from the front, so
-    no core waits while the workers start. Every rank is read even after an error; the error of the
-    first failing rank in list order is raised, as a serial read would.
+    no core waits while the workers start. Each reader holds one rank at a time: the peak is set by
+    ``workers``, not by the number of ranks (with ``per_rank`` only its small result comes back).
+    Every rank is read even after an error; the error of the first failing rank in list order is
+    raised, as a serial read would. ``progress(ranks done, ranks, rows read)`` is called as each
+    rank arrives.
     """
     if workers is None:
         workers = _usable_cores() if tasks and _profile_bytes(fmt, locs) >= PARALLEL_MIN_BYTES else 1
     workers = max(1, min(int(workers), len(locs)))
+    results: list[object] = [None] * len(locs)
+    errors: dict[int, BaseException] = {}
+    tally = [0, 0]  # ranks done, rows read
+
+    def arrived(i: int, outcome: object, error: BaseException | None) -> None:
+        if error is not None:
+            errors[i] = error
+        else:
+            results[i] = outcome
+        tally[0] += 1
+        tally[1] += int(getattr(outcome, "rows_read", 0) or 0)
+        if progress is not None:
+            progress(tally[0], len(locs), tally[1])
+
     if workers == 1:
-        return [_read_one(fmt, loc, per_rank, tasks) for loc in locs]
-    import multiprocessing
+        for i, loc in enumerate(locs):
+            arrived(i, _read_one(fmt, loc, per_rank, tasks), None)  # an error stops here, in rank order
+        return results
+    _read_in_pool(fmt, locs, workers, per_rank, tasks, arrived)
+    if errors:
+        raise errors[min(errors)]
+    return results
+
+
+def _read_in_pool(fmt: str, locs: list[Path], workers: int, per_rank: Callable[[ProfileSet], object] | None,
+                  tasks: bool, arrived: Callable[[int, object, BaseException | None], None]) -> None:
+    """Read ``locs`` in this process and ``workers - 1`` worker processes; ``arrived`` is called (under a
+    lock, one rank at a time) with each rank's outcome or error as it finishes."""
     import threading
     from collections import deque
     from concurrent.futures import ProcessPoolExecutor
@@ -315,8 +355,6 @@ def _read_each(fmt: str, locs: list[Path], workers: int | None,
     import pyarrow
 
     todo, lock = deque(range(len(locs))), threading.Lock()
-    results: list[object] = [None] * len(locs)
-    errors: dict[int, BaseException] = {}
 
     def take(front: bool) -> int | None:
         with lock:
@@ -324,16 +362,20 @@ def _read_each(fmt: str, locs: list[Path], workers: int | None,
 
     def run(i: int, read: Callable[[], object]) -> None:
         try:
-            results[i] = read()
-        except Exception as exc:  # kept, raised below in rank order
-            errors[i] = exc
+            outcome, error = read(), None
+        except Exception as exc:  # kept; the caller raises the first in rank order
+            outcome, error = None, exc
+        with lock:
+            arrived(i, outcome, error)
 
     threads_before = pyarrow.cpu_count()
     pyarrow.set_cpu_count(1)  # one core per reader: the processes are the parallelism
     try:
-        # spawn: a fresh interpreter per worker, safe whatever threads this process already runs
-        with ProcessPoolExecutor(max_workers=workers - 1, mp_context=multiprocessing.get_context("spawn"),
+        with ProcessPoolExecutor(max_workers=workers - 1, mp_context=_pool_context(),
                                  initializer=_worker_start) as pool:
+            # the workers start now, from this thread, before any reading thread runs (a forked
+            # worker then copies no lock held by another thread)
+            pool.submit(_worker_ready).result()
 
             def feed() -> None:
                 while (i := take(front=True)) is not None:
@@ -349,9 +391,23 @@ def _read_each(fmt: str, locs: list[Path], workers: int | None,
                 thread.join()
     finally:
         pyarrow.set_cpu_count(threads_before)
-    if errors:
-        raise errors[min(errors)]
-    return results
+
+
+def _pool_context():
+    """fork on Linux while this process runs no other thread (a worker then starts with every module
+    already imported: ~1 s of CPU saved per worker); spawn otherwise (a fresh interpreter, safe whatever
+    threads run here)."""
+    import multiprocessing
+    import threading
+
+    if (sys.platform.startswith("linux") and threading.active_count() == 1
+            and "fork" in multiprocessing.get_all_start_methods()):
+        return multiprocessing.get_context("fork")
+    return multiprocessing.get_context("spawn")
+
+
+def _worker_ready() -> bool:
+    return True
 
 
 def _read_packed(fmt: str, loc: Path, per_rank: Callable[[ProfileSet], object] | None = None,
@@ -473,9 +529,12 @@ def _combine(fmt: str, reads: list, locations: list[Path]) -> ProfileSet:
     unplaced: Counter = Counter()
     sources: dict[int, list[Path]] = {}
     partial: dict[int, list[str]] = {}
+    comm_used: list[int] = []
     for rank, rd in zip(ranks, reads, strict=True):
         if getattr(rd, "evidence", None) is not None:
             partial[rank] = list(rd.evidence)
+        if getattr(rd, "comm_ops_used", False):
+            comm_used.append(rank)
         st = rd.steps.copy()
         st["rank"] = rank
         steps.append(st)
@@ -515,6 +574,7 @@ def _combine(fmt: str, reads: list, locations: list[Path]) -> ProfileSet:
         links=(pd.concat(links, ignore_index=True)[list(LINK_COLUMNS)] if links else None),
         bytes_from=bytes_from,
         partial_ranks=partial,
+        comm_ops_used_ranks=sorted(comm_used),
     )
 
 
