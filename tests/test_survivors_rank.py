@@ -352,16 +352,22 @@ def test_conclusion_of_nothing_and_of_one_plan():
     m, hw, s = _setup()
     assert conclusion([_res(Plan(ulysses=4), math.inf, feasible=False)], m, hw, s) == "No feasible plan."
     only = _res(Plan(ulysses=4), 2.0, speedup_vs_1=1.5, framework="xDiT")
-    assert conclusion([only], m, hw, s) == "Only U4 is feasible (on xDiT): predicted 2 s, 1.5x one device."
+    assert conclusion([only], m, hw, s) == ("Only U4 is feasible (on xDiT): predicted 2 s, 1.5x one device in the "
+                                            "DiT loop.")
+    # the speedup said is capped at the card count: 5.0x predicted on U4 is said as 4.0x
+    capped = _res(Plan(ulysses=4), 2.0, speedup_vs_1=5.0, framework="xDiT")
+    assert conclusion([capped], m, hw, s) == ("Only U4 is feasible (on xDiT): predicted 2 s, 4.0x one device in the "
+                                              "DiT loop.")
     approx_fast = _res(Plan(pipefusion=4), 1.0, exact=False)
     approx_slow = _res(Plan(pipefusion=2, ulysses=2), 3.0, exact=False)
     text = conclusion([only, approx_slow, approx_fast], m, hw, s)
-    assert text == ("Only U4 is feasible among exact plans (on xDiT): predicted 2 s, 1.5x one device. A faster "
+    assert text == ("Only U4 is feasible among exact plans (on xDiT): predicted 2 s, 1.5x one device in the DiT loop. "
+                    "A faster "
                     "approximate plan exists (PF4, 1 s, stale activations): --allow-approximate ranks it.")
     two = conclusion([only, approx_slow], m, hw, s)
-    assert two == "Only U4 is feasible among exact plans (on xDiT): predicted 2 s, 1.5x one device."
+    assert two == "Only U4 is feasible among exact plans (on xDiT): predicted 2 s, 1.5x one device in the DiT loop."
     a_only = _res(Plan(pipefusion=4), 1.0, exact=False, speedup_vs_1=3.0)
-    assert conclusion([a_only], m, hw, s) == "Only PF4 is feasible: predicted 1 s, 3.0x one device."
+    assert conclusion([a_only], m, hw, s) == "Only PF4 is feasible: predicted 1 s, 3.0x one device in the DiT loop."
 
 
 def test_conclusion_of_a_pair_by_hand():
@@ -378,7 +384,8 @@ def test_conclusion_of_a_pair_by_hand():
     assert text == (f"On box with 4 devices, tiny at {s.describe()} (GQA): U4 on xDiT (exact; heads: 8 query heads / "
                     "U4 = 2 per rank; 2 K/V heads do not divide by U4: replicated to 4 (1 per rank, priced)) is "
                     "predicted fastest "
-                    "(2 s, 3.0x one device), 25.0% ahead of R4; its exposed communication is 35% of the latency, "
+                    "(2 s, 3.0x one device in the DiT loop; end to end: the headline), 25.0% ahead of R4; its "
+                    "exposed communication is 35% of the latency, "
                     "mostly inter_domain. Conditions: U4 stays ahead unless X; or Y. This is a prediction: confirm with "
                     "the G6 A/B pair before committing. A faster approximate plan exists (PF4, 1.5 s, stale "
                     "activations): it changes the output; --allow-approximate ranks it.")
@@ -392,7 +399,8 @@ def test_conclusion_approximate_leader_padding_and_no_g7():
     b = _res(Plan(ulysses=4), 1.2, exact=True)
     slower_approx = _res(Plan(pipefusion=2, ulysses=2), 1.1, exact=False)
     text = conclusion([a, slower_approx, b], m, hw, s)
-    assert " (no GQA): PF4 (approximate (stale activations)) is predicted fastest (1 s, 2.0x one device), " \
+    assert " (no GQA): PF4 (approximate (stale activations)) is predicted fastest (1 s, 2.0x one device in the DiT " \
+           "loop; end to end: the headline), " \
            "10.0% ahead of U2 PF2; its exposed communication is 10% of the latency, mostly intra_domain. " \
            "Conditions: PF4 and U4 are predicted equal. " in text
     assert text.endswith("before committing. The sequence is padded by 12 tokens.")
