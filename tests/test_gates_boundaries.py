@@ -181,12 +181,22 @@ def bd(total: float, plan: Plan, **parts: float) -> Breakdown:
 
 
 def test_g2_fits_exactly_at_the_headroom():
-    # 10 GB card x 0.9 headroom = 9 GB usable: 9.0 passes, 9.0 + 1e-9 does not
+    # 10 GB card x 0.9 headroom = 9 GB usable: 9.0 passes, 9.0 + 1e-9 does not. Above the headroom and up to
+    # TIGHT_LIMIT of the card (0.95 x 10 = 9.5 GB) the plan "fits, tight" (feasible, the GB left said: 10 - 9 = 1.0,
+    # 10 - 9.5 = 0.5); only 9.5 + 1e-9 is a veto
     hw, m = box(memory_GB=10.0), tiny_model()
     g = gates.memory_fit(m, hw, image(m), Plan(), bd(9.0, Plan(), weights=9.0))
     assert (g.verdict, g.reason) == ("pass", "9.000 GB per rank (weights 9.0) <= 9.000 GB (90% of 10 GB)")
+    left = ("GB left for the allocator, workspace and fragmentation; it runs if nothing else holds memory on the card "
+            "(watch the first request's peak: torch.cuda.max_memory_reserved / npu-smi)")
     g = gates.memory_fit(m, hw, image(m), Plan(), bd(9.0 + 1e-9, Plan(), weights=9.0 + 1e-9))
-    assert (g.verdict, g.reason) == ("veto", "9.000 GB > 9.000 GB (90% of 10 GB) (weights 9.0)")   # nothing usable: head only
+    assert (g.verdict, g.reason) == ("tight", "fits, tight: 9.000 GB per rank (weights 9.0) is above 9.000 GB (90% of "
+                                              f"10 GB) but within 95% of it: 1.0 {left}")   # no text encoder: no hint
+    g = gates.memory_fit(m, hw, image(m), Plan(), bd(9.5, Plan(), weights=9.5))
+    assert (g.verdict, g.reason) == ("tight", "fits, tight: 9.5 GB per rank (weights 9.5) is above 9.0 GB (90% of "
+                                              f"10 GB) but within 95% of it: 0.5 {left}")
+    g = gates.memory_fit(m, hw, image(m), Plan(), bd(9.5 + 1e-9, Plan(), weights=9.5 + 1e-9))
+    assert (g.verdict, g.reason) == ("veto", "9.5 GB > 9.0 GB (90% of 10 GB) (weights 9.5)")   # nothing usable: head only
 
 
 def test_g2_sharding_that_fits_is_applied_and_the_users_flag_named_beside_it():
@@ -425,14 +435,31 @@ def test_g7_skips_a_link_class_the_hardware_lacks(monkeypatch):
 def test_g7_kv_head_projection_names_the_largest_count_that_flips():
     # U8 leads U2 AG4 with 8 KV heads; the K/V gather shrinks with the KV heads. By brute force over
     # the divisors of 8 heads below 8 (4, 2, 1), the first (largest) where AG4 is faster is reported.
-    m, hw, tun = tiny_model(blocks={"self": 4}), box(domain_size=4, devices=8, inter=1.0), Tunables(launch_us=0.0)
+    # Bytes only (no host cost, no per-call cost): AG4 wins from 4 KV heads on.
+    m, hw = tiny_model(blocks={"self": 4}), box(domain_size=4, devices=8, inter=1.0)
+    tun = Tunables(launch_us=0.0, call_us=0.0)
     shp = make_shape(m, 512, 512, 1, 10, cfg=False)
     a, b = Plan(ulysses=8), Plan(ulysses=2, kv_allgather=4)
-    flips = [h for h in (4, 2, 1) if predict(replace(m, kv_heads=h), hw, shp, b, tun).latency_s
-             < predict(replace(m, kv_heads=h), hw, shp, a, tun).latency_s]
-    assert flips == [4, 2, 1]
+
+    def flips(t):
+        return [h for h in (4, 2, 1) if predict(replace(m, kv_heads=h), hw, shp, b, t).latency_s
+                < predict(replace(m, kv_heads=h), hw, shp, a, t).latency_s]
+    assert flips(tun) == [4, 2, 1]
     g = gates.projection(m, hw, shp, a, b, tun)
     assert g.reason.count("KV heads drop") == 1 and "U2 AG4 beats U8 once KV heads drop to 4 (now 8)" in g.reason
+    # With the fixed cost per collective call (10 us shipped): U8 makes 4 all-to-alls a layer (Q, K, V, O), U2 AG4
+    # those 4 and one K/V gather, so AG4 pays 4 layers x 10 steps x 1 call x 10 us = 0.4 ms more than U8. At 4 KV
+    # heads its byte lead is smaller than that, so the largest count that flips is 2.
+    called = Tunables(launch_us=0.0, call_us=10.0)
+    m4 = replace(m, kv_heads=4)
+    extra = ((predict(m4, hw, shp, b, called).latency_s - predict(m4, hw, shp, b, tun).latency_s)
+             - (predict(m4, hw, shp, a, called).latency_s - predict(m4, hw, shp, a, tun).latency_s))
+    assert extra == pytest.approx(4 * 10 * 1 * 10e-6, rel=1e-6)
+    lead4 = predict(m4, hw, shp, a, tun).latency_s - predict(m4, hw, shp, b, tun).latency_s
+    assert 0 < lead4 < extra
+    assert flips(called) == [2, 1]
+    g = gates.projection(m, hw, shp, a, b, called)
+    assert g.reason.count("KV heads drop") == 1 and "U2 AG4 beats U8 once KV heads drop to 2 (now 8)" in g.reason
     # 2 KV heads: only 1 is below; AG8 (slower with 2) wins with 1
     m2 = replace(m, kv_heads=2)
     b = Plan(kv_allgather=8)
@@ -698,15 +725,24 @@ def test_g2_offload_keeps_the_comm_buffers():
 
 
 def test_g2_a_small_text_encoder_and_no_activation_figure():
-    # a 0.5 GB text encoder still counts: weights 8.8 + 0.5 = 9.3 > 9, offload -> 8.8 GB
+    # a 0.5 GB text encoder still counts: weights 8.8 + 0.5 = 9.3 > 9 but <= 9.5 (95 % of 10): fits, tight, and
+    # the hint names the encoder, 0.5 GB >= the 0.3 GB over the headroom
     hw, m, plan = box(memory_GB=10.0), tiny_model(), Plan()
     g = gates.memory_fit(m, hw, image(m), plan, bd(9.3, plan, weights=8.8, text_encoder=0.5))
+    assert g.verdict == "tight"
+    assert g.reason.endswith("; --offload-text-encoder frees 0.5 GB (it runs once, before denoising)")
+    # a 0.8 GB encoder: 8.8 + 0.8 = 9.6 > 9.5, a veto; offload -> 8.8 GB <= 9
+    g = gates.memory_fit(m, hw, image(m), plan, bd(9.6, plan, weights=8.8, text_encoder=0.8))
+    assert g.verdict == "veto"
     assert g.reason.endswith("--offload-text-encoder (it runs once before denoising) needs 8.8 GB")
-    # no activation figure at all (0): the 1024 px decode 0.805 GB is the peak; tiled 0.201: 8.5 + 0.201 = 8.7
+    # no activation figure at all (0): the 1024 px decode 0.805 GB is the peak: 8.75 + 0.805 = 9.555 > 9.5, a veto;
+    # tiled 0.201: 8.75 + 0.201 = 8.951 <= 9, printed 9.0
     shp = make_shape(m, 1024, 1024, 1, 10, cfg=False)
     untiled = 1024 * 1024 * VAE_DECODE_CHANNELS * BYTES_PER_ELEMENT * VAE_BUFFERS / 1e9
-    g = gates.memory_fit(m, hw, shp, plan, bd(8.5 + untiled, plan, weights=8.5, vae_decode=untiled))
-    assert g.reason.endswith("--vae-tiling (tiled decode; same result up to tile-seam blending) needs 8.7 GB")
+    assert untiled == pytest.approx(0.805, abs=5e-4)
+    g = gates.memory_fit(m, hw, shp, plan, bd(8.75 + untiled, plan, weights=8.75, vae_decode=untiled))
+    assert g.verdict == "veto"
+    assert g.reason.endswith("--vae-tiling (tiled decode; same result up to tile-seam blending) needs 9.0 GB")
 
 
 def test_g3_composite_costing_more_cross_node_bytes_names_gqa(monkeypatch):
@@ -736,10 +772,11 @@ def test_threshold_stops_once_the_bracket_is_within_0_1_percent():
 
 
 def test_g2_no_weights_figure_counts_as_none():
-    # parts without a weights figure (0): text encoder 9.0 + activations 0.5 = 9.5 > 9; offloading the
-    # encoder leaves the 0.5 GB of activations
+    # parts without a weights figure (0): text encoder 9.2 + activations 0.5 = 9.7 > 9.5 (95 % of 10: past the
+    # tight band, a veto); offloading the encoder leaves the 0.5 GB of activations
     hw, m, plan = box(memory_GB=10.0), tiny_model(), Plan()
-    g = gates.memory_fit(m, hw, image(m), plan, bd(9.5, plan, text_encoder=9.0, activations=0.5))
+    g = gates.memory_fit(m, hw, image(m), plan, bd(9.7, plan, text_encoder=9.2, activations=0.5))
+    assert g.verdict == "veto"
     assert g.reason.endswith("--offload-text-encoder (it runs once before denoising) needs 0.5 GB")
 
 

@@ -102,15 +102,21 @@ def test_notes_for_replicas_and_stage_imbalance():
 
 
 def test_dtensor_note_counts_parallelized_linears():
-    """The note's count is linears per block x blocks, summed over block kinds."""
+    """The note's counts are linears (and their output redistributes) per block x blocks, summed over block kinds."""
     flux, h100 = presets.load_model("FLUX.1-dev"), presets.load_hardware("H100", None, 8)
     s, plan = make_shape(flux), Plan(tp=2)
-    tun = Tunables(tp_linear_host_us=68.7)
+    tun = Tunables(tp_linear_host_us=68.7, launch_us=25.0)   # the measured figure applies at 25 us a launch
     blocks = block_work(flux, h100, s, plan, layout(plan, tun.order))
     linears = sum(b.tp_linears * b.count for b in blocks)
+    redis = sum(b.tp_redistributes * b.count for b in blocks)
     assert linears > 0 and all(b.count > 1 for b in blocks)
+    # by hand: 19 joint blocks x 14 linears + 38 single blocks x 6 = 266 + 228 = 494; redistributes: a joint block's
+    # 4 row-parallel all-reduces + 2 AdaLN gathers = 6, a single block's 1 + 1 = 2: 19 x 6 + 38 x 2 = 114 + 76 = 190;
+    # (494 + 190) x 68.7 us = 46990.8 us = 47.0 ms
+    assert (linears, redis) == (494, 190)
     note = next(n for n in predict(flux, h100, s, plan, tun).notes if n.startswith("DTensor TP host cost"))
-    assert note.startswith(f"DTensor TP host cost: {linears:g} parallelized linears per forward x 68.7 us")
+    assert note.startswith("DTensor TP host cost: 494 parallelized linears and 190 output redistributes per forward "
+                           "x 68.7 us = 47.0 ms host time per step")
 
 
 def test_slowest_stage_skips_kinds_absent_from_the_stage_table():
@@ -481,10 +487,13 @@ def test_exposure_goes_to_the_slowest_class_of_a_collective():
 
 
 def test_dtensor_note_at_one_us_per_linear():
-    # 1 us per linear at launch 25 us: TP2 parallelizes 6 linears in each of 2 self blocks = 12
+    # 1 us per linear at launch 25 us: TP2 parallelizes 6 linears in each of 2 self blocks = 12, and redistributes
+    # the outputs of its 2 row-parallel projections in each (no AdaLN in a self block) = 4: (12 + 4) x 1 us = 0.016 ms
     m = _tiny()
-    notes = predict(m, _box(), make_shape(m, 64, 64, 1, 10), Plan(tp=2), Tunables(tp_linear_host_us=1.0)).notes
-    assert any(n.startswith("DTensor TP host cost: 12 parallelized linears per forward x 1.0 us") for n in notes)
+    tun = Tunables(tp_linear_host_us=1.0, launch_us=25.0)
+    notes = predict(m, _box(), make_shape(m, 64, 64, 1, 10), Plan(tp=2), tun).notes
+    assert any(n.startswith("DTensor TP host cost: 12 parallelized linears and 4 output redistributes per forward "
+                            "x 1.0 us = 0.0 ms host time per step") for n in notes)
 
 
 def test_masking_moves_all_to_all_time_from_exposed_to_hidden():

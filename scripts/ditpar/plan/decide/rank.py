@@ -152,7 +152,9 @@ def rank_plans(model, hw, shape: Shape, devices: int, tun: Tunables, *, with_dp:
     useful = [r for r in results if r.feasible and (devices == 1 or r.plan.dp < devices)]
     if not useful:
         reasons = sorted({r.gates[-1].reason.split(";")[0] for r in results if not r.feasible})[:3]
+        # the hint names a plan that would serve the request (a DPn plan on n cards only serves other requests)
         unlock = sorted((r for r in results if not r.feasible and r.gates[-1].gate == "G2"
+                         and (devices == 1 or r.plan.dp < devices)
                          and "lossless unlock" in r.gates[-1].reason), key=lambda r: r.breakdown.memory_GB)
         hint = (f"; {unlock[0].plan.name} fits with the " + unlock[0].gates[-1].reason.split("; lossless ", 1)[1]
                 if unlock else "")
