@@ -82,7 +82,9 @@ def _apply(model, hw, shape, plan, bd, steps: tuple[str, ...]):
         out.latency_s += te_s
         out.exposed_by_family_s["text-encoder offload (host to device)"] = te_s
         p["text_encoder_GB"] = 0.0
-        out.notes.append(f"text encoder offloaded: moved onto the card once per request ({te_s:.2f} s charged)")
+        out.notes.append(f"text encoder offloaded: moved onto the card once per request ({te_s:.2f} s charged)" if link
+                         else f"text encoder offloaded: its move onto the card is NOT priced (no host-link figure for "
+                              f"{getattr(hw, 'accelerator', '?')}; measure it or add the link to the hardware file)")
     if "vae" in steps:
         p["vae_decode_GB"] = vae_decode_GB(model, shape, True)
     phase = p.get("activations_GB", 0.0) + p.get("kv_buffers_GB", 0.0)
