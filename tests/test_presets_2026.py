@@ -1,4 +1,5 @@
-"""Hardware presets for the machines of 2026 (B200, GB200/GB300 NVL72, H800, A800, H20-3e, L40S, Atlas A3).
+"""Hardware presets for the machines of 2026 (B200, GB200/GB300 NVL72, H800, A800, H20-3e, L40S, Atlas A3,
+Atlas 900 A3 SuperPoD).
 
 Expected values are derived here from the datasheet figures the presets cite, not read back from the files:
 a figure that drifts from its source, or a rack that stops being one NVLink domain, fails here.
@@ -23,6 +24,7 @@ NEW = {
     "A800": "A800-SXM-80GB NVLink x8",
     "H20-3e": "H20-3e NVLink x8",
     "L40S": "L40S PCIe x8 (2 sockets)",
+    "Atlas 900 A3 SuperPoD": "Atlas 900 A3 SuperPoD (910C, 768 dies, one UB domain)",
 }
 ATLAS_A3 = "Atlas A3 (910C, 16 dies, HCCS)"
 
@@ -32,7 +34,8 @@ ATLAS_A3 = "Atlas A3 (910C, 16 dies, HCCS)"
     ("8xB200", NEW["B200"]), ("DGX B200", NEW["B200"]), ("GB200", NEW["GB200 NVL72"]),
     ("GB300", NEW["GB300 NVL72"]), ("8xH800", NEW["H800"]), ("A800-SXM4-80GB", NEW["A800"]),
     ("H20 141GB", NEW["H20-3e"]), ("8xL40S PCIe", NEW["L40S"]),
-    ("Atlas 800T A3", ATLAS_A3), ("Atlas 900 A3 SuperPoD", ATLAS_A3), ("Atlas 800I A3", ATLAS_A3),
+    ("Atlas 800T A3", ATLAS_A3), ("Atlas 800I A3", ATLAS_A3), ("A3", ATLAS_A3),
+    ("CloudMatrix384", NEW["Atlas 900 A3 SuperPoD"]), ("CM384", NEW["Atlas 900 A3 SuperPoD"]),
 ])
 def test_names_resolve(spelling, name):
     assert presets.load_hardware(spelling).name == name
@@ -46,7 +49,7 @@ def test_the_plain_names_keep_their_presets():
     assert presets.load_hardware("A100").name == "A100-SXM-80GB NVLink x8"
 
 
-@pytest.mark.parametrize("hardware", [*NEW, "Atlas 800T A3", "Atlas 900 A3 SuperPoD"])
+@pytest.mark.parametrize("hardware", [*NEW, "Atlas 800T A3"])
 def test_plan_ranks_flux_on_eight_devices(hardware):
     proc = run_script("plan.py", "--model", "FLUX.1-dev", "--hardware", hardware, "--devices", "8", check=0)
     assert "  1 " in proc.stdout and "conclusion:" in proc.stdout, proc.stdout[-2000:]
@@ -141,3 +144,37 @@ def test_borrowed_figures_are_said_to_be_borrowed(name):
             continue
         if "borrowed" in h.sources[key].lower():
             assert h.links[key].evidence in ("other-class", "derived"), (name, key)
+
+
+def test_superpod_figures_are_the_cloudmatrix384_papers():
+    """384 NPUs x 2 dies = 768 ranks; per die half a 910C's 752 TFLOPS, 128 GB and 3.2 TB/s (arXiv 2506.12708)."""
+    pod, a3 = presets.load_hardware("Atlas 900 A3 SuperPoD"), presets.load_hardware("Atlas A3")
+    assert (pod.devices_per_node, pod.nodes, pod.domain_size) == (48 * 8 * 2, 1, 16)   # 48 servers x 8 NPUs x 2 dies
+    assert pod.domain_size == a3.devices_per_node                                        # one server = one HCCS island
+    assert (pod.peak_tflops_bf16, pod.memory_GB, pod.hbm_bandwidth_GBps) == (752 / 2, 128 / 2, 3200 / 2)
+    assert pod.devices_per_node * pod.peak_tflops_bf16 / 1000 == pytest.approx(289, abs=0.5)   # "~289 PFLOPS BF16"
+    assert pod.devices_per_node * pod.memory_GB / 1000 == pytest.approx(48, rel=0.03)          # "~48 TB HBM"
+    links = pod.links
+    assert links["intra_domain"].bandwidth_GBps == a3.links["intra_domain"].bandwidth_GBps == 102    # EP8 dispatch
+    assert links["inter_domain"].bandwidth_GBps == a3.links["inter_node"].bandwidth_GBps == 87       # EP16 dispatch
+    assert links["inter_domain"].bandwidth_GBps < 392 / 2                         # UB line rate per die
+    assert links["inter_node"].bandwidth_GBps == 400 / 8 / 2 * 0.8                # 400 Gb/s RDMA per NPU, per die
+    assert (links["inter_node"].evidence, pod.mfu, a3.mfu) == ("derived", 0.5, 0.5)
+    for die_count in (16, 64, 384, 768):                                          # every group inside the UB domain
+        assert pod.class_for(range(die_count)) != "inter_node"
+    assert pod.class_for(range(16)) == "intra_domain" and pod.class_for(range(64)) == "inter_domain"
+    two = presets.load_hardware("Atlas 900 A3 SuperPoD", None, 1536)
+    assert two.nodes == 2 and two.class_for([0, 768]) == "inter_node"
+    assert presets.load_hardware("Atlas 800T A3").devices_per_node == 16          # the server preset stays a server
+
+
+def test_superpod_64_dies_never_touch_the_network():
+    proc = run_script("plan.py", "--model", "Wan2.1-T2V-14B", "--hardware", "Atlas 900 A3 SuperPoD",
+                      "--devices", "64", "--json", check=0)
+    doc = json.loads(proc.stdout)
+    priced = [p for p in doc["plans"] if "bytes_per_layer_by_link" in p]
+    assert priced and any(p["feasible"] for p in priced)
+    for p in priced:
+        for key in ("exposed_by_link_s", "bytes_per_layer_by_link"):
+            assert p[key]["inter_node"] == 0, (p["name"], key, p[key])
+    assert any(p["bytes_per_layer_by_link"]["inter_domain"] > 0 for p in priced)    # UB between servers is used
