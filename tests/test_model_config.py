@@ -183,6 +183,59 @@ def test_not_a_diffusion_transformer_is_refused(path, why):
     assert len(lines) == 1 and why in lines[0] and "not a diffusion transformer" in lines[0]
 
 
+def _bagel_folder(tmp_path):
+    """BAGEL-7B-MoT's checkpoint layout as ByteDance-Seed/Bagel@a384f612:app.py reads it: llm_config.json
+    (a Qwen2Config), vit_config.json (a SiglipVisionConfig), ae.safetensors; no model_index.json. Only the file
+    names matter here; the contents are the model_type each config class writes."""
+    folder = tmp_path / "BAGEL-7B-MoT"
+    folder.mkdir()
+    (folder / "llm_config.json").write_text(json.dumps({"model_type": "qwen2"}))
+    (folder / "vit_config.json").write_text(json.dumps({"model_type": "siglip_vision_model"}))
+    (folder / "ae.safetensors").write_bytes(b"")
+    return folder
+
+
+def _assert_bagel_refusal(stderr: str, where: str):
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    line = lines[0]
+    assert line.startswith(f"plan.py: error: {where}: BAGEL-7B-MoT is a unified autoregressive + flow-matching model")
+    assert "Mixture-of-Transformers" in line and "not a diffusion transformer" in line
+    assert "--model-file FILE.toml" in line and "thinker stage and a DiT stage" in line
+
+
+@pytest.mark.parametrize("name", ["BAGEL-7B-MoT", "ByteDance-Seed/BAGEL-7B-MoT", "bagel"])
+def test_bagel_by_name_is_refused_with_what_it_is(name):
+    proc = run_script("plan.py", "--model", name, *BOX, check=2)
+    _assert_bagel_refusal(proc.stderr, f"--model {name}")
+
+
+def test_bagel_checkpoint_folder_and_its_llm_config_are_refused(tmp_path):
+    folder = _bagel_folder(tmp_path)
+    for path in (folder, folder / "llm_config.json"):
+        proc = run_script("plan.py", "--model-config", str(path), *BOX, check=2)
+        _assert_bagel_refusal(proc.stderr, str(path))
+
+
+def test_bagel_config_json_is_refused(tmp_path):
+    """vLLM-Omni resolves BAGEL by model_type 'bagel' or architectures BagelForConditionalGeneration
+    (vllm-project/vllm-omni:vllm_omni/config/stage_config.py, StageConfigFactory.ARCH_MAPPING)."""
+    for data in ({"model_type": "bagel"}, {"architectures": ["BagelForConditionalGeneration"]}):
+        path = tmp_path / "config.json"
+        path.write_text(json.dumps(data))
+        proc = run_script("plan.py", "--model-config", str(path), *BOX, check=2)
+        _assert_bagel_refusal(proc.stderr, str(path))
+
+
+def test_a_diffusers_folder_holding_an_llm_config_is_not_bagel(tmp_path):
+    folder = tmp_path / "flux"
+    shutil.copytree(FLUX, folder)
+    (folder / "llm_config.json").write_text("{}")
+    (folder / "vit_config.json").write_text("{}")
+    doc, _ = _plan("--model-config", str(folder))
+    assert doc["plans"]
+
+
 def test_unet_pipeline_folder_is_refused(tmp_path):
     (tmp_path / "model_index.json").write_text(json.dumps({
         "_class_name": "StableDiffusionPipeline", "unet": ["diffusers", "UNet2DConditionModel"],

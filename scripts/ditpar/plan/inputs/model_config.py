@@ -22,7 +22,7 @@ from typing import Any
 
 from ditpar import formats, limits
 from ditpar.errors import InputError
-from ditpar.plan.inputs import schema
+from ditpar.plan.inputs import not_dit, schema
 from ditpar.plan.inputs.presets import ModelPreset, VaeSpec
 
 DIFFUSERS = "huggingface/diffusers@58eb52c0803ea9af3abec60841c2a093bdf1f951"
@@ -382,6 +382,9 @@ def _load(path: Path, supplied: Mapping[str, int | None] | None = None) -> _Conf
 
 
 def _refuse_not_dit(c: _Config) -> None:
+    known = not_dit.by_config(c.data)
+    if known is not None:
+        raise InputError(not_dit.refusal(known, str(c.path)))
     cls = str(c.data.get("_class_name") or "")
     if cls in NOT_DIT or cls.startswith("UNet"):
         raise InputError(f"{c.path}: _class_name {cls} is {NOT_DIT.get(cls, 'a UNet, not a diffusion transformer')}; "
@@ -635,6 +638,9 @@ def load(path_text: str, *, heads: int | None = None, kv_heads: int | None = Non
     path = Path(path_text)
     if not path.exists():
         raise InputError(f"--model-config {path_text}: no such file or folder")
+    known = not_dit.by_layout(path)
+    if known is not None:
+        raise InputError(not_dit.refusal(known, str(path)))
     t_path, vae_path, encoders, index, experts = _paths(path)
     if not t_path.exists():
         raise InputError(f"{t_path}: missing (the transformer's config of {path})")

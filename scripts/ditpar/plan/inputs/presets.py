@@ -19,7 +19,7 @@ from typing import Any
 from ditpar import formats, limits
 from ditpar.errors import InputError
 from ditpar.files import is_stream
-from ditpar.plan.inputs import schema
+from ditpar.plan.inputs import not_dit, schema
 
 TEMPLATES_ENV = "DITPAR_TEMPLATES"
 BLOCK_TYPES = schema.BLOCK_TYPES
@@ -580,6 +580,8 @@ def resolve_model(name: str) -> ModelPreset:
         return parse_model(_read_toml(Path(name)), Path(name))
     reg = model_registry()
     hit = _lookup(reg, name)
+    if hit is None and (known := not_dit.by_name(name)) is not None:
+        raise InputError(not_dit.refusal(known, f"--model {name}"))
     if hit is None:
         raise _unknown("model", name, reg, "a model without a preset: --model-config PATH (its diffusers folder "
                        "or config.json) or --model-file FILE.toml")
