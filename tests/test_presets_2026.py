@@ -11,7 +11,7 @@ import json
 
 import pytest
 from conftest import run_script
-from ditpar.plan.inputs import presets
+from ditpar.plan.inputs import link_limits, presets
 
 LINKS = ("intra_domain", "inter_domain", "inter_node")
 
@@ -160,6 +160,8 @@ def test_superpod_figures_are_the_cloudmatrix384_papers():
     assert links["inter_domain"].bandwidth_GBps < 392 / 2                         # UB line rate per die
     assert links["inter_node"].bandwidth_GBps == 400 / 8 / 2 * 0.8                # 400 Gb/s RDMA per NPU, per die
     assert (links["inter_node"].evidence, pod.mfu, a3.mfu) == ("derived", 0.5, 0.5)
+    tech = {k: link_limits.technology(k, links[k].name, pod.interconnect) for k in LINKS}
+    assert tech == {"intra_domain": "HCCS", "inter_domain": "HCCS", "inter_node": "network"}
     for die_count in (16, 64, 384, 768):                                          # every group inside the UB domain
         assert pod.class_for(range(die_count)) != "inter_node"
     assert pod.class_for(range(16)) == "intra_domain" and pod.class_for(range(64)) == "inter_domain"
