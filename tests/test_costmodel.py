@@ -186,8 +186,9 @@ def test_ring_overlap_and_masking_ceiling():
     assert masking_hidden(4.0, 1.0, 4) < 1.0                                   # cannot hide more than F
     m, hw = tiny_model(), box(domain_size=4, devices=4)
     s = make_shape(m, 64, 64, 1, 10)
-    ideal = predict(m, hw, s, Plan(ring=4), Tunables(launch_us=0, overlap_efficiency=1.0))
-    none = predict(m, hw, s, Plan(ring=4), Tunables(launch_us=0, overlap_efficiency=0.0))
+    # priced without the fixed per-call cost (call_us=0): the sums below count bytes, FLOPs and alphas only
+    ideal = predict(m, hw, s, Plan(ring=4), Tunables(launch_us=0, overlap_efficiency=1.0, call_us=0))
+    none = predict(m, hw, s, Plan(ring=4), Tunables(launch_us=0, overlap_efficiency=0.0, call_us=0))
     [bw] = block_work(m, hw, s, Plan(ring=4), layout(Plan(ring=4)))
     rate = hw.peak_tflops_bf16 * 1e12 * hw.mfu
     att, hop = bw.attn_flops / rate, comm_time_s(hw, bw.comms[0])
@@ -227,7 +228,7 @@ def test_memory_weights_shard_under_tp_and_pipefusion():
 def test_pipefusion_latency_by_hand():
     m, hw = tiny_model(blocks={"self": 4}), box(domain_size=4, devices=2)
     s = make_shape(m, 64, 64, 1, 10)
-    tun = Tunables(launch_us=0.0)
+    tun = Tunables(launch_us=0.0, call_us=0.0)   # the by-hand sums below have no fixed per-call cost
     plan = Plan(pipefusion=2, warmup=1)
     bd = predict(m, hw, s, plan, tun)
     single = predict(m, hw, s, Plan(), tun)
