@@ -240,6 +240,10 @@ def evaluate_parser():
     p.add_argument("--coverage", action="store_true",
                    help="also fit the speedup range by stratum on the unseen rounds' rows, each round held out in "
                         "turn, and print its held-out coverage per stratum and level (the figures plan.py states)")
+    p.add_argument("--calibrated-check", action="store_true",
+                   help="also judge the calibrated point prediction on the unseen rounds (each round held out): compute "
+                        "calibrated on one measured row of a run (its one-device row, or each multi-card row in turn), "
+                        "the other rows predicted, beside the uncalibrated prediction of the same rows")
     _tunable_args(p)
     cli.add_output_args(p, csv=True)
     return p
@@ -485,6 +489,11 @@ def run_evaluate(args) -> int:
         from ditpar.plan.judge import conformal
 
         cover = conformal.report(frames, _tunables(args))
+    calcheck = None
+    if args.calibrated_check:
+        from ditpar.plan.judge import calibrated_check
+
+        calcheck = calibrated_check.check(frames, _tunables(args))
     for line in res["warnings"]:
         sys.stderr.write(f"{PROG}: warning: {line}\n")
     if args.csv:
@@ -496,6 +505,8 @@ def run_evaluate(args) -> int:
             doc["heldout_by"] = {h["by"]: heldout.payload(h) for h in held}
         if cover is not None:
             doc["range_coverage"] = cover
+        if calcheck is not None:
+            doc["calibrated_check"] = calcheck
         cli.print_json("plan-evaluate", doc)
     else:
         if held is not None:
@@ -506,6 +517,10 @@ def run_evaluate(args) -> int:
             from ditpar.plan.judge import conformal
 
             sys.stdout.write("\n" + conformal.render(cover))
+        if calcheck is not None:
+            from ditpar.plan.decide.uncertainty import RANGE_Q
+
+            sys.stdout.write("\n" + calibrated_check.render(calcheck, {k: v[0] for k, v in RANGE_Q.items()}))
     return 0
 
 

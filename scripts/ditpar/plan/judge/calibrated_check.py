@@ -1,0 +1,169 @@
+"""After the user's own measurement: the point prediction of the other rows of a table once compute is calibrated on
+one measured row (plan.py --ref-latency, with --ref-plan for a multi-card one), judged on the unseen rounds.
+
+Each unseen round is held out in turn (its launch, overlap, per-call and mfu constants fitted without it). Within a
+table's run (model, machine, shape, steps, compile mode, the same run), a reference row's measured latency (serial
+stages off) fits the compute scale (`rank.calibrate`, exactly as plan.py does), and each other row is predicted with
+it. Beside it, the uncalibrated prediction of the same target rows. Two references: the run's one-device row; and
+each multi-card row in turn (every ordered pair of multi-card rows of the run).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from ditpar.plan.judge.rounds import UNSEEN_ROUNDS, round_of
+
+WITHIN = math.log2(1.25)
+
+
+def _median(xs: list[float]) -> float | None:
+    v = sorted(xs)
+    if not v:
+        return None
+    m = len(v) // 2
+    return v[m] if len(v) % 2 else 0.5 * (v[m - 1] + v[m])
+
+
+def summary(errs: list[float]) -> dict:
+    """n, share with |log2 error| within 25 % and the median |log2 error| of a list of signed log2 errors."""
+    a = [abs(e) for e in errs]
+    return {"n": len(a), "within_25pct": (sum(x <= WITHIN + 1e-12 for x in a) / len(a)) if a else None,
+            "median_abs_log2": _median(a)}
+
+
+def calibrated_latency(pred_target_s: float, pred_ref_s: float, meas_ref_s: float) -> float:
+    """The calibrated prediction when the whole latency scales with one factor (what --ref-latency does when the
+    predicted time is all compute): target x measured / predicted reference."""
+    return pred_target_s * meas_ref_s / pred_ref_s
+
+
+def _pairs(rows, members: list[int]) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """(one-device reference, target) and (multi-card reference, multi-card target) pairs within each run."""
+    from ditpar.plan.judge.evaluate import scenario_config
+    from ditpar.plan.judge.heldout import reference_of, single_rows
+
+    singles = single_rows(rows)
+    one, multi = [], []
+    runs: dict[tuple, list[int]] = {}
+    for i in members:
+        r = rows[i]
+        if r.single or r.plan.devices // r.plan.dp < 2:
+            continue
+        ref = reference_of(rows, singles, i)
+        if ref is not None:
+            one.append((ref, i))
+        runs.setdefault((r.source, r.cal_key, scenario_config(r.row["other_config"])), []).append(i)
+    for g in runs.values():
+        multi += [(j, i) for j in g for i in g if i != j and rows[i].plan != rows[j].plan]
+    return one, multi
+
+
+def check(frames: dict, tun) -> dict:
+    """Per reference kind (one device, one multi-card row): calibrated and uncalibrated |log2 error| of the same
+    target rows, pooled and per round; the signed calibrated residuals (for the range) per stratum."""
+    from ditpar.plan.cost import predict
+    from ditpar.plan.decide.rank import calibrate
+    from ditpar.plan.inputs.frameworks import tp_host_tunables
+    from ditpar.plan.judge.conformal import borrowed_machine, collection_of, stratum, _framework
+    from ditpar.plan.judge.evaluate import row_framework
+    from ditpar.plan.judge.heldout import derive_mfu, evaluate_heldout
+
+    res = evaluate_heldout(frames, tun, by="round")
+    rows = res["row_list"]
+    out: dict[str, dict] = {"one device": {"cal": [], "uncal": [], "by_round": {}, "failed": 0, "records": []},
+                            "one multi-card row": {"cal": [], "uncal": [], "by_round": {}, "failed": 0,
+                                                   "records": []}}
+    for sr in res["sources"]:
+        rnd = sr.source
+        if rnd not in UNSEEN_ROUNDS:
+            continue
+        c = sr.constants
+        mfu = derive_mfu(rows, rnd, tun, "round")
+        base = dataclasses.replace(tun, launch_us=c["launch_us"], overlap_efficiency=c["overlap_efficiency"],
+                                   call_us=c["call_us"])
+        members = [i for i, r in enumerate(rows) if round_of(r.source) == rnd]
+        coll = collection_of([x for x in rows if round_of(x.source) != rnd])
+
+        def tun_of(i, scale=None):
+            r = rows[i]
+            s = scale if scale is not None else base.compute_scale * (r.hw.mfu / mfu[r.hw.name]
+                                                                      if r.hw.name in mfu else 1.0)
+            return tp_host_tunables(dataclasses.replace(base, compute_scale=s), row_framework(r.row), r.plan)
+
+        def lat(i, t):
+            r = rows[i]
+            return predict(r.model, r.hw, r.shape, r.plan, t).latency_s + r.serial_s
+
+        scales: dict[int, float | None] = {}
+        one, multi = _pairs(rows, members)
+        for kind, pairs in (("one device", one), ("one multi-card row", multi)):
+            d = out[kind]
+            for j, i in pairs:
+                if j not in scales:
+                    rj = rows[j]
+                    try:
+                        scales[j] = calibrate(rj.model, rj.hw, rj.shape, rj.measured - rj.serial_s, tun_of(j),
+                                              rj.plan).compute_scale
+                    except Exception:  # noqa: BLE001 - the measured row below the modelled non-compute time
+                        scales[j] = None
+                if scales[j] is None:
+                    d["failed"] += 1
+                    continue
+                r = rows[i]
+                ec = math.log2(lat(i, tun_of(i, scales[j])) / r.measured)
+                eu = math.log2(lat(i, tun_of(i)) / r.measured)
+                d["cal"].append(ec)
+                d["uncal"].append(eu)
+                d["by_round"].setdefault(rnd, {"cal": [], "uncal": []})
+                d["by_round"][rnd]["cal"].append(ec)
+                d["by_round"][rnd]["uncal"].append(eu)
+                d["records"].append({"round": rnd, "table": r.source, "reference": rows[j].plan.name,
+                                     "target": r.plan.name, "residual": -ec * math.log(2),
+                                     "stratum": stratum(r.model.name, r.hw.accelerator, _framework(r),
+                                                        borrowed_machine(r.hw), coll)})
+    return {k: {"calibrated": summary(v["cal"]), "uncalibrated": summary(v["uncal"]), "failed": v["failed"],
+                "by_round": {rnd: {"calibrated": summary(x["cal"]), "uncalibrated": summary(x["uncal"])}
+                             for rnd, x in v["by_round"].items()},
+                "spread": spread(v["records"]), "records": v["records"]} for k, v in out.items()}
+
+
+def spread(recs: list[dict], level: float = 0.8) -> dict:
+    """Per stratum (and pooled): n, the conformal q (ln) of the calibrated residuals and its coverage one round out."""
+    from ditpar.plan.judge.conformal import loro_coverage, quantile_table
+
+    if not recs:
+        return {}
+    q = quantile_table(recs, level)
+    held = loro_coverage(recs, level)
+    return {k: {"n": v["n"], "q": v["q"], "own": v["own"], "held_out": held.get(k)} for k, v in q.items()}
+
+
+def render(rep: dict, range_q: dict | None = None) -> str:
+    """The calibrated-check table: per reference kind, calibrated beside uncalibrated on the same rows."""
+    lines = ["calibrated point prediction on the unseen rounds (each round held out; compute calibrated on one "
+             "measured row of the same run, as plan.py --ref-latency / --ref-plan):",
+             f"  {'reference':<20}{'rows':>6}  {'calibrated: within 25 %':>24}  {'median |log2|':>13}  "
+             f"{'uncalibrated: within 25 %':>26}  {'median |log2|':>13}  no fit"]
+    for kind, d in rep.items():
+        c, u = d["calibrated"], d["uncalibrated"]
+        lines.append(f"  {kind:<20}{c['n']:>6}  {_f(c['within_25pct']):>24}  {_f(c['median_abs_log2'], 3):>13}  "
+                     f"{_f(u['within_25pct']):>26}  {_f(u['median_abs_log2'], 3):>13}  {d['failed']}")
+        for rnd, x in d["by_round"].items():
+            lines.append(f"    {rnd:<34}{x['calibrated']['n']:>4}  {_f(x['calibrated']['within_25pct'])} / "
+                         f"{_f(x['calibrated']['median_abs_log2'], 3)}  uncalibrated {_f(x['uncalibrated']['within_25pct'])}"
+                         f" / {_f(x['uncalibrated']['median_abs_log2'], 3)}")
+    lines.append("  spread of the calibrated residuals at 0.8 (q, ln; held-out coverage one round out) per stratum:")
+    for kind, d in rep.items():
+        for key, v in d["spread"].items():
+            h = v["held_out"]
+            ship = "" if not range_q or key not in range_q else f"  (shipped speedup range q {range_q[key]:.3f})"
+            lines.append(f"    {kind:<20}{key:<26} n {v['n']:>4}  q {_f(v['q'], 3)}"
+                         f"{'' if v['own'] else ' (pooled, widened)'}  held out "
+                         f"{'-' if h is None else _f(h['coverage']) + ' (' + str(h['n']) + ')'}{ship}")
+    return "\n".join(lines) + "\n"
+
+
+def _f(x, digits: int = 2) -> str:
+    return "-" if x is None else f"{x:.{digits}f}"
