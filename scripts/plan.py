@@ -169,7 +169,12 @@ def plan_parser():
     p.add_argument("--steps", type=int, default=None, help="denoising steps (default: the preset's)")
     p.add_argument("--no-cfg", action="store_true", help="request without classifier-free guidance")
     p.add_argument("--ref-latency", type=float, default=None,
-                   help="measured single-device end-to-end seconds of this request: calibrates compute")
+                   help="measured end-to-end seconds of this request on one device (or on --ref-plan): calibrates "
+                        "compute (one scale: the machine's speed; not the spread between plans)")
+    p.add_argument("--ref-plan", default=None, metavar="PLAN",
+                   help="the plan --ref-latency was measured with, as plan.py prints it, at its own card count "
+                        "(e.g. 'U4' run on 4 cards, 'cfg2 U4' on 8) when one device cannot hold the model "
+                        "(default: one device)")
     p.add_argument("--patches", type=int, default=0, help="PipeFusion patches (default = PipeFusion degree)")
     p.add_argument("--warmup", type=int, default=1, help="PipeFusion synchronous warm-up steps (default 1)")
     p.add_argument("--no-dp", action="store_true", help="leave out plans with data parallel > 1")
@@ -364,8 +369,13 @@ def _run_plan(args) -> int:
     from ditpar.plan.cost.end_to_end import dit_seconds, serial_stages
 
     stages = serial_stages(model, hw, shape)
+    if args.ref_plan is not None and args.ref_latency is None:
+        raise InputError("--ref-plan names the plan of a measurement: give its seconds with --ref-latency")
     if args.ref_latency is not None:   # an end-to-end measurement: the serial stages come off before calibrating
-        tun = calibrate(model, hw, shape, dit_seconds(args.ref_latency, stages), tun)
+        from ditpar.plan.decide.calibrated import reference
+
+        ref_plan, ref_hw = reference(args.ref_plan, hw)
+        tun = calibrate(model, ref_hw, shape, dit_seconds(args.ref_latency, stages), tun, ref_plan)
     if args.top < 1:
         raise InputError("--top: expected >= 1")
     results = rank_plans(model, hw, shape, args.devices, tun, with_dp=not args.no_dp,

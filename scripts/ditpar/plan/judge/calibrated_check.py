@@ -33,10 +33,6 @@ def summary(errs: list[float]) -> dict:
             "median_abs_log2": _median(a)}
 
 
-def calibrated_latency(pred_target_s: float, pred_ref_s: float, meas_ref_s: float) -> float:
-    """The calibrated prediction when the whole latency scales with one factor (what --ref-latency does when the
-    predicted time is all compute): target x measured / predicted reference."""
-    return pred_target_s * meas_ref_s / pred_ref_s
 
 
 def _pairs(rows, members: list[int]) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
@@ -66,7 +62,7 @@ def check(frames: dict, tun) -> dict:
     from ditpar.plan.cost import predict
     from ditpar.plan.decide.rank import calibrate
     from ditpar.plan.inputs.frameworks import tp_host_tunables
-    from ditpar.plan.judge.conformal import borrowed_machine, collection_of, stratum, _framework
+    from ditpar.plan.judge.conformal import _framework, borrowed_machine, collection_of, stratum
     from ditpar.plan.judge.evaluate import row_framework
     from ditpar.plan.judge.heldout import derive_mfu, evaluate_heldout
 
@@ -86,7 +82,7 @@ def check(frames: dict, tun) -> dict:
         members = [i for i, r in enumerate(rows) if round_of(r.source) == rnd]
         coll = collection_of([x for x in rows if round_of(x.source) != rnd])
 
-        def tun_of(i, scale=None):
+        def tun_of(i, scale=None, base=base, mfu=mfu):
             r = rows[i]
             s = scale if scale is not None else base.compute_scale * (r.hw.mfu / mfu[r.hw.name]
                                                                       if r.hw.name in mfu else 1.0)
