@@ -5,7 +5,8 @@ Each unseen round is held out in turn (its launch, overlap, per-call and mfu con
 table's run (model, machine, shape, steps, compile mode, the same run), a reference row's measured latency (serial
 stages off) fits the compute scale (`rank.calibrate`, exactly as plan.py does), and each other row is predicted with
 it. Beside it, the uncalibrated prediction of the same target rows. Two references: the run's one-device row; and
-each multi-card row in turn (every ordered pair of multi-card rows of the run).
+the run's multi-card row with the fewest cards; each multi-card row in turn (every ordered pair of multi-card
+rows of the run).
 """
 
 from __future__ import annotations
@@ -35,25 +36,32 @@ def summary(errs: list[float]) -> dict:
 
 
 
-def _pairs(rows, members: list[int]) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-    """(one-device reference, target) and (multi-card reference, multi-card target) pairs within each run."""
+def _pairs(rows, members: list[int]) -> dict[str, list[tuple[int, int]]]:
+    """(reference, target) pairs within each run, per reference kind: its one-device row; the multi-card row with
+    the fewest cards (every other row of the run a target, the one-device row included); every multi-card row in
+    turn (every ordered pair of multi-card rows)."""
     from ditpar.plan.judge.evaluate import scenario_config
     from ditpar.plan.judge.heldout import reference_of, single_rows
 
     singles = single_rows(rows)
-    one, multi = [], []
+    one, fewest, multi = [], [], []
     runs: dict[tuple, list[int]] = {}
+    every: dict[tuple, list[int]] = {}
     for i in members:
         r = rows[i]
+        key = (r.source, r.cal_key, scenario_config(r.row["other_config"]))
+        every.setdefault(key, []).append(i)
         if r.single or r.plan.devices // r.plan.dp < 2:
             continue
         ref = reference_of(rows, singles, i)
         if ref is not None:
             one.append((ref, i))
-        runs.setdefault((r.source, r.cal_key, scenario_config(r.row["other_config"])), []).append(i)
-    for g in runs.values():
+        runs.setdefault(key, []).append(i)
+    for key, g in runs.items():
         multi += [(j, i) for j in g for i in g if i != j and rows[i].plan != rows[j].plan]
-    return one, multi
+        j = min(g, key=lambda k: (rows[k].plan.devices, k))
+        fewest += [(j, i) for i in every[key] if i != j and rows[i].plan != rows[j].plan]
+    return {"one device": one, "fewest-card multi-card row": fewest, "one multi-card row": multi}
 
 
 def check(frames: dict, tun) -> dict:
@@ -68,9 +76,8 @@ def check(frames: dict, tun) -> dict:
 
     res = evaluate_heldout(frames, tun, by="round")
     rows = res["row_list"]
-    out: dict[str, dict] = {"one device": {"cal": [], "uncal": [], "by_round": {}, "failed": 0, "records": []},
-                            "one multi-card row": {"cal": [], "uncal": [], "by_round": {}, "failed": 0,
-                                                   "records": []}}
+    out: dict[str, dict] = {k: {"cal": [], "uncal": [], "uniform": [], "by_round": {}, "failed": 0, "records": []}
+                            for k in ("one device", "fewest-card multi-card row", "one multi-card row")}
     for sr in res["sources"]:
         rnd = sr.source
         if rnd not in UNSEEN_ROUNDS:
@@ -93,8 +100,7 @@ def check(frames: dict, tun) -> dict:
             return predict(r.model, r.hw, r.shape, r.plan, t).latency_s + r.serial_s
 
         scales: dict[int, float | None] = {}
-        one, multi = _pairs(rows, members)
-        for kind, pairs in (("one device", one), ("one multi-card row", multi)):
+        for kind, pairs in _pairs(rows, members).items():
             d = out[kind]
             for j, i in pairs:
                 if j not in scales:
@@ -110,8 +116,10 @@ def check(frames: dict, tun) -> dict:
                 r = rows[i]
                 ec = math.log2(lat(i, tun_of(i, scales[j])) / r.measured)
                 eu = math.log2(lat(i, tun_of(i)) / r.measured)
+                ej = math.log2(lat(j, tun_of(j)) / rows[j].measured)
                 d["cal"].append(ec)
                 d["uncal"].append(eu)
+                d["uniform"].append(eu - ej)   # one factor on the whole latency: target x measured / predicted ref
                 d["by_round"].setdefault(rnd, {"cal": [], "uncal": []})
                 d["by_round"][rnd]["cal"].append(ec)
                 d["by_round"][rnd]["uncal"].append(eu)
@@ -119,7 +127,8 @@ def check(frames: dict, tun) -> dict:
                                      "target": r.plan.name, "residual": -ec * math.log(2),
                                      "stratum": stratum(r.model.name, r.hw.accelerator, _framework(r),
                                                         borrowed_machine(r.hw), coll)})
-    return {k: {"calibrated": summary(v["cal"]), "uncalibrated": summary(v["uncal"]), "failed": v["failed"],
+    return {k: {"calibrated": summary(v["cal"]), "uncalibrated": summary(v["uncal"]),
+                "uniform_scale": summary(v["uniform"]), "failed": v["failed"],
                 "by_round": {rnd: {"calibrated": summary(x["cal"]), "uncalibrated": summary(x["uncal"])}
                              for rnd, x in v["by_round"].items()},
                 "spread": spread(v["records"]), "records": v["records"]} for k, v in out.items()}
@@ -140,12 +149,13 @@ def render(rep: dict, range_q: dict | None = None) -> str:
     """The calibrated-check table: per reference kind, calibrated beside uncalibrated on the same rows."""
     lines = ["calibrated point prediction on the unseen rounds (each round held out; compute calibrated on one "
              "measured row of the same run, as plan.py --ref-latency / --ref-plan):",
-             f"  {'reference':<20}{'rows':>6}  {'calibrated: within 25 %':>24}  {'median |log2|':>13}  "
-             f"{'uncalibrated: within 25 %':>26}  {'median |log2|':>13}  no fit"]
+             f"  {'reference':<28}{'rows':>6}  {'calibrated: within 25 %':>24}  {'median |log2|':>13}  "
+             f"{'uncalibrated: within 25 %':>26}  {'median |log2|':>13}  no fit  one factor on the whole latency"]
     for kind, d in rep.items():
         c, u = d["calibrated"], d["uncalibrated"]
-        lines.append(f"  {kind:<20}{c['n']:>6}  {_f(c['within_25pct']):>24}  {_f(c['median_abs_log2'], 3):>13}  "
-                     f"{_f(u['within_25pct']):>26}  {_f(u['median_abs_log2'], 3):>13}  {d['failed']}")
+        lines.append(f"  {kind:<28}{c['n']:>6}  {_f(c['within_25pct']):>24}  {_f(c['median_abs_log2'], 3):>13}  "
+                     f"{_f(u['within_25pct']):>26}  {_f(u['median_abs_log2'], 3):>13}  {d['failed']:>6}  "
+                     f"{_f(d['uniform_scale']['within_25pct'])} / {_f(d['uniform_scale']['median_abs_log2'], 3)}")
         for rnd, x in d["by_round"].items():
             lines.append(f"    {rnd:<34}{x['calibrated']['n']:>4}  {_f(x['calibrated']['within_25pct'])} / "
                          f"{_f(x['calibrated']['median_abs_log2'], 3)}  uncalibrated {_f(x['uncalibrated']['within_25pct'])}"
@@ -155,7 +165,7 @@ def render(rep: dict, range_q: dict | None = None) -> str:
         for key, v in d["spread"].items():
             h = v["held_out"]
             ship = "" if not range_q or key not in range_q else f"  (shipped speedup range q {range_q[key]:.3f})"
-            lines.append(f"    {kind:<20}{key:<26} n {v['n']:>4}  q {_f(v['q'], 3)}"
+            lines.append(f"    {kind:<28}{key:<26} n {v['n']:>4}  q {_f(v['q'], 3)}"
                          f"{'' if v['own'] else ' (pooled, widened)'}  held out "
                          f"{'-' if h is None else _f(h['coverage']) + ' (' + str(h['n']) + ')'}{ship}")
     return "\n".join(lines) + "\n"
