@@ -125,6 +125,7 @@ def check(frames: dict, tun) -> dict:
                 d["by_round"][rnd]["uncal"].append(eu)
                 d["records"].append({"round": rnd, "table": r.source, "reference": rows[j].plan.name,
                                      "target": r.plan.name, "residual": -ec * math.log(2),
+                                     "uncalibrated_log2": eu, "one_factor_log2": eu - ej,
                                      "stratum": stratum(r.model.name, r.hw.accelerator, _framework(r),
                                                         borrowed_machine(r.hw), coll)})
     return {k: {"calibrated": summary(v["cal"]), "uncalibrated": summary(v["uncal"]),
