@@ -13,7 +13,7 @@ from ditpar.plan.cost.plans import Plan
 from ditpar.plan.cost.timing import Tunables
 from ditpar.plan.decide.rank import calibrate
 from ditpar.plan.inputs import presets
-from ditpar.plan.judge.calibrated_check import summary
+from ditpar.plan.judge.calibrated_check import measured_request_s, summary
 
 
 def _flux():
@@ -51,6 +51,18 @@ def test_summary_by_hand():
     s = summary([math.log2(1.2), -1.0, math.log2(1.3)])
     assert s["n"] == 3 and math.isclose(s["within_25pct"], 1 / 3)
     assert math.isclose(s["median_abs_log2"], math.log2(1.3))
+
+
+def test_per_step_row_taken_per_request():
+    # xDiT's CogVideoX-2b A100 chart: 1.44 s per denoising step, 50 steps -> 72 s of DiT loop; an end-to-end row as is
+    from types import SimpleNamespace
+
+    step = SimpleNamespace(measured=1.44, shape=SimpleNamespace(steps=50),
+                           row={"other_config": "xDiT; latency per denoising step, not end-to-end", "notes": ""})
+    assert math.isclose(measured_request_s(step), 72.0)
+    e2e = SimpleNamespace(measured=30.0, shape=SimpleNamespace(steps=50),
+                          row={"other_config": "", "notes": "guidance-distilled: one branch per step"})
+    assert measured_request_s(e2e) == 30.0
 
 
 def test_ref_plan_cli():

@@ -13,10 +13,20 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 
 from ditpar.plan.judge.rounds import UNSEEN_ROUNDS, round_of
 
 WITHIN = math.log2(1.25)
+#: a row whose latency is one denoising step (xDiT's CogVideoX charts 'Latency/Step', diffusers' PR tables 'latency
+#: per denoising step'): compared per request, its latency is the step's times the steps
+PER_STEP = re.compile(r"latency per (?:denoising )?step|latency ?/ ?step|per-iteration", re.I)
+
+
+def measured_request_s(r) -> float:
+    """A row's measured latency as a request: a per-step row's times its steps (the serial stages are not in it)."""
+    text = f"{r.row.get('other_config', '')} {r.row.get('notes', '')}"
+    return r.measured * r.shape.steps if PER_STEP.search(text) else r.measured
 
 
 def _median(xs: list[float]) -> float | None:
@@ -106,7 +116,7 @@ def check(frames: dict, tun) -> dict:
                 if j not in scales:
                     rj = rows[j]
                     try:
-                        scales[j] = calibrate(rj.model, rj.hw, rj.shape, rj.measured - rj.serial_s, tun_of(j),
+                        scales[j] = calibrate(rj.model, rj.hw, rj.shape, measured_request_s(rj) - rj.serial_s, tun_of(j),
                                               rj.plan).compute_scale
                     except Exception:  # noqa: BLE001 - the measured row below the modelled non-compute time
                         scales[j] = None
@@ -114,9 +124,10 @@ def check(frames: dict, tun) -> dict:
                     d["failed"] += 1
                     continue
                 r = rows[i]
-                ec = math.log2(lat(i, tun_of(i, scales[j])) / r.measured)
-                eu = math.log2(lat(i, tun_of(i)) / r.measured)
-                ej = math.log2(lat(j, tun_of(j)) / rows[j].measured)
+                mi = measured_request_s(r)
+                ec = math.log2(lat(i, tun_of(i, scales[j])) / mi)
+                eu = math.log2(lat(i, tun_of(i)) / mi)
+                ej = math.log2(lat(j, tun_of(j)) / measured_request_s(rows[j]))
                 d["cal"].append(ec)
                 d["uncal"].append(eu)
                 d["uniform"].append(eu - ej)   # one factor on the whole latency: target x measured / predicted ref
