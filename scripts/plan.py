@@ -296,6 +296,8 @@ def _given_figures(args) -> str:
                                              ("--launch-us", args.launch_us)) if v is not None]
     given += [f"{flag} {v}" for flag, v in (("--hardware", args.hardware), ("--model-file", args.model_file))
               if v and (flag == "--model-file" or v.endswith(".toml"))]
+    if args.ref_plan:
+        given.append(f"--ref-plan {args.ref_plan!r}")
     if args.measured:
         given.append(f"--measured {args.measured}")
     return ", ".join(given) or f"the presets of --model {args.model} and --hardware {args.hardware}"
