@@ -169,7 +169,12 @@ def plan_parser():
     p.add_argument("--steps", type=int, default=None, help="denoising steps (default: the preset's)")
     p.add_argument("--no-cfg", action="store_true", help="request without classifier-free guidance")
     p.add_argument("--ref-latency", type=float, default=None,
-                   help="measured single-device end-to-end seconds of this request: calibrates compute")
+                   help="measured end-to-end seconds of this request on one device (or on --ref-plan): calibrates "
+                        "compute (one scale: the machine's speed; not the spread between plans)")
+    p.add_argument("--ref-plan", default=None, metavar="PLAN",
+                   help="the plan --ref-latency was measured with, as plan.py prints it, at its own card count "
+                        "(e.g. 'U4' run on 4 cards, 'cfg2 U4' on 8) when one device cannot hold the model "
+                        "(default: one device)")
     p.add_argument("--patches", type=int, default=0, help="PipeFusion patches (default = PipeFusion degree)")
     p.add_argument("--warmup", type=int, default=1, help="PipeFusion synchronous warm-up steps (default 1)")
     p.add_argument("--no-dp", action="store_true", help="leave out plans with data parallel > 1")
@@ -240,6 +245,10 @@ def evaluate_parser():
     p.add_argument("--coverage", action="store_true",
                    help="also fit the speedup range by stratum on the unseen rounds' rows, each round held out in "
                         "turn, and print its held-out coverage per stratum and level (the figures plan.py states)")
+    p.add_argument("--calibrated-check", action="store_true",
+                   help="also judge the calibrated point prediction on the unseen rounds (each round held out): compute "
+                        "calibrated on one measured row of a run (its one-device row, or each multi-card row in turn), "
+                        "the other rows predicted, beside the uncalibrated prediction of the same rows")
     _tunable_args(p)
     cli.add_output_args(p, csv=True)
     return p
@@ -287,6 +296,8 @@ def _given_figures(args) -> str:
                                              ("--launch-us", args.launch_us)) if v is not None]
     given += [f"{flag} {v}" for flag, v in (("--hardware", args.hardware), ("--model-file", args.model_file))
               if v and (flag == "--model-file" or v.endswith(".toml"))]
+    if args.ref_plan:
+        given.append(f"--ref-plan {args.ref_plan!r}")
     if args.measured:
         given.append(f"--measured {args.measured}")
     return ", ".join(given) or f"the presets of --model {args.model} and --hardware {args.hardware}"
@@ -360,8 +371,13 @@ def _run_plan(args) -> int:
     from ditpar.plan.cost.end_to_end import dit_seconds, serial_stages
 
     stages = serial_stages(model, hw, shape)
+    if args.ref_plan is not None and args.ref_latency is None:
+        raise InputError("--ref-plan names the plan of a measurement: give its seconds with --ref-latency")
     if args.ref_latency is not None:   # an end-to-end measurement: the serial stages come off before calibrating
-        tun = calibrate(model, hw, shape, dit_seconds(args.ref_latency, stages), tun)
+        from ditpar.plan.decide.calibrated import reference
+
+        ref_plan, ref_hw = reference(args.ref_plan, hw)
+        tun = calibrate(model, ref_hw, shape, dit_seconds(args.ref_latency, stages), tun, ref_plan)
     if args.top < 1:
         raise InputError("--top: expected >= 1")
     results = rank_plans(model, hw, shape, args.devices, tun, with_dp=not args.no_dp,
@@ -485,6 +501,11 @@ def run_evaluate(args) -> int:
         from ditpar.plan.judge import conformal
 
         cover = conformal.report(frames, _tunables(args))
+    calcheck = None
+    if args.calibrated_check:
+        from ditpar.plan.judge import calibrated_check
+
+        calcheck = calibrated_check.check(frames, _tunables(args))
     for line in res["warnings"]:
         sys.stderr.write(f"{PROG}: warning: {line}\n")
     if args.csv:
@@ -496,6 +517,8 @@ def run_evaluate(args) -> int:
             doc["heldout_by"] = {h["by"]: heldout.payload(h) for h in held}
         if cover is not None:
             doc["range_coverage"] = cover
+        if calcheck is not None:
+            doc["calibrated_check"] = calcheck
         cli.print_json("plan-evaluate", doc)
     else:
         if held is not None:
@@ -506,6 +529,10 @@ def run_evaluate(args) -> int:
             from ditpar.plan.judge import conformal
 
             sys.stdout.write("\n" + conformal.render(cover))
+        if calcheck is not None:
+            from ditpar.plan.decide.uncertainty import RANGE_Q
+
+            sys.stdout.write("\n" + calibrated_check.render(calcheck, {k: v[0] for k, v in RANGE_Q.items()}))
     return 0
 
 

@@ -57,7 +57,12 @@ def calibrate_box(args, model, hw, shape, tun) -> Box:
         compute = (f"compute calibrated from --ref-step-s {args.ref_step_s:g} s (one measured 1-card step; "
                    f"compute x{tun.compute_scale:.3g} of the preset)")
     elif args.ref_latency is not None:
-        compute = f"compute calibrated from --ref-latency {args.ref_latency:g} s (one measured 1-card request)"
+        ref = getattr(args, "ref_plan", None)
+        compute = (f"compute calibrated from --ref-latency {args.ref_latency:g} s (one measured 1-card request)"
+                   if ref is None else
+                   f"compute calibrated from --ref-latency {args.ref_latency:g} s of --ref-plan {ref!r} (one measured "
+                   f"request at {reference(ref, hw)[0].devices} cards); it sets the scale of every prediction, not the "
+                   "spread between plans (that rests on the link figures)")
     else:
         compute = (f"compute from the preset (peak {hw.peak_tflops_bf16:g} TFLOPS x mfu {hw.mfu:g}); not calibrated: "
                    f"pass --ref-step-s or --ref-latency from one 1-card run")
@@ -66,6 +71,22 @@ def calibrate_box(args, model, hw, shape, tun) -> Box:
             compute += f"; mfu {borrowed.split(';')[0].split(' (')[0]}, not measured on this machine"
     compute += "; " + shape_term(hw)
     return Box(hw, tun, records, overrides, compute, warnings)
+
+
+def reference(name: str | None, hw):
+    """(plan, machine) of a --ref-plan measurement: one device when `name` is None; the machine widened to the
+    nodes the plan's cards need."""
+    from ditpar.plan.cost.plans import Plan
+    from ditpar.plan.inputs.plan_names import parse_plan_name
+
+    if name is None:
+        return Plan(), hw
+    try:
+        plan = Plan(**parse_plan_name(name))
+    except InputError as exc:
+        raise InputError(f"--ref-plan: {exc}") from None
+    nodes = -(-plan.devices // hw.devices_per_node)
+    return plan, (hw.with_nodes(nodes) if nodes > hw.nodes else hw)
 
 
 def _mark_override(records: list[dict], note: str, hw) -> None:

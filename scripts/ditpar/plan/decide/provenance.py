@@ -42,7 +42,8 @@ def inputs(args, model, hw, box) -> list[dict]:
             f"--hardware {args.hardware}" if hw_file else src.split(";")[0][:160])))
     if args.ref_latency is not None or args.ref_step_s is not None:
         flag = "--ref-latency" if args.ref_latency is not None else "--ref-step-s"
-        out.append(_rec("compute rate", box.tun.compute_scale, "measured", f"{flag} (one 1-card run)"))
+        out.append(_rec("compute rate", box.tun.compute_scale, "measured", f"{flag} (one 1-card run)" if getattr(args, "ref_plan", None) is None
+                            else f"{flag} (one run of --ref-plan {args.ref_plan})"))
     if getattr(args, "topo", None):
         out.append(_rec("topology", hw.name, "measured", f"--topo {args.topo}"))
     elif getattr(args, "domains", None):

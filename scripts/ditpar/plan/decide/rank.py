@@ -42,19 +42,22 @@ def pair_tunables(a: PlanResult, b: PlanResult | None, tun: Tunables) -> Tunable
     return tun
 
 
-def calibrate(model, hw, shape: Shape, ref_latency_s: float, tun: Tunables) -> Tunables:
-    """Scale compute so that the single-device prediction equals a measured single-device latency."""
+def calibrate(model, hw, shape: Shape, ref_latency_s: float, tun: Tunables, plan: Plan | None = None) -> Tunables:
+    """Scale compute so that the prediction of `plan` (default one device) equals its measured latency: one scale,
+    the machine's speed; the spread between plans (links, overheads) is the model's and is not calibrated."""
+    plan = plan or Plan()
     if not ref_latency_s > 0:
         raise InputError(f"--ref-latency {ref_latency_s}: expected a positive number of seconds")
-    single = predict(model, hw, shape, Plan(), tun)
+    single = predict(model, hw, shape, plan, tun)
     fixed = single.latency_s - single.compute_s
     if ref_latency_s <= fixed:
-        raise InputError(f"--ref-latency {ref_latency_s} s is below the modelled non-compute time {fixed:.3g} s")
+        raise InputError(f"--ref-latency {ref_latency_s} s is below the modelled non-compute time {fixed:.3g} s"
+                         + ("" if plan.devices == 1 else f" of {plan.name} (communication and host time)"))
     scale = (ref_latency_s - fixed) / single.compute_s * tun.compute_scale
     # host and device combine as a p-norm (timing.host_device_s), so latency is not exactly fixed + compute:
     # a few multiplicative corrections land the single-device prediction on the measurement
     for _ in range(8):
-        got = predict(model, hw, shape, Plan(), dataclasses.replace(tun, compute_scale=scale)).latency_s
+        got = predict(model, hw, shape, plan, dataclasses.replace(tun, compute_scale=scale)).latency_s
         if abs(got - ref_latency_s) <= 1e-9 * ref_latency_s:
             break
         scale *= ref_latency_s / got
