@@ -134,3 +134,30 @@ def test_missing_scikit_image_names_the_extra(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1
     assert 'pip install -e ".[quality]"' in proc.stderr and "scikit-image" in proc.stderr
+
+
+@needs_skimage
+def test_lpips_is_reported_from_the_package_not_gated(tmp_path):
+    """A stand-in lpips package (mean absolute difference of the [-1, 1] tensors) checks the plumbing: the
+    NCHW conversion, the [-1, 1] scaling, the mean over frames; LPIPS itself needs its weights."""
+    pkg = tmp_path / "fake" / "lpips"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text(
+        "import torch\nclass LPIPS(torch.nn.Module):\n    def __init__(self, net='alex', verbose=True):\n"
+        "        super().__init__()\n    def forward(self, a, b):\n"
+        "        assert a.shape[1] == 3 and a.min() >= -1 and a.max() <= 1\n"
+        "        return (a - b).abs().mean(dim=(1, 2, 3))\n")
+    root = qs.write_layout(tmp_path / "q", {"1dev": None, "U4": 2.0})
+    import os
+    proc = run_script("quality_gate.py", str(root), "--json", "--lpips", check=0,
+                      env={"PYTHONPATH": f"{tmp_path / 'fake'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"})
+    doc = json.loads(proc.stdout)
+    from PIL import Image
+    for row in doc["seeds"]:
+        img = np.asarray(Image.open(root / "U4" / f"seed{row['seed']}.png")).astype(np.float64)
+        hand = np.mean(np.abs(img - qs.base(row["seed"]))) / 255 * 2
+        assert row["lpips"] == pytest.approx(hand, rel=1e-5)
+    assert doc["lpips_note"] is None and doc["verdict"] == "pass"
+    _proc, doc = _gate(root, "--lpips", check=0)       # the real package is absent here: said, not faked
+    if importlib.util.find_spec("lpips") is None:
+        assert doc["lpips_note"].startswith("LPIPS not computed: the Python package 'lpips'")

@@ -83,7 +83,10 @@ def _lpips_scorer(want: bool) -> tuple[Any, str | None]:
         import torch
     except ModuleNotFoundError as exc:
         return None, f"LPIPS not computed: the Python package '{exc.name}' is not installed (pip install lpips)"
-    net = lpips.LPIPS(net="alex", verbose=False)
+    try:
+        net = lpips.LPIPS(net="alex", verbose=False)
+    except Exception as exc:  # its AlexNet weights come from torchvision's download when not cached
+        return None, f"LPIPS not computed: the lpips network could not be built ({type(exc).__name__}: {exc})"
 
     def score(a: np.ndarray, b: np.ndarray, peak: float) -> float:
         def t(x: np.ndarray):
