@@ -78,6 +78,11 @@ def cases(base: Path) -> list[Case]:
     (root / "U4" / "seed1.png").unlink()
     (root / "U4" / "seed1").mkdir()
     damages["empty-frames-dir"] = (root, "a seed folder without frame PNGs")
+    root = _layout(folder, "frames-dir-stray")
+    (root / "U4" / "seed1.png").unlink()
+    qs.save_png(root / "U4" / "seed1" / "frame000.png", qs.base(1))
+    (root / "U4" / "seed1" / "frame001.jpg").write_bytes(b"\xff\xd8")
+    damages["frames-dir-stray"] = (root, "frame001.jpg: not a frame PNG")
     for name, arr, reason in (
             ("npy-nan", np.full((1, 32, 32, 3), np.nan), "must be finite and in [0, 1]"),
             ("npy-huge-values", np.full((1, 32, 32, 3), 7.0), "must be finite and in [0, 1]"),

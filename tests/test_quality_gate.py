@@ -86,6 +86,8 @@ def test_frames_as_npy_and_as_png_folders(tmp_path):
     for k, clip in clips.items():
         row = next(r for r in doc["seeds"] if r["seed"] == k)
         assert row["psnr_db"] == pytest.approx(_psnr(qs.noisy(clip, 3.0, k), clip), abs=1e-9)
+        assert row["frames_psnr_db"] == pytest.approx([_psnr(qs.noisy(clip, 3.0, k)[t], clip[t]) for t in range(2)],
+                                                      abs=1e-9)
     assert doc["verdict"] == "pass"
 
 
@@ -161,3 +163,13 @@ def test_lpips_is_reported_from_the_package_not_gated(tmp_path):
     _proc, doc = _gate(root, "--lpips", check=0)       # the real package is absent here: said, not faked
     if importlib.util.find_spec("lpips") is None:
         assert doc["lpips_note"].startswith("LPIPS not computed: the Python package 'lpips'")
+
+
+@needs_skimage
+def test_a_plan_with_fewer_seeds_says_so(tmp_path):
+    root = qs.write_layout(tmp_path / "q", {"1dev": None, "U4": 2.0})
+    (root / "U4" / "seed2.png").unlink()
+    _proc, doc = _gate(root, check=0)
+    u4 = doc["plans"][0]
+    assert (u4["verdict"], u4["seeds_compared"], u4["seeds_missing"]) == ("pass", 2, [2])
+    assert u4["reason"].endswith("(on 2 of 3 seeds)")

@@ -73,7 +73,10 @@ def _npy(path: str) -> tuple[np.ndarray, float]:
 
 def _frames_folder(path: str) -> tuple[np.ndarray, float]:
     """A folder of frame PNGs, in name order, stacked."""
-    names = sorted(n for n in os.listdir(path) if n.lower().endswith(".png"))
+    names = sorted(os.listdir(path))
+    other = [n for n in names if not n.lower().endswith(".png")]
+    if other:
+        raise InputError(f"{os.path.join(path, other[0])}: not a frame PNG; a seed folder holds frame PNGs only")
     if not names:
         raise InputError(f"{path}: a seed folder without frame PNGs; expected {LAYOUT}")
     frames = []

@@ -122,6 +122,8 @@ def gate(plans: dict[str, dict[int, Sample]], reference: str, lpips: bool = Fals
             p = psnr_db(seeds[k].frames, ref[k].frames, ref[k].peak)
             s = ssim(seeds[k].frames, ref[k].frames, ref[k].peak)
             row = {"plan": name, "seed": k, "psnr_db": p, "identical": math.isinf(p), "ssim": s,
+                   "frames_psnr_db": [psnr_db(seeds[k].frames[t], ref[k].frames[t], ref[k].peak)
+                                      for t in range(ref[k].frames.shape[0])],
                    "lpips": scorer(seeds[k].frames, ref[k].frames, ref[k].peak) if scorer else None,
                    "within_band": p > b["psnr_db"] + margin_db and s > b["ssim"]}
             per_seed.append(row)
@@ -132,7 +134,10 @@ def gate(plans: dict[str, dict[int, Sample]], reference: str, lpips: bool = Fals
             verdict, why = "pass", "every seed closer to its reference than two one-device seeds are"
         else:
             bad = [r["seed"] for r in per_seed if not r["within_band"]]
-            verdict, why = "fail", f"seed(s) {bad} as far from the reference as a different seed is, or further"
+            verdict, why = "fail", (f"seed(s) {bad} as far from the reference as a different seed is, or further"
+                                    if not margin_db else f"seed(s) {bad} not {margin_db:g} dB above the band")
+        if missing and per_seed:
+            why += f" (on {len(per_seed)} of {len(ref)} seeds)"
         verdicts.append({"plan": name, "verdict": verdict, "seeds_compared": len(per_seed),
                          "seeds_missing": missing,
                          "min_psnr_db": min((r["psnr_db"] for r in per_seed), default=None),
