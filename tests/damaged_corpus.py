@@ -1171,13 +1171,15 @@ def build(base: Path) -> list[Case]:
     import damaged_corpus_r3_plan
     import damaged_corpus_r3_planbench as r3_planbench
     import damaged_corpus_r4_evidence
+    import damaged_corpus_r4_quality
 
     cases = (profile_cases(base) + stage_delta_cases(base) + topo_cases(base) + plan_cases(base)
              + fewstep_cases(base) + a2a_audit_cases(base) + scope_cases(base) + hang_doctor_cases(base)
              + flag_cases(base) + round2_silent_cases(base) + round2_io_cases(base) + round2_traceback_cases(base)
              + round2_message_cases(base) + round2_db_cases(base) + plan_bench_cases(base)
              + damaged_corpus_r3_db.cases(base) + r3_planbench.cases(base) + damaged_corpus_r3_hang.cases(base)
-             + damaged_corpus_r3_plan.cases(base) + damaged_corpus_r4_evidence.cases(base))
+             + damaged_corpus_r3_plan.cases(base) + damaged_corpus_r4_evidence.cases(base)
+             + damaged_corpus_r4_quality.cases(base))
     ids = [c.id for c in cases]
     assert len(ids) == len(set(ids)), "case ids must be unique"
     return cases

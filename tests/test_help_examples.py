@@ -68,3 +68,13 @@ def test_a2a_audit_example_runs_as_written(tmp_path):
         codes.append(proc.returncode)
         assert "Traceback" not in proc.stderr, proc.stderr
     assert codes == [0, 0, 1], codes  # probe, faithful run, the injected send-buffer rewrite named
+
+
+def test_quality_gate_examples_run(tmp_path):
+    pytest.importorskip("skimage", reason="quality_gate.py needs scikit-image (pip install -e '.[quality]')")
+    lines = _example_lines(run_script("quality_gate.py", "--help", check=0).stdout)
+    assert len(lines) == 2
+    for line in lines:   # the shipped example folder holds a plan that changed the sample: exit 1
+        proc = _run_example(line.replace(" tests/", f" {ROOT}/tests/"), tmp_path)
+        assert proc.returncode == 1 and proc.stderr.endswith("verdict fail (causal-bug fail)\n"), proc.stderr
+    assert (tmp_path / "quality.csv").read_text().startswith("plan,seed,psnr_db,identical,ssim,lpips,within_band")
