@@ -11,9 +11,9 @@ ROOT = Path(__file__).resolve().parents[1]
 ALLOWED = re.compile(r"ByteDance-Seed|random|--seed|seed=|manual_seed|\bseed\W?\s*[:)=,]|\.seed\b|seed \d|shared seed"
                      r"|seed fixed|prompt, seed|one seed|seed broadcast|\bseed\b.*\bint\b"
                      # the seeds of generated outputs in the quality gate (quality_gate.py, fewstep-validation 11)
-                     r"|seed<k>|seed-to-seed|seed by seed|\bseed \{|seed\(s\)|seed's|seed[- ]k\b|seed entry"
+                     r"|seed<k>|seed-to-seed|seed by seed|\bseed \{|seed\(s\)|seed[- ]k\b|seed entry"
                      r"|seed folder|per-seed|\[.seed.\]|seed ->|\bseed in |SEED\.match"
-                     r"|(same|different|every|each|any|its|own|reference|one-device|other|another|the) seed\b(?! skill)"
+                     r"|(same|different|every|each|any|its|own|reference|one-device|other|another) seed\b"
                      r"|seed (does not reach|given twice|without|has no|output)", re.IGNORECASE)
 
 
