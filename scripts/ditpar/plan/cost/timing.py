@@ -9,7 +9,7 @@ from ditpar.plan.cost.memory import memory_per_rank
 from ditpar.plan.cost.plans import DEFAULT_ORDER, Plan, layout
 from ditpar.plan.cost.shape import Shape
 from ditpar.plan.cost.small_work import DEFAULT_CALL_US
-from ditpar.plan.cost.tp_layout import DEFAULT_LAYOUT
+from ditpar.plan.cost.tp_layout import DEFAULT_LAYOUT, tp_layout_note
 from ditpar.plan.cost.work import (
     LINK_KEYS,
     BlockWork,
@@ -314,6 +314,8 @@ def predict(model, hw, shape: Shape, plan: Plan, tun: Tunables = Tunables()) -> 
                         f"per forward x {per_linear:.1f} us = {(linears + redis) * per_linear / 1e3:.1f} ms host time "
                         "per step (benchmarks/dtensor_overhead.py, measured on a CPU host; the redistributes priced as "
                         "one more dispatch, a lower bound; --launch-us 0 removes it)")
+    if plan.tp > 1:
+        bd.notes.append(tp_layout_note(tun.tp_layout, blocks))
     if plan.dp > 1:
         bd.notes.append(f"dp={plan.dp}: replicas serve other requests; one request's latency does not improve")
     mem, parts = memory_per_rank(model, shape, plan, hw, offload_text_encoder=tun.offload_text_encoder,

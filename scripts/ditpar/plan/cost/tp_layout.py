@@ -90,3 +90,11 @@ def relayout_bytes(layout: str, base: str, image_rows: float, text_rows: float, 
     if layout_of(layout) != "gather_after_column":
         return 0.0
     return 2.0 * (image_rows + text_rows) * sum(widths) * element_bytes
+
+
+def tp_layout_note(name: str, blocks) -> str:
+    """One line naming the TP layout a plan was priced with and its collective calls per forward."""
+    calls = sum(c.calls * b.count for b in blocks for c in b.comms if c.dim == "tp")
+    said = "" if name not in ("", "unknown") else " (the framework's layout not read: cache-dit's assumed)"
+    return (f"TP layout {layout_of(name)}{said}: {calls:g} TP collective calls per forward "
+            "(references/cost-model.md section 2.2)")
