@@ -9,6 +9,7 @@ from ditpar.plan.cost.memory import memory_per_rank
 from ditpar.plan.cost.plans import DEFAULT_ORDER, Plan, layout
 from ditpar.plan.cost.shape import Shape
 from ditpar.plan.cost.small_work import DEFAULT_CALL_US
+from ditpar.plan.cost.tp_layout import DEFAULT_LAYOUT, tp_layout_note
 from ditpar.plan.cost.work import (
     LINK_KEYS,
     BlockWork,
@@ -41,6 +42,8 @@ class Tunables:
     tp_linear_host_us: float = 0.0      # extra host time per TP-parallelized linear at launch_us = 25 (DTensor
                                         # dispatch; set by ditpar.plan.decide.rank for a DTensor framework);
                                         # scales with launch_us, so --launch-us 0 (captured/compiled) removes it
+    tp_layout: str = ""                 # which collectives TP issues per block (ditpar.plan.cost.tp_layout; set from
+                                        # the framework profile's tp_layout, '' = the default layout)
 
 
 # Extra host time of one DTensor ColwiseParallel linear over a plain one: benchmarks/dtensor_overhead.py on the
@@ -228,7 +231,7 @@ def predict(model, hw, shape: Shape, plan: Plan, tun: Tunables = Tunables()) -> 
         return cfg_calls.doubled(one, "CFG branches run as two transformer calls per step (batch 1 each), as this "
                                       "model's pipeline does: every op and collective call paid twice")
     groups = layout(plan, tun.order)
-    blocks = block_work(model, hw, shape, plan, groups, tun.kv_gather_one_call)
+    blocks = block_work(model, hw, shape, plan, groups, tun.kv_gather_one_call, tun.tp_layout or DEFAULT_LAYOUT)
     per_step = step_collectives(model, hw, shape, plan, groups)
     rate = hw.peak_tflops_bf16 * 1e12 * hw.mfu / tun.compute_scale
     curve = efficiency.curve_for(hw)
@@ -311,6 +314,8 @@ def predict(model, hw, shape: Shape, plan: Plan, tun: Tunables = Tunables()) -> 
                         f"per forward x {per_linear:.1f} us = {(linears + redis) * per_linear / 1e3:.1f} ms host time "
                         "per step (benchmarks/dtensor_overhead.py, measured on a CPU host; the redistributes priced as "
                         "one more dispatch, a lower bound; --launch-us 0 removes it)")
+    if plan.tp > 1:
+        bd.notes.append(tp_layout_note(tun.tp_layout, blocks))
     if plan.dp > 1:
         bd.notes.append(f"dp={plan.dp}: replicas serve other requests; one request's latency does not improve")
     mem, parts = memory_per_rank(model, shape, plan, hw, offload_text_encoder=tun.offload_text_encoder,

@@ -10,10 +10,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ditpar.errors import InputError
-from ditpar.plan.cost import linear_attention
+from ditpar.plan.cost import linear_attention, tp_layout
 from ditpar.plan.cost.efficiency import Gemm
 from ditpar.plan.cost.plans import Plan
 from ditpar.plan.cost.shape import Shape
+from ditpar.plan.cost.tp_layout import DEFAULT_LAYOUT, TP_ADALN_GATHERS, TP_ALLREDUCES  # noqa: F401 (re-exported)
 
 BYTES_PER_ELEMENT = 2  # bf16 / fp16 activations and weights
 BASES = ("joint", "single", "cross", "self")
@@ -84,9 +85,6 @@ OPS_P2P = 6
 # a single-stream block: to_q/k/v, proj_mlp (Colwise), proj_out (Rowwise: 1 all-reduce) and norm.linear
 # (all-gather of 3*hidden). Self/cross blocks: Megatron-style q,k,v,out + MLP (+ cross q,k,v,out), one all-reduce
 # per row-parallel projection (not read per model: no AdaLN all-gather counted).
-TP_ALLREDUCES = {"self": 2, "cross": 3, "joint": 4, "single": 1}
-TP_ADALN_GATHERS = {"self": 0, "cross": 0, "joint": 2, "single": 1}   # sharded AdaLN linears gathered
-TP_ADALN_WIDTH = {"joint": 6, "single": 3}                            # modulation outputs per hidden unit
 TP_LINEARS = {"self": 6, "cross": 10, "joint": 14, "single": 6}       # modules a TP plan parallelizes
 
 
@@ -99,30 +97,16 @@ def tp_linears(base: str, ffn_matrices: int = 2) -> int:
 
 
 def tp_collectives(base: str, image_rows: float, text_rows: float, hidden: int, tp: int, key: str,
-                   flows: dict[str, int], batch_rows: float) -> list[Collective]:
-    """TP collectives of one block on one rank, as cache-dit's plan runs them: a ring all-reduce (2(tp-1)/tp of
-    the tensor sent, 2(tp-1) steps) per row-parallel projection, image and text streams apart in a joint block;
-    an all-gather ((tp-1)/tp of width*hidden per sample, tp-1 steps) per sharded AdaLN linear."""
-    b = BYTES_PER_ELEMENT
-    ar = 2.0 * (tp - 1) / tp
-    n_ar = TP_ALLREDUCES[base]
+                   flows: dict[str, int], batch_rows: float, layout: str = DEFAULT_LAYOUT,
+                   widths: list[float] = ()) -> list[Collective]:
+    """TP collectives of one block on one rank under a framework's layout (ditpar.plan.cost.tp_layout; the default
+    is cache-dit's): a ring all-reduce (2(tp-1) steps) per row-parallel projection, image and text streams apart in
+    a joint block, an all-gather (tp-1 steps) per sharded AdaLN linear or per gathered column projection."""
     out = []
-    if base == "joint":
-        out.append(Collective("TP all-reduce (image)", "tp", "allreduce", n_ar / 2, {key: ar * image_rows * hidden * b},
-                              alpha_steps=2 * (tp - 1), group_size=tp, flows=flows))
-        if text_rows > 0:
-            out.append(Collective("TP all-reduce (text)", "tp", "allreduce", n_ar / 2,
-                                  {key: ar * text_rows * hidden * b}, alpha_steps=2 * (tp - 1), group_size=tp,
-                                  flows=flows))
-    else:
-        out.append(Collective("TP all-reduce", "tp", "allreduce", float(n_ar),
-                              {key: ar * (image_rows + text_rows) * hidden * b}, alpha_steps=2 * (tp - 1),
-                              group_size=tp, flows=flows))
-    if TP_ADALN_GATHERS[base]:
-        width = TP_ADALN_WIDTH[base] * hidden
-        out.append(Collective("TP AdaLN all-gather", "tp", "allgather", float(TP_ADALN_GATHERS[base]),
-                              {key: (tp - 1) / tp * width * b * batch_rows}, alpha_steps=tp - 1, group_size=tp,
-                              flows=flows))
+    for name, (family, calls, sent) in tp_layout.block_bytes(layout, base, image_rows, text_rows, hidden, tp,
+                                                             batch_rows, BYTES_PER_ELEMENT, widths).items():
+        steps = 2 * (tp - 1) if family == "allreduce" else tp - 1
+        out.append(Collective(name, "tp", family, calls, {key: sent}, alpha_steps=steps, group_size=tp, flows=flows))
     return out
 
 
@@ -430,7 +414,7 @@ def _slowest_ring(hw, groups: list[list[int]]) -> tuple[str, dict[str, int]]:
 
 
 def block_work(model, hw, shape: Shape, plan: Plan, groups: dict[str, list[list[int]]],
-               kv_one_call: bool = False) -> list[BlockWork]:
+               kv_one_call: bool = False, tp_layout_name: str = DEFAULT_LAYOUT) -> list[BlockWork]:
     """Per-rank FLOPs and collectives of every block kind of the model under the plan; `kv_one_call`: the
     framework runs AllGather-KV as one attention call after the gather (else diffusers' per-chunk loop)."""
     b = BYTES_PER_ELEMENT
@@ -462,6 +446,8 @@ def block_work(model, hw, shape: Shape, plan: Plan, groups: dict[str, list[list[
         share = batch / (sp * tp)
         lin = n_attn * linear_flops_per_token(model, base) * share
         attn_share = share * head_pad                            # the rank with the most (padded) heads
+        att_tp = tp if tp > 1 and not tp_layout.attention_split(tp_layout_name) else 1
+        attn_share *= att_tp                                     # gathered Q/K/V: every TP rank attends all heads
         if getattr(model, "attention", "softmax") == "linear":   # SANA: phi(K)^T V then Q (.), linear in S
             attn = 4.0 * n_attn * model.head_dim * dq * attn_share
         else:
@@ -469,7 +455,7 @@ def block_work(model, hw, shape: Shape, plan: Plan, groups: dict[str, list[list[
         cross = 0.0
         if base == "cross":
             ctx = shape.text_cross + int(getattr(model, "image_cross_tokens", 0) or 0)
-            cross = (4.0 * shape.tokens * ctx * dq * share + 2.0 * ctx * d * 2 * dkv * batch / tp)
+            cross = (4.0 * shape.tokens * ctx * dq * share * att_tp + 2.0 * ctx * d * 2 * dkv * batch / tp)
         comms: list[Collective] = []
         n = n_attn / sp                                          # tokens this rank holds
         seq_comm = span != "temporal"                            # temporal attention is local when SP splits inside frames
@@ -501,10 +487,12 @@ def block_work(model, hw, shape: Shape, plan: Plan, groups: dict[str, list[list[
         if a2d > 1 and seq_comm:
             comms += attn2d_collectives(hw, groups["attn2d"], n_attn / outer * batch, dq_l / u, kv_rank,
                                         h_l * head_pad / u, qa, kc)
+        tp_calls = tp_layout.block_calls(tp_layout_name, model, base) if tp > 1 else 0
         if tp > 1:
             key, flows = slowest_ring(hw, groups["tp"])
             text = shape.text_joint if base in ("joint", "single") else 0
-            comms += tp_collectives(base, shape.tokens / sp * batch, text / sp * batch, d, tp, key, flows, batch)
+            comms += tp_collectives(base, shape.tokens / sp * batch, text / sp * batch, d, tp, key, flows, batch,
+                                    tp_layout_name, tp_layout.gathered_widths(model, base))
         relayout = 0.0
         usp = (u > 1 or r > 1) and seq_comm
         if usp:   # SeqAllToAll4D on Q,K,V,O: transpose+contiguous before and after (also when U = 1)
@@ -515,6 +503,9 @@ def block_work(model, hw, shape: Shape, plan: Plan, groups: dict[str, list[list[
             relayout += 2 * (n_attn / r) * 2 * kv_rank * b * batch
             if not kv_one_call:
                 relayout += (g - 1) * (n_attn / (r * g)) * (dq_l / u) * batch * (4 + 2 + 4)
+        if tp > 1:
+            relayout += tp_layout.relayout_bytes(tp_layout_name, base, shape.tokens / sp * batch, text / sp * batch,
+                                                 BYTES_PER_ELEMENT, tp_layout.gathered_widths(model, base))
         if a2d > 1 and seq_comm:
             relayout += attn2d_relayout_bytes(n_attn / outer * batch, dq_l / u, kv_rank, qa, kc)
         kernels = OPS_PER_BLOCK[base]
@@ -529,10 +520,10 @@ def block_work(model, hw, shape: Shape, plan: Plan, groups: dict[str, list[list[
         if a2d > 1 and seq_comm:
             kernels += OPS_ATTN2D
         if tp > 1:
-            kernels += OPS_ALLREDUCE * (TP_ALLREDUCES[base] + TP_ADALN_GATHERS[base])
+            kernels += OPS_ALLREDUCE * tp_calls
         if plan.pipefusion > 1:
             kernels += OPS_STALE_KV
-        heads_rank = h_l * head_pad / u                          # query heads one rank attends (padded)
+        heads_rank = h_l * head_pad / u * att_tp                 # query heads one rank attends (padded)
         rows_local = n * batch                                   # tokens on the card, batch included
         q_rows = n_attn / outer * qa * batch * heads_rank if seq_comm else rows_local * heads_rank
         # ring: one hop's K/V block per attention call; AllGather-KV: one gathered chunk per call in diffusers'
@@ -540,12 +531,12 @@ def block_work(model, hw, shape: Shape, plan: Plan, groups: dict[str, list[list[
         kv_pass = kv_tokens / outer * (kc if a2d > 1 else (g if kv_one_call else 1)) if seq_comm else kv_tokens
         attn_shape = (q_rows, kv_pass, float(hd)) if getattr(model, "attention", "softmax") != "linear" else \
             (0.0, 0.0, 0.0)
-        cross_shape = (rows_local * h_l, float(shape.text_cross + int(getattr(model, "image_cross_tokens", 0) or 0)),
+        cross_shape = (rows_local * h_l * att_tp, float(shape.text_cross + int(getattr(model, "image_cross_tokens", 0) or 0)),
                        float(hd)) if base == "cross" else (0.0, 0.0, 0.0)
         out.append(BlockWork(kind=kind, count=count / plan.pipefusion, linear_flops=lin, attn_flops=attn,
                              cross_flops=cross, comms=comms, kernels=kernels, relayout_bytes=relayout,
                              tp_linears=tp_linears(base, getattr(model, "ffn_matrices", 2) or 2) if tp > 1 else 0,
-                             tp_redistributes=TP_ALLREDUCES[base] + TP_ADALN_GATHERS[base] if tp > 1 else 0,
+                             tp_redistributes=tp_calls,
                              gemms=block_gemms(model, base, rows_local, tp), attn_shape=attn_shape,
                              cross_shape=cross_shape))
     return out

@@ -15,6 +15,7 @@ from typing import Any
 from ditpar import formats
 from ditpar.errors import InputError
 from ditpar.plan.cost.plans import Plan
+from ditpar.plan.cost.tp_layout import TP_LAYOUTS
 from ditpar.plan.inputs.presets import _read_toml, normalize, templates_dir
 from ditpar.plan.inputs.recipes import parse_recipes
 
@@ -30,6 +31,11 @@ PADDING = ("pad", "uneven", "reject")
 # ditpar.plan.cost.timing.DTENSOR_LINEAR_HOST_US), 'explicit' (its own column/row-parallel modules calling the
 # collective directly: no extra host cost), 'none' (no TP), 'unknown' (not read: no extra host cost counted).
 TP_IMPLS = ("dtensor", "explicit", "none", "unknown")
+# Which collectives a framework's TP issues per block (ditpar.plan.cost.tp_layout): 'column_row' (one all-reduce per
+# attention and per MLP), 'column_row_adaln_gather' (+ an all-gather per sharded AdaLN linear: cache-dit),
+# 'gather_after_column' (every column projection's output all-gathered, attention on all heads), 'unknown' (not
+# read: priced as column_row_adaln_gather)
+TP_LAYOUT_NAMES = (*TP_LAYOUTS, "unknown")
 APPROXIMATE = {"pipefusion": "PipeFusion reuses one-step-stale activations of the other patches "
                              "(arXiv 2405.14430): the output differs from one device"}
 # model family of each preset, matched on the normalised name's prefix; in-house models are 'custom'
@@ -64,6 +70,7 @@ class Framework:
     sources: dict[str, str] = field(default_factory=dict)
     path: str = ""
     tp_impl: str = "unknown"                      # TP_IMPLS: how TP runs (host cost per parallelized linear)
+    tp_layout: str = "unknown"                    # TP_LAYOUT_NAMES: which collectives TP issues per block
     kv_gather_impl: str = "loop"                  # KV_GATHER_IMPLS: how AllGather-KV runs
     exclude: dict[str, tuple[str, ...]] = field(default_factory=dict)  # form -> model presets whose launcher lacks it
     recipes: tuple = ()                           # ditpar.plan.inputs.recipes.Recipe: how to launch each form
@@ -100,6 +107,7 @@ class Framework:
                 "backends": list(self.backends), "sequence_indivisible": self.sequence_indivisible,
                 "heads_indivisible": self.heads_indivisible, "gqa_kv_replication": self.gqa_kv_replication,
                 "weight_sharding": self.weight_sharding, "tp_impl": self.tp_impl,
+                "tp_layout": self.tp_layout,
                 "kv_gather_impl": self.kv_gather_impl,
                 "forms": {k: list(v) for k, v in self.forms.items()},
                 "exclude": {k: list(v) for k, v in self.exclude.items()},
@@ -182,6 +190,7 @@ def parse_framework(data: dict, path: Path) -> Framework:
         padding_single_form=single, vendor_families=vendor_families,
         unverified=_strs(data, "unverified", path, default=()), sources=dict(sources), path=str(path),
         tp_impl=_choice({"tp_impl": data.get("tp_impl", "unknown")}, "tp_impl", path, TP_IMPLS),
+        tp_layout=_choice({"tp_layout": data.get("tp_layout", "unknown")}, "tp_layout", path, TP_LAYOUT_NAMES),
         kv_gather_impl=_choice({"kv_gather_impl": data.get("kv_gather_impl", "loop")}, "kv_gather_impl", path,
                                KV_GATHER_IMPLS),
         exclude=exclude, recipes=recipes, no_recipe=no_recipe,
@@ -349,16 +358,18 @@ def matrix_markdown() -> str:
 def tp_host_tunables(tun, fw: Framework | None, plan: Plan):
     """Tunables with what the framework that runs the plan decides of its cost: the TP host cost (DTensor dispatch
     per parallelized linear for a 'dtensor' framework on a plan with tp > 1, none otherwise) and how AllGather-KV
-    runs (one call after the gather, or diffusers' loop: the loop without a framework)."""
+    runs (one call after the gather, or diffusers' loop: the loop without a framework) and its TP layout (which
+    collectives each block issues; the default layout without a framework or when the profile does not say)."""
     import dataclasses
 
     from ditpar.plan.cost.timing import DTENSOR_LINEAR_HOST_US
 
     us = DTENSOR_LINEAR_HOST_US if fw is not None and fw.tp_impl == "dtensor" and plan.tp > 1 else 0.0
     one_call = fw is not None and fw.kv_gather_impl == "one_call" and plan.kv_allgather > 1
-    if us == tun.tp_linear_host_us and one_call == tun.kv_gather_one_call:
+    lay = fw.tp_layout if fw is not None and plan.tp > 1 and fw.tp_layout != "unknown" else tun.tp_layout
+    if us == tun.tp_linear_host_us and one_call == tun.kv_gather_one_call and lay == tun.tp_layout:
         return tun
-    return dataclasses.replace(tun, tp_linear_host_us=us, kv_gather_one_call=one_call)
+    return dataclasses.replace(tun, tp_linear_host_us=us, kv_gather_one_call=one_call, tp_layout=lay)
 
 
 def catalogue() -> list[dict[str, Any]]:
