@@ -421,6 +421,9 @@ def _run_plan(args) -> int:
     from ditpar.plan.decide import run_recipe
 
     run_text = run_recipe.attach(payload, results, measure, model, shape, fws, hw)   # issue 28
+    from ditpar.plan.decide import comm_price
+
+    run_text = comm_price.attach(payload, results, model, hw, shape, tun, fws) + run_text
     from ditpar.plan.decide import measure_it
 
     payload["measure_it"] = mi = measure_it.build(extra["short_list"], hw, tun, bench_cmd)
