@@ -122,3 +122,16 @@ def test_plan_json_and_text_for_wan_on_8_h100():
     assert ("TensorRT-LLM-VisualGen", "async_ulysses") in names
     text = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT).stdout
     assert f"async Ulysses on TensorRT-LLM-VisualGen would hide up to {co['async_hides_up_to_s']:.3g} s" in text
+
+
+def test_recipe_of_the_lead_names_the_setting_on_its_framework():
+    cmd = [sys.executable, str(ROOT / "scripts" / "plan.py"), "--model", "wan2.1-t2v-14b", "--hardware",
+           "h100-sxm-nvlink", "--devices", "8", "--framework", "tensorrt-llm", "--json"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    d = json.loads(out.stdout)
+    co = d["comm_options"]
+    lead = next(p for p in d["plans"] if p["name"] == co["plan"])
+    assert lead["run_recipe"]["framework"] == "TensorRT-LLM-VisualGen"
+    assert any(n.startswith("async_ulysses: async_ulysses=True in parallel_config") for n in lead["run_recipe"]["notes"])
+    assert lead["predicted_latency_s"] == pytest.approx(co["options"][0]["latency_s"] + co["options"][0]["saves_s"])
