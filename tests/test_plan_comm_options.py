@@ -135,3 +135,15 @@ def test_recipe_of_the_lead_names_the_setting_on_its_framework():
     assert lead["run_recipe"]["framework"] == "TensorRT-LLM-VisualGen"
     assert any(n.startswith("async_ulysses: async_ulysses=True in parallel_config") for n in lead["run_recipe"]["notes"])
     assert lead["predicted_latency_s"] == pytest.approx(co["options"][0]["latency_s"] + co["options"][0]["saves_s"])
+
+
+def test_expert_parallel_note_for_hidream_only():
+    from ditpar.plan.decide import experts
+    from ditpar.plan.inputs import presets
+
+    hd = presets.load_model("HiDream-I1-Full")
+    assert hd.token_experts == 4   # HiDream-I1 transformer config: num_routed_experts 4
+    assert experts.record(hd)["offered"] is False
+    assert experts.line(hd).startswith("expert parallel: not offered: HiDream-I1-Full routes each token to a few of its 4")
+    assert experts.record(presets.load_model("FLUX.1-dev")) is None and experts.line(presets.load_model("FLUX.1-dev")) == ""
+    assert experts.record(presets.load_model("Wan2.2-T2V-A14B")) is None   # whole-model experts are not per-token
