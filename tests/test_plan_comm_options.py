@@ -147,3 +147,20 @@ def test_expert_parallel_note_for_hidream_only():
     assert experts.line(hd).startswith("expert parallel: not offered: HiDream-I1-Full routes each token to a few of its 4")
     assert experts.record(presets.load_model("FLUX.1-dev")) is None and experts.line(presets.load_model("FLUX.1-dev")) == ""
     assert experts.record(presets.load_model("Wan2.2-T2V-A14B")) is None   # whole-model experts are not per-token
+
+
+def test_two_call_cfg_plan_prices_batch_one_calls():
+    """Wan runs the CFG branches as two batch-1 calls when the plan has no CFG degree: the all-to-all seconds are
+    those of two batch-1 calls per step, so async Ulysses hides at most half of the exposed all-to-all
+    (2 of 4 calls; the rest of exposed is the per-call sync)."""
+    from ditpar.plan.cost import make_shape, predict
+    from ditpar.plan.inputs import presets
+
+    m = presets.load_model("Wan2.1-T2V-14B")
+    hw = presets.resolve_hardware("h100-sxm-nvlink", None, 8)
+    shape, t = make_shape(m), Tunables()
+    plan = Plan(ulysses=8)
+    bd = predict(m, hw, shape, plan, t)
+    p = comm_price.price(m, hw, shape, SimpleNamespace(plan=plan, breakdown=bd), t)
+    assert 0.45 * p["exposed_alltoall_s"] < p["async_hides_up_to_s"] <= 0.5 * p["exposed_alltoall_s"]
+    assert p["fp8_saves_comm_s"] < 0.5 * p["exposed_alltoall_s"]   # 1 - 0.516 of the link time

@@ -38,7 +38,9 @@ def _qkv_s(model, hw, b, tun) -> float:
 def price(model, hw, shape, r, tun) -> dict:
     """Seconds per request: exposed Ulysses all-to-all, what async Ulysses hides at most, what FP8 saves net."""
     plan = r.plan
-    calls = (2.0 if cfg_calls.two_calls(model, shape, plan) else 1.0) * shape.steps
+    calls = float(shape.steps)
+    if cfg_calls.two_calls(model, shape, plan):   # two transformer calls of batch 1 per step, as predict prices them
+        shape, calls = dataclasses.replace(shape, cfg=False), 2.0 * shape.steps
     exposed = float(r.breakdown.exposed_by_family_s.get(FAMILY, 0.0))
     hide = fp8 = quant = 0.0
     ratio = fp8_ratio(model.head_dim)
