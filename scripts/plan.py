@@ -432,11 +432,17 @@ def _run_plan(args) -> int:
     from ditpar.plan.decide import heads
 
     payload["head_degrees"] = {**heads.degrees(model, results), "line": heads.line(model, results) or None}
+    from ditpar.plan.decide import experts
+
+    payload["expert_parallel"] = experts.record(model)
     if meas:
         measured.extend_payload(payload, results, meas)
     from ditpar.plan.decide import run_recipe
 
     run_text = run_recipe.attach(payload, results, measure, model, shape, fws, hw)   # issue 28
+    from ditpar.plan.decide import comm_price
+
+    run_text = comm_price.attach(payload, results, model, hw, shape, tun, fws) + run_text
     from ditpar.plan.decide import measure_it
 
     payload["measure_it"] = mi = measure_it.build(extra["short_list"], hw, tun, bench_cmd)
@@ -447,7 +453,8 @@ def _run_plan(args) -> int:
     if args.json:
         cli.print_json("plan", payload)
     else:
-        lines = "\n".join(x for x in (half_devices_line(half, lead), payload["head_degrees"]["line"]) if x)
+        lines = "\n".join(x for x in (half_devices_line(half, lead), payload["head_degrees"]["line"],
+                                           experts.line(model)) if x)
         sys.stdout.write(evidence.render(ev, model, hw, args.devices) + calibrated.render(report.render(results, model, hw, shape, tun, text, args.top, args.all, stages,
                                                          lines, given_machine,
                                                          [scaling.line(work, shape), *throughput.lines(serving, args.objective)]),

@@ -16,6 +16,7 @@ from ditpar import formats
 from ditpar.errors import InputError
 from ditpar.plan.cost.plans import Plan
 from ditpar.plan.cost.tp_layout import TP_LAYOUTS
+from ditpar.plan.inputs import comm_options
 from ditpar.plan.inputs.presets import _read_toml, normalize, templates_dir
 from ditpar.plan.inputs.recipes import parse_recipes
 
@@ -77,6 +78,7 @@ class Framework:
     no_recipe: dict[str, str] = field(default_factory=dict)  # family -> why the profile has no launch recipe
     vae_parallel_families: tuple[str, ...] = ()   # families whose VAE decode it splits over the request's cards
     weight_offload: str = "none"                  # layer-wise DiT weight offload to host memory: none | single_card | any
+    comm_options: dict = field(default_factory=dict)  # option -> {'setting', 'source'} (inputs.comm_options)
 
     def offers(self, form: str, family: str, vendor: str, model_name: str = "") -> bool:
         if model_name and self.exclude.get(form) and \
@@ -112,6 +114,7 @@ class Framework:
                 "forms": {k: list(v) for k, v in self.forms.items()},
                 "exclude": {k: list(v) for k, v in self.exclude.items()},
                 "vae_parallel_families": list(self.vae_parallel_families), "weight_offload": self.weight_offload,
+                "comm_options": {k: v["setting"] for k, v in self.comm_options.items()},
                 "recipes": [r.name for r in self.recipes], "unverified": list(self.unverified), "path": self.path}
 
 
@@ -196,7 +199,8 @@ def parse_framework(data: dict, path: Path) -> Framework:
         exclude=exclude, recipes=recipes, no_recipe=no_recipe,
         vae_parallel_families=_strs(data, "vae_parallel_families", path, default=()),
         weight_offload=_choice({"weight_offload": data.get("weight_offload", "none")}, "weight_offload", path,
-                               ("none", "single_card", "any")))
+                               ("none", "single_card", "any")),
+        comm_options=comm_options.parse(data, path))
 
 
 def vae_degree(fw, model, plan: Plan) -> int:

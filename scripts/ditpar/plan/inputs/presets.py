@@ -101,6 +101,7 @@ class ModelPreset:
     text_hidden: int = 0
     image_cross_tokens: int = 0
     experts: int = 1
+    token_experts: int = 1       # routed experts of a per-token MoE FFN, all resident on every card (1 = dense FFN)
     ffn_matrices: int = 2
     long_skips: int = 0
     vae_frame_chunk: int = 0
@@ -347,7 +348,7 @@ def parse_model(data: Mapping[str, Any], path: Path) -> ModelPreset:
         default_frames=frames, default_steps=data["default_steps"],
         sources=sources, attention=data.get("attention", "softmax"),
         text_hidden=data.get("text_hidden", hidden), image_cross_tokens=data.get("image_cross_tokens", 0),
-        experts=data.get("experts", 1), ffn_matrices=data.get("ffn_matrices", 2),
+        experts=data.get("experts", 1), token_experts=data.get("token_experts", 1), ffn_matrices=data.get("ffn_matrices", 2),
         long_skips=data.get("long_skips", 0), vae_frame_chunk=data.get("vae_frame_chunk", 0),
         notes=data.get("notes", ""), path=str(path), family=data.get("family", ""),
         text_encoder_params_b=float(data.get("text_encoder_params_b", 0.0)),

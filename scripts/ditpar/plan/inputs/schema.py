@@ -132,6 +132,7 @@ MODEL = Table({
     "family": OPT_TEXT, "notes": OPT_TEXT,
     "params_b": _pos(10000), "text_encoder_params_b": _pos(1000, required=False),
     "experts": _int(1, 1024, False),
+    "token_experts": _int(1, 1024, False),   # routed experts of a per-token MoE FFN (HiDream: 4); absent = dense
     "hidden": _int(1, 1 << 20), "heads": _int(1, 4096), "kv_heads": _int(1, 4096), "head_dim": _int(1, 4096),
     "attn_dim_equals_hidden": Key("bool"),
     "ffn": _int(1, 1 << 22), "ffn_matrices": Key("choice", choices=(2, 3)),
