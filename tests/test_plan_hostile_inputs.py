@@ -272,7 +272,7 @@ def _plan_module():
 def test_a_non_finite_time_names_the_figures_given():
     plan = _plan_module()
     args = SimpleNamespace(set=["mfu=0.01"], ref_latency=None, ref_step_s=2.0, launch_us=None, hardware="box.toml",
-                           model_file=None, model="FLUX.1-dev", measured=None)
+                           model_file=None, model="FLUX.1-dev", measured=None, ref_plan=None)
     bd = SimpleNamespace(step_s=math.inf)
     results = [SimpleNamespace(feasible=False, latency_s=math.inf, breakdown=bd, plan=SimpleNamespace(name="U8")),
                SimpleNamespace(feasible=True, latency_s=math.inf, breakdown=bd, plan=SimpleNamespace(name="U4"))]
