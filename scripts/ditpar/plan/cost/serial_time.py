@@ -173,26 +173,31 @@ class Efficiency:
     measurements: tuple[str, ...]
 
 
-def decode_efficiency(decoder: str, accelerator: str,
-                      measurements: tuple[DecodeMeasurement, ...] = MEASUREMENTS) -> Efficiency:
-    """Measured fraction of peak for this decoder family's kind on this accelerator (see module docstring)."""
+def _nearest_measurements(decoder: str, accelerator: str, measurements: tuple[DecodeMeasurement, ...],
+                          what: tuple[str, str]) -> tuple[list[DecodeMeasurement], str]:
+    """The published decodes a figure for this decoder kind on this accelerator rests on: same accelerator, else
+    same die, else every decode of the kind; and the basis in words."""
     kind = KIND.get(decoder)
     if kind is None:
-        raise serial.NotPriced(f"decoder family {decoder!r} has no efficiency kind; known: {', '.join(sorted(KIND))}")
+        raise serial.NotPriced(f"decoder family {decoder!r} has no {what[0]}; known: {', '.join(sorted(KIND))}")
     same_kind = [m for m in measurements if m.kind == kind]
     if not same_kind:
-        raise serial.NotPriced(f"no published {kind} VAE decode measurement to derive an efficiency from")
+        raise serial.NotPriced(f"no published {kind} VAE decode measurement to derive {what[1]} from")
     tiers = (
         ([m for m in same_kind if m.accelerator == accelerator], f"measured on {accelerator}"),
         ([m for m in same_kind if accelerator in DIE and DIE.get(m.accelerator) == DIE[accelerator]],
          f"no {kind} measurement on {accelerator}; measured on the same die ({DIE.get(accelerator, '')})"),
         (same_kind, f"no {kind} measurement on {accelerator} or its die: the global {kind} figure"),
     )
-    for chosen, basis in tiers:
-        if chosen:
-            frac = statistics.median(m.fraction for m in chosen)
-            return Efficiency(frac, f"{basis}, median of {len(chosen)}", tuple(m.label for m in chosen))
-    raise AssertionError("unreachable")  # pragma: no cover
+    chosen, basis = next((c, b) for c, b in tiers if c)
+    return chosen, f"{basis}, median of {len(chosen)}"
+
+
+def decode_efficiency(decoder: str, accelerator: str,
+                      measurements: tuple[DecodeMeasurement, ...] = MEASUREMENTS) -> Efficiency:
+    """Measured fraction of peak for this decoder family's kind on this accelerator (see module docstring)."""
+    chosen, basis = _nearest_measurements(decoder, accelerator, measurements, ("efficiency kind", "an efficiency"))
+    return Efficiency(statistics.median(m.fraction for m in chosen), basis, tuple(m.label for m in chosen))
 
 
 @dataclass(frozen=True)
@@ -208,24 +213,9 @@ class Traffic:
 def decode_traffic(decoder: str, accelerator: str,
                    measurements: tuple[DecodeMeasurement, ...] = MEASUREMENTS) -> Traffic:
     """Measured traffic multiplier for this decoder family's kind on this accelerator (module docstring)."""
-    kind = KIND.get(decoder)
-    if kind is None:
-        raise serial.NotPriced(f"decoder family {decoder!r} has no decoder kind; known: {', '.join(sorted(KIND))}")
-    same_kind = [m for m in measurements if m.kind == kind]
-    if not same_kind:
-        raise serial.NotPriced(f"no published {kind} VAE decode measurement to derive a traffic multiplier from")
-    tiers = (
-        ([m for m in same_kind if m.accelerator == accelerator], f"measured on {accelerator}"),
-        ([m for m in same_kind if accelerator in DIE and DIE.get(m.accelerator) == DIE[accelerator]],
-         f"no {kind} measurement on {accelerator}; measured on the same die ({DIE.get(accelerator, '')})"),
-        (same_kind, f"no {kind} measurement on {accelerator} or its die: the global {kind} figure"),
-    )
-    for chosen, basis in tiers:
-        if chosen:
-            mult = statistics.median(m.traffic for m in chosen)
-            ceiling = max(m.fraction for m in chosen)
-            return Traffic(mult, ceiling, f"{basis}, median of {len(chosen)}", tuple(m.label for m in chosen))
-    raise AssertionError("unreachable")  # pragma: no cover
+    chosen, basis = _nearest_measurements(decoder, accelerator, measurements, ("decoder kind", "a traffic multiplier"))
+    return Traffic(statistics.median(m.traffic for m in chosen), max(m.fraction for m in chosen), basis,
+                   tuple(m.label for m in chosen))
 
 
 def vae_decode_s(flops: float, nbytes: float, peak_tflops: float, efficiency: float,
