@@ -376,7 +376,7 @@ def _run_plan(args) -> int:
     if args.ref_latency is not None:   # an end-to-end measurement: the serial stages come off before calibrating
         from ditpar.plan.decide.calibrated import reference
 
-        ref_plan, ref_hw = reference(args.ref_plan, hw)
+        ref_plan, ref_hw = reference(args.ref_plan, hw, model)
         tun = calibrate(model, ref_hw, shape, dit_seconds(args.ref_latency, stages), tun, ref_plan)
     if args.top < 1:
         raise InputError("--top: expected >= 1")

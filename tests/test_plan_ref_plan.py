@@ -87,3 +87,13 @@ def test_calibrated_check_on_unseen_rounds():
     assert one["calibrated"]["within_25pct"] > one["uncalibrated"]["within_25pct"]
     multi = rep["one multi-card row"]
     assert multi["calibrated"]["median_abs_log2"] < multi["uncalibrated"]["median_abs_log2"]
+
+
+def test_a_reference_plan_no_framework_could_run_is_refused_in_one_line():
+    # FLUX.1-dev has 24 heads: U999 splits them 999 ways; R2000 asks for more cards than any job (1024) has
+    base = ["--model", "FLUX.1-dev", "--hardware", "L20", "--devices", "4", "--ref-latency", "5"]
+    heads = run_script("plan.py", *base, "--ref-plan", "U999", check=2).stderr.strip().splitlines()
+    assert heads == ["plan.py: error: --ref-plan U999: Ulysses x TP = 999 splits more than the 24 heads of "
+                     "FLUX.1-dev; no framework runs it"]
+    cards = run_script("plan.py", *base, "--ref-plan", "R2000", check=2).stderr.strip().splitlines()
+    assert cards == ["plan.py: error: --ref-plan R2000: 2000 cards; expected at most 1024"]

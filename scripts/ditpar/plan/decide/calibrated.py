@@ -73,9 +73,11 @@ def calibrate_box(args, model, hw, shape, tun) -> Box:
     return Box(hw, tun, records, overrides, compute, warnings)
 
 
-def reference(name: str | None, hw):
+def reference(name: str | None, hw, model=None):
     """(plan, machine) of a --ref-plan measurement: one device when `name` is None; the machine widened to the
-    nodes the plan's cards need."""
+    nodes the plan's cards need. A plan no framework could have run (more cards than a job has, or a head split
+    above the model's heads) is refused."""
+    from ditpar import limits
     from ditpar.plan.cost.plans import Plan
     from ditpar.plan.inputs.plan_names import parse_plan_name
 
@@ -85,6 +87,11 @@ def reference(name: str | None, hw):
         plan = Plan(**parse_plan_name(name))
     except InputError as exc:
         raise InputError(f"--ref-plan: {exc}") from None
+    if plan.devices > limits.MAX_DEVICES:
+        raise InputError(f"--ref-plan {name}: {plan.devices} cards; expected at most {limits.MAX_DEVICES}")
+    if model is not None and plan.ulysses * plan.tp > model.heads:
+        raise InputError(f"--ref-plan {name}: Ulysses x TP = {plan.ulysses * plan.tp} splits more than the "
+                         f"{model.heads} heads of {model.name}; no framework runs it")
     nodes = -(-plan.devices // hw.devices_per_node)
     return plan, (hw.with_nodes(nodes) if nodes > hw.nodes else hw)
 

@@ -247,7 +247,8 @@ def speedup_range(speedup: float, log2_range: tuple[float, float] = SPEEDUP_RANG
 # (judge/conformal.py), which also prints each stratum's coverage with one round left out at a time (the figure
 # stated beside the range).
 RANGE_LEVEL = 0.8
-RANGE_SAMPLE = "165 speedup rows of 8 unseen rounds (2026-12-04 to 2026-12-07), as each round was scored before any change"
+RANGE_SAMPLE = ("165 speedup rows of published tables, each as scored before the cost model was changed with it in "
+                "view (benchmarks/VALIDATION.md section 4)")
 # stratum -> (q, rows of the stratum in the sample, its own q (else the pooled one widened), held-out coverage, n)
 RANGE_Q = {
     "all in collection": (0.230, 45, True, 0.89, 45),
