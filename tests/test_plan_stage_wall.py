@@ -113,3 +113,35 @@ def test_a_64b_model_on_one_141_gb_card_fits_tight(tmp_path):
     assert g2["verdict"] == "tight" and f"{141 - p['memory_GB']:.1f} GB left" in g2["reason"]
     text = run_script("plan.py", *args, check=0).stdout
     assert " tight " in text and "fits, tight (G2)" in text
+
+
+def _ranked(name, rank, latency_s, vae_devices, framework, dp=1, exact=True, devices=8):
+    from types import SimpleNamespace as NS
+
+    return NS(plan=NS(name=name, dp=dp, devices=devices), rank=rank, feasible=True, exact=exact, framework=framework,
+              vae_devices=vae_devices, breakdown=NS(latency_s=latency_s))
+
+
+def test_a_plan_faster_end_to_end_than_the_dit_loop_leader_is_named_with_its_margin():
+    from ditpar.plan.cost.end_to_end import SerialStages
+    from ditpar.plan.decide.stages import end_to_end_lead, end_to_end_lead_line
+
+    stages = SerialStages(text_encode_s=0.5, vae_decode_s=10.0, vae_serial_s=10.0)
+    split8 = split_decode_s(10.0, 8)
+    lead = _ranked("U8", 1, 20.0, 1, "A")              # 20 + 0.5 + 10 = 30.5 s end to end
+    rival = _ranked("U4 R2", 2, 21.0, 8, "B")          # 21 + 0.5 + split8 (3.29 s at the fitted serial share 0.233): 24.8 s
+    dp = _ranked("U4 DP2", 3, 5.0, 4, "B", dp=2)       # serves other requests: never the answer
+    approx = _ranked("PF8", 4, 1.0, 8, "C", exact=False)
+    e = end_to_end_lead(stages, [lead, rival, dp, approx])
+    assert e["plan"] == "U4 R2" and e["rank"] == 2
+    assert e["end_to_end_s"] == pytest.approx(21.0 + 0.5 + split8) and e["lead_end_to_end_s"] == pytest.approx(30.5)
+    line = end_to_end_lead_line(stages, [lead, rival, dp, approx])
+    assert line.startswith("end to end, #2 U4 R2 on B is faster: ") and "for #1 U8" in line
+    assert f"over 8 cards ({split8:.2f} s against 10.00 s on one card)" in line
+    # inside the 5 % margin: not named (30.5 x 0.95 = 28.975; a rival at 25.5 + 0.5 + 3.29 = 29.29 s is above it)
+    near = _ranked("U4 R2", 2, 25.5, 8, "B")
+    assert 0.95 * 30.5 < 25.5 + 0.5 + split8 < 30.5
+    assert end_to_end_lead(stages, [lead, near]) is None and end_to_end_lead_line(stages, [lead, near]) == ""
+    # the leader already fastest end to end, or no decode priced: nothing
+    assert end_to_end_lead(stages, [rival, lead]) is None
+    assert end_to_end_lead(SerialStages(0.5, None), [lead, rival]) is None

@@ -189,7 +189,7 @@ def payload(results, model, hw, shape, tun, conclusion: str, frameworks=None,
 def serial_record(stages, results, model=None, hw=None, given_machine: bool = False) -> dict:
     """JSON of the serial stages and the end-to-end seconds of every feasible plan (DiT + serial, the decode split
     as the plan's framework splits it), the leading plan's wall, and each plan's capped end-to-end speedup."""
-    from ditpar.plan.decide.stages import plan_stages, wall
+    from ditpar.plan.decide.stages import end_to_end_lead, plan_stages, wall
 
     feas = [r for r in results if r.feasible]
     ranges = end_to_end_speedups(stages, results, model, hw, given_machine)
@@ -198,6 +198,7 @@ def serial_record(stages, results, model=None, hw=None, given_machine: bool = Fa
             "notes": list(stages.notes),
             "vae_decode_s_by_plan": {r.plan.name: plan_stages(stages, r).vae_decode_s for r in feas},
             "wall": wall(stages, feas[0] if feas else None),
+            "end_to_end_lead": end_to_end_lead(stages, results),
             "end_to_end_s": {r.plan.name: r.breakdown.latency_s + plan_stages(stages, r).total_s for r in feas},
             "speedup_range_level": uncertainty.RANGE_LEVEL if model is not None else uncertainty.SPEEDUP_RANGE_LEVEL,
             "end_to_end_speedup": ranges}
@@ -320,8 +321,8 @@ def render(results, model, hw, shape, tun, conclusion: str, top: int, show_all: 
         expected = speedup_range_line(stages, results, model, hw, given_machine)
         if expected:
             lines.append(expected)
-        from ditpar.plan.decide.stages import wall_line
-        lines += [t for t in (wall_line(stages, results),) if t]
+        from ditpar.plan.decide.stages import end_to_end_lead_line, wall_line
+        lines += [t for t in (wall_line(stages, results), end_to_end_lead_line(stages, results)) if t]
     if feas and cards_note(hw, feas[0].plan.devices):
         lines.append(cards_note(hw, feas[0].plan.devices))
     lines += machine_lines(hw)
