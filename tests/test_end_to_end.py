@@ -32,6 +32,11 @@ def _row(**over) -> pd.Series:
     ("diffusers native context parallel; latency per step", "", "dit"),
     ("pytorch", "chart 'Latency/Step for CogVideo-2b (50 Steps) on A100'", "dit"),
     ("diffusers native context parallel; one whole 50-step generation", "", "end_to_end"),
+    # SGLang's CI rows are client-side end to end; their notes reason about steps and branches without timing one step
+    ("SGLang-Diffusion server; expected_e2e_ms", "FLUX.1-dev (guidance-distilled: one branch per step)", "end_to_end"),
+    ("SGLang-Diffusion server; expected_e2e_ms", "0.249 s per step leaves room for one branch only", "end_to_end"),
+    # DiffSynth's one-card row: a per-step hook time without the text encoder and the VAE
+    ("bf16", "555.5 ms per denoising step, i.e. a per-step hook time without text encoder and VAE", "dit"),
 ])
 def test_row_scope_follows_what_the_row_says(other, notes, scope):
     assert evaluate.row_scope(_row(other_config=other, notes=notes)) == scope

@@ -145,9 +145,11 @@ def row_context(row):
 
 
 #: a row whose latency is the DiT loop alone (the serial stages are not in it); "latency per denoising step" and
-#: "Latency/Step" are xDiT's CogVideoX charts and diffusers' PR tables: one step of the loop, no decode in it
+#: "Latency/Step" are xDiT's CogVideoX charts and diffusers' PR tables: one step of the loop, no decode in it. A bare
+#: "per step" is not enough: "one branch per step" and "0.249 s per step" describe end-to-end rows (SGLang's CI)
 DIT_ONLY = re.compile(r"dit[- ]forward only|dit[- ]only|transformer only|denoising(?: loop)? only|per-iteration"
-                      r"|per (?:denoising )?step|latency ?/ ?step", re.I)
+                      r"|latency per (?:denoising )?step|latency ?/ ?step|without (?:the )?text encoder and (?:the )?vae",
+                      re.I)
 
 
 def row_scope(row) -> str:
