@@ -178,7 +178,7 @@ def render(rep: dict, range_q: dict | None = None) -> str:
             h = v["held_out"]
             ship = "" if not range_q or key not in range_q else f"  (shipped speedup range q {range_q[key]:.3f})"
             lines.append(f"    {kind:<28}{key:<26} n {v['n']:>4}  q {_f(v['q'], 3)}"
-                         f"{'' if v['own'] else ' (pooled, widened)'}  held out "
+                         f"{'' if v['own'] else ' (pooled q)'}  held out "
                          f"{'-' if h is None else _f(h['coverage']) + ' (' + str(h['n']) + ')'}{ship}")
     return "\n".join(lines) + "\n"
 
