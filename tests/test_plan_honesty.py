@@ -145,12 +145,12 @@ def test_conformal_quantile_and_fallback_by_hand():
     # pooled, 26 rows: ceil(27 x 0.8) = 22nd smallest; 16 rows are <= 0.5 (a 10, b 5, c 1), then a's 0.55 .. 0.80
     assert t["pooled"]["q"] == 0.80
     assert t["new framework"] == {"q": 0.80, "n": 5, "own": False, "rounds": 1}        # 5 rows < 20: pooled, same level
-    # the machine stratum takes the pooled 0.80, raised to the in-collection 0.85 (a given figure never narrows)
-    assert t["new or borrowed machine"]["q"] == 0.85 and t["new or borrowed machine"]["own"] is False
+    # the machine stratum (a given or borrowed figure widens): the pooled q at 0.9, ceil(27 x 0.9) = 25th = 0.95
+    assert t["new or borrowed machine"]["q"] == 0.95 and t["new or borrowed machine"]["own"] is False
     cov = conformal.loro_coverage(recs, 0.8)
     # a out: b + c, 6 rows, pooled ceil(7 x 0.8) = 6th = 0.5 -> a's 0.05..0.50 inside, 10 of 20
     # b out: a + c, 21 rows, ceil(22 x 0.8) = 18th = 0.85 (c's 0.05 first) -> b's 0.1..0.5 all inside
-    # c out: a + b, 25 rows, pooled ceil(26 x 0.8) = 21st = 0.80, floored at a's own 0.85 -> 0.05 inside
+    # c out: a + b, 25 rows, pooled at 0.9 ceil(26 x 0.9) = 24th = 0.95 -> 0.05 inside; its pooled 0.8 q: 21st = 0.80
     assert (cov["all in collection"]["coverage"], cov["all in collection"]["n"]) == (0.5, 20)
     assert cov["all in collection"]["median_width"] == pytest.approx(math.exp(1.0))   # e^(2 x 0.5)
     assert (cov["new framework"]["coverage"], cov["new framework"]["n"]) == (1.0, 5)
@@ -159,6 +159,13 @@ def test_conformal_quantile_and_fallback_by_hand():
     # one pooled q on every row: a 0.5 (10 of 20), b 0.85 (5 of 5), c 0.80 (1 of 1)
     assert cov["pooled"]["coverage"] == pytest.approx(16 / 26) and cov["pooled"]["largest_round_share"] == 20 / 26
     assert cov["all in collection"]["within"] is False and cov["new framework"]["within"] is False
+    # the machine stratum is never narrower than the in-collection one: 20 in-collection rows 1.0 x10 and 2.0 x10
+    # (own q: the 17th, 2.0), 100 new-framework rows 0.1, one machine row; pooled at 0.9: ceil(122 x 0.9) = 110th = 1.0
+    recs = ([{"round": "a", "stratum": "all in collection", "residual": 1.0 + (i >= 10)} for i in range(20)]
+            + [{"round": "b", "stratum": "new framework", "residual": 0.1} for _ in range(100)]
+            + [{"round": "c", "stratum": "new or borrowed machine", "residual": 0.05}])
+    t = conformal.quantile_table(recs, 0.8)
+    assert (t["all in collection"]["q"], t["new framework"]["q"], t["new or borrowed machine"]["q"]) == (2.0, 0.1, 2.0)
 
 
 def test_sampling_interval_by_hand():
@@ -216,7 +223,7 @@ def test_shipped_range_is_the_fit_on_the_unseen_rounds():
     for stratum, (q, n, own, cov, held, rounds) in uncertainty.RANGE_Q.items():
         fit = lv["q"][stratum]
         assert (round(fit["q"], 3), fit["n"], fit["own"], fit["rounds"]) == (q, n, own, rounds), stratum
-        got = lv["held_out"][stratum if own else "pooled"]
+        got = lv["held_out"][stratum]
         assert (round(got["coverage"], 2), got["n"]) == (cov, held), stratum
     for key, values in uncertainty.COLLECTION.items():
         assert values <= set(rep["collection"][key]), key
