@@ -180,13 +180,15 @@ def test_a_given_or_borrowed_machine_never_narrows_the_shipped_range():
     q = {k: v[0] for k, v in uncertainty.RANGE_Q.items()}
     assert q["new or borrowed machine"] >= max(q["all in collection"], q["new framework"])
     # H800's mfu is borrowed (machine stratum); the in-collection question on H100 is not: the range is not narrower
+    # and the same H100 question with its mfu typed by the user (--set: given) takes the machine stratum too
     e = {}
-    for hw in ("H100", "H800"):
-        doc = plan_json("--model", "FLUX.1-dev", "--hardware", hw, "--devices", "4")
+    for key, extra in (("H100", ()), ("H800", ()), ("H100 --set", ("--set", "mfu=0.5"))):
+        doc = plan_json("--model", "FLUX.1-dev", "--hardware", key.split()[0], "--devices", "4", *extra)
         r = doc["serial_stages"]["end_to_end_speedup"][doc["plans"][0]["name"]]
         if r["high"] < r["cap"]:
-            e[hw] = r["high"] / r["speedup"]
-    assert e["H800"] >= e["H100"] - 1e-9 and e["H100"] == pytest.approx(math.exp(q["all in collection"]))
+            e[key] = (r["stratum"], r["high"] / r["speedup"])
+    assert e["H100"] == ("all in collection", pytest.approx(math.exp(q["all in collection"])))
+    assert e["H800"] == e["H100 --set"] == ("new or borrowed machine", pytest.approx(math.exp(q["new or borrowed machine"])))
 
 
 def test_round_of_and_family():
