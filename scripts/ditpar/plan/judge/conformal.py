@@ -21,10 +21,10 @@ from ditpar.plan.judge.rounds import UNSEEN_ROUNDS, round_of  # noqa: F401 (roun
 PRECHANGE = Path(__file__).resolve().parents[4] / "benchmarks" / "unseen_residuals.csv"
 STRATA = ("all in collection", "new framework", "new or borrowed machine", "new model family")
 MIN_N = 20   # a stratum with fewer rows takes the pooled q at the same level (`quantile_table`)
-# The stratum whose questions rest on a machine figure given by the user or borrowed from another preset: such a figure
-# widens a range, never narrows it (only measured figures narrow one). With fewer than MIN_N rows of its own it takes the pooled
-# q at the level halfway to 1 (0.8 -> 0.9), and never less than the q of the strata such a figure moves a question out
-# of (the newest part wins: a new family stays a new family).
+# The stratum whose questions rest on a machine figure given by the user or borrowed from another preset: such a
+# figure widens a range, never narrows it (only measured figures narrow one). With fewer than MIN_N rows of its own
+# it takes the pooled q at the level halfway to 1 (0.8 -> 0.9), and never less than the q of the strata such a figure
+# moves a question out of (the newest part wins: a new family stays a new family).
 WIDENED = {"new or borrowed machine": ("all in collection", "new framework")}
 WITHIN = 0.05   # the claim: held-out coverage within this of the stated level (per stratum with n >= MIN_N)
 
@@ -224,13 +224,14 @@ def render(rep: dict) -> str:
 def _render_levels(levels: dict) -> list[str]:
     lines = []
     for lv, d in levels.items():
-        lines.append(f"level {lv}: stratum                   n rounds  q (ln)  range                         "
-                     f"held-out coverage (n)  90% sampling interval  within {WITHIN:.2f}  median width")
+        lines.append(f"level {lv}: stratum                   n rounds  q (ln)  {'range':<35}held-out coverage (n)  "
+                     f"90% sampling interval  within {WITHIN:.2f}  median width")
         for key in ("pooled", *STRATA, "all strata"):
             q = d["q"].get(key)
             h = d["held_out"].get(key)
             if q is None:   # 'all strata': the stratified rule's rows together, no q of its own
-                n, rounds, qtext, rng = (h["n"], h["rounds"], "-", "(each row its stratum's q)") if h else (0, 0, "-", "-")
+                n, rounds = (h["n"], h["rounds"]) if h else (0, 0)
+                qtext, rng = "-", "(each row its stratum's q)"
             else:
                 n, rounds = q["n"], q["rounds"]
                 qtext = "-" if q["q"] is None else f"{q['q']:.3f}"
