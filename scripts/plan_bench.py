@@ -3,7 +3,7 @@
 
 DiT blocks of the model's real shapes with random weights run each plan's forward as the parallel form
 does it (CFG split, Ulysses all-to-all, ring K/V passing, USP, AllGather-KV, TP, DP); each plan's output is
-checked against one device (--check, default on gloo) and its blocks are timed with warm-up, ABBA
+checked against one device (--check, default on) and its blocks are timed with warm-up, ABBA
 interleaving and >= 3 repeats. Per step and per request are extrapolated from one block of each kind.
 """
 
@@ -42,8 +42,8 @@ def build_parser():
     p.add_argument("--from-plan", default=None, metavar="PLAN.json",
                    help="plan.py --json output: measure its short list (model and shape from it unless given)")
     p.add_argument("--check", action=argparse.BooleanOptionalAction, default=None,
-                   help="compare every plan's block output with one device before timing it (default: on with "
-                        "gloo, off on accelerators); a wrong plan is not timed and the run exits 1")
+                   help="compare every plan's block output with one device before timing it (default: on, "
+                        "accelerators included; --no-check skips it); a wrong plan is not timed and the run exits 1")
     p.add_argument("--no-padding", action="store_true",
                    help="refuse plans that need padded heads or sequence (exit 2) instead of padding them")
     p.add_argument("--warmup", type=int, default=2, help="untimed forwards per plan and block kind (default 2)")

@@ -424,7 +424,18 @@ def test_memory_refusal_names_estimate_and_limit():
     memory.refuse_if_too_big(gpu, host_limit=2 << 30, device_limit=12 << 30, ranks_here=1, what="m")
     with pytest.raises(InputError, match=r"about 10 GiB of device memory per rank .* device has 11 GiB free"):
         memory.refuse_if_too_big(gpu, host_limit=2 << 30, device_limit=11 << 30, ranks_here=1, what="m")
+    # --check is on by default everywhere; a refusal then names --no-check, whose one-device reference is in the estimate
+    with pytest.raises(InputError, match=r"fewer plans per run; or --no-check \(its one-device reference"):
+        memory.refuse_if_too_big(gpu, host_limit=2 << 30, device_limit=11 << 30, ranks_here=1, what="m",
+                                 more_hint="; or --no-check (its one-device reference is in the estimate)")
     assert memory.available_host_bytes() is None or memory.available_host_bytes() > 0
+
+
+def test_check_is_on_by_default_on_accelerators_too():
+    from conftest import run_script
+
+    text = run_script("plan_bench.py", "--help").stdout
+    assert "default: on, accelerators included" in " ".join(text.split())
 
 
 def test_memory_refusal_on_two_ranks_is_one_line_each(tmp_path):

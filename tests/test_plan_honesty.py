@@ -136,18 +136,60 @@ def test_no_printed_speedup_above_the_cap_and_one_headline():
 def test_conformal_quantile_and_fallback_by_hand():
     assert conformal.conformal_q([float(i) for i in range(1, 11)], 0.8) == 9.0   # ceil(11 x 0.8) = 9th
     assert conformal.conformal_q([1.0, 2.0], 0.8) is None                        # ceil(3 x 0.8) = 3 > 2
-    recs = ([{"round": "a", "stratum": "all in collection", "residual": 0.01 * i} for i in range(1, 21)]
-            + [{"round": "b", "stratum": "new framework", "residual": -0.1 * i} for i in range(1, 6)])
+    # round a: 20 in-collection rows 0.05..1.00; round b: 5 new-framework rows 0.1..0.5; round c: 1 machine row 0.05
+    recs = ([{"round": "a", "stratum": "all in collection", "residual": round(0.05 * i, 2)} for i in range(1, 21)]
+            + [{"round": "b", "stratum": "new framework", "residual": -round(0.1 * i, 1)} for i in range(1, 6)]
+            + [{"round": "c", "stratum": "new or borrowed machine", "residual": 0.05}])
     t = conformal.quantile_table(recs, 0.8)
-    assert t["all in collection"] == {"q": pytest.approx(0.17), "n": 20, "own": True}   # ceil(21 x 0.8) = 17th
-    pooled = sorted(abs(r["residual"]) for r in recs)
-    assert t["new framework"]["own"] is False
-    assert t["new framework"]["q"] == pooled[math.ceil(26 * 0.9) - 1]   # 5 rows < 20: pooled at 0.9
+    assert t["all in collection"] == {"q": 0.85, "n": 20, "own": True, "rounds": 1}   # ceil(21 x 0.8) = 17th
+    # pooled, 26 rows: ceil(27 x 0.8) = 22nd smallest; 16 rows are <= 0.5 (a 10, b 5, c 1), then a's 0.55 .. 0.80
+    assert t["pooled"]["q"] == 0.80
+    assert t["new framework"] == {"q": 0.80, "n": 5, "own": False, "rounds": 1}        # 5 rows < 20: pooled, same level
+    # the machine stratum (a given or borrowed figure widens): the pooled q at 0.9, ceil(27 x 0.9) = 25th = 0.95
+    assert t["new or borrowed machine"]["q"] == 0.95 and t["new or borrowed machine"]["own"] is False
     cov = conformal.loro_coverage(recs, 0.8)
-    # round b held out: the 20 rows of a (none of its stratum) give the pooled 0.9 q = 0.19; b's |residuals| 0.1..0.5
-    # -> one of five inside; round a held out: b's 5 rows, pooled 0.9 q needs ceil(6 x 0.9) = 6 > 5 rows: none
-    assert cov["new framework"]["coverage"] == pytest.approx(0.2) and cov["new framework"]["n"] == 5
-    assert "all in collection" not in cov
+    # a out: b + c, 6 rows, pooled ceil(7 x 0.8) = 6th = 0.5 -> a's 0.05..0.50 inside, 10 of 20
+    # b out: a + c, 21 rows, ceil(22 x 0.8) = 18th = 0.85 (c's 0.05 first) -> b's 0.1..0.5 all inside
+    # c out: a + b, 25 rows, pooled at 0.9 ceil(26 x 0.9) = 24th = 0.95 -> 0.05 inside; its pooled 0.8 q: 21st = 0.80
+    assert (cov["all in collection"]["coverage"], cov["all in collection"]["n"]) == (0.5, 20)
+    assert cov["all in collection"]["median_width"] == pytest.approx(math.exp(1.0))   # e^(2 x 0.5)
+    assert (cov["new framework"]["coverage"], cov["new framework"]["n"]) == (1.0, 5)
+    assert (cov["new or borrowed machine"]["coverage"], cov["new or borrowed machine"]["n"]) == (1.0, 1)
+    assert cov["all strata"]["coverage"] == pytest.approx(16 / 26) and cov["all strata"]["rounds"] == 3
+    # one pooled q on every row: a 0.5 (10 of 20), b 0.85 (5 of 5), c 0.80 (1 of 1)
+    assert cov["pooled"]["coverage"] == pytest.approx(16 / 26) and cov["pooled"]["largest_round_share"] == 20 / 26
+    assert cov["all in collection"]["within"] is False and cov["new framework"]["within"] is False
+    # the machine stratum is never narrower than the in-collection one: 20 in-collection rows 1.0 x10 and 2.0 x10
+    # (own q: the 17th, 2.0), 100 new-framework rows 0.1, one machine row; pooled at 0.9: ceil(122 x 0.9) = 110th = 1.0
+    recs = ([{"round": "a", "stratum": "all in collection", "residual": 1.0 + (i >= 10)} for i in range(20)]
+            + [{"round": "b", "stratum": "new framework", "residual": 0.1} for _ in range(100)]
+            + [{"round": "c", "stratum": "new or borrowed machine", "residual": 0.05}])
+    t = conformal.quantile_table(recs, 0.8)
+    assert (t["all in collection"]["q"], t["new framework"]["q"], t["new or borrowed machine"]["q"]) == (2.0, 0.1, 2.0)
+
+
+def test_sampling_interval_by_hand():
+    # Bin(5, 0.8): P(X <= 1) = 0.00672, P(X <= 2) = 0.05792 -> 2 / 5; P(X <= 4) = 0.67232 < 0.95 -> 5 / 5
+    assert conformal.sampling_interval(5, 0.8) == (0.4, 1.0)
+    # Bin(10, 0.5): P(X <= 1) = 11 / 1024, P(X <= 2) = 56 / 1024 >= 0.05 -> 0.2; P(X <= 7) = 968 / 1024 < 0.95,
+    # P(X <= 8) = 1013 / 1024 -> 0.8
+    assert conformal.sampling_interval(10, 0.5) == (0.2, 0.8)
+
+
+def test_a_given_or_borrowed_machine_never_narrows_the_shipped_range():
+    q = {k: v[0] for k, v in uncertainty.RANGE_Q.items()}
+    assert q["new or borrowed machine"] >= max(q["all in collection"], q["new framework"])
+    # H800's mfu is borrowed (machine stratum); the in-collection question on H100 is not: the range is not narrower
+    # and the same H100 question with its mfu typed by the user (--set: given) takes the machine stratum too
+    e = {}
+    for key, extra in (("H100", ()), ("H800", ()), ("H100 --set", ("--set", "mfu=0.5"))):
+        doc = plan_json("--model", "FLUX.1-dev", "--hardware", key.split()[0], "--devices", "4", *extra)
+        r = doc["serial_stages"]["end_to_end_speedup"][doc["plans"][0]["name"]]
+        if r["high"] < r["cap"]:
+            e[key] = (r["stratum"], r["high"] / r["speedup"])
+    assert e["H100"] == ("all in collection", pytest.approx(math.exp(q["all in collection"])))
+    machine = ("new or borrowed machine", pytest.approx(math.exp(q["new or borrowed machine"])))
+    assert e["H800"] == e["H100 --set"] == machine
 
 
 def test_round_of_and_family():
@@ -181,10 +223,10 @@ def test_shipped_range_is_the_fit_on_the_unseen_rounds():
     rep = conformal.report(evaluate.load_tables(ROOT / "benchmarks" / "published"), Tunables(), levels=(0.8,))
     lv = rep["levels"]["0.8"]
     assert rep["rows"] == sum(rep["by_round"].values())
-    for stratum, (q, n, own, cov, held) in uncertainty.RANGE_Q.items():
+    for stratum, (q, n, own, cov, held, rounds) in uncertainty.RANGE_Q.items():
         fit = lv["q"][stratum]
-        assert (round(fit["q"], 3), fit["n"], fit["own"]) == (q, n, own), stratum
-        got = lv["held_out"][stratum if own else "pooled"]
+        assert (round(fit["q"], 3), fit["n"], fit["own"], fit["rounds"]) == (q, n, own, rounds), stratum
+        got = lv["held_out"][stratum]
         assert (round(got["coverage"], 2), got["n"]) == (cov, held), stratum
     for key, values in uncertainty.COLLECTION.items():
         assert values <= set(rep["collection"][key]), key

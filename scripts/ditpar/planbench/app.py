@@ -180,7 +180,8 @@ def check_resources(ctx, req: Request, args, dtype: str, check: bool) -> None:
     where = f"rank {ctx.rank}: {what}" if ctx.world > 1 else what
     try:
         memory.refuse_if_too_big(est, memory.available_host_bytes(), memory.free_device_bytes(ctx.device),
-                                 memory.local_ranks(ctx.world), where)
+                                 memory.local_ranks(ctx.world), where,
+                                 "; or --no-check (its one-device reference is in the estimate)" if check else "")
         if ctx.device.type == "cpu":
             head_dim = max(s.head_dim for s, _ in req.kinds.values())
             share = memory.local_ranks(ctx.world)   # the ranks on this host share its cores
@@ -227,7 +228,7 @@ def measure(ctx, req: Request, args, fault) -> dict:
     from ditpar.planbench import run
 
     dtype = args.dtype if args.dtype != "auto" else ("float32" if ctx.device.type == "cpu" else "bfloat16")
-    check = args.check if args.check is not None else ctx.backend == "gloo"
+    check = args.check if args.check is not None else True   # on by default, accelerators included
     if fault is not None and fault[0] == "corrupt" and not check:
         raise InputError(f"--fault-drill corrupt:{fault[1]} needs --check (the drill proves the check calls a "
                          "corrupted plan wrong)")

@@ -128,11 +128,11 @@ def gib(n: float) -> str:
 
 
 def refuse_if_too_big(est: Estimate, host_limit: int | None, device_limit: int | None, ranks_here: int,
-                      what: str) -> None:
+                      what: str, more_hint: str = "") -> None:
     """InputError with the estimate and the limit when the run cannot fit (host RAM, device memory)."""
     host_need = (est.total if est.same_memory else est.host) * ranks_here
     per = f" x {ranks_here} ranks on this host" if ranks_here > 1 else ""
-    hint = "use a smaller --tokens, --resolution or model, or fewer plans per run"
+    hint = "use a smaller --tokens, --resolution or model, or fewer plans per run" + more_hint
     if host_limit is not None and host_need > HEADROOM * host_limit:
         raise InputError(f"{what}: plan_bench would allocate about {gib(est.total if est.same_memory else est.host)} "
                          f"per rank{per} (weights, inputs and activations estimated from the block shapes) but "

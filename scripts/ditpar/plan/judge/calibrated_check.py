@@ -159,6 +159,8 @@ def spread(recs: list[dict], level: float = 0.8) -> dict:
 
 def render(rep: dict, range_q: dict | None = None) -> str:
     """The calibrated-check table: per reference kind, calibrated beside uncalibrated on the same rows."""
+    from ditpar.plan.judge.conformal import WIDENED
+
     lines = ["calibrated point prediction on the unseen rounds (each round held out; compute calibrated on one "
              "measured row of the same run, as plan.py --ref-latency / --ref-plan):",
              f"  {'reference':<28}{'rows':>6}  {'calibrated: within 25 %':>24}  {'median |log2|':>13}  "
@@ -178,7 +180,7 @@ def render(rep: dict, range_q: dict | None = None) -> str:
             h = v["held_out"]
             ship = "" if not range_q or key not in range_q else f"  (shipped speedup range q {range_q[key]:.3f})"
             lines.append(f"    {kind:<28}{key:<26} n {v['n']:>4}  q {_f(v['q'], 3)}"
-                         f"{'' if v['own'] else ' (pooled, widened)'}  held out "
+                         f"{'' if v['own'] else ' (pooled q, widened)' if key in WIDENED else ' (pooled q)'}  held out "
                          f"{'-' if h is None else _f(h['coverage']) + ' (' + str(h['n']) + ')'}{ship}")
     return "\n".join(lines) + "\n"
 
