@@ -19,7 +19,7 @@ CASES = {
     # n_refiner_layers 2, all_patch_size [2], in_channels 16; D src/.../transformer_z_image.py FeedForward
     # hidden_dim int(dim / 3 * 8) with w1/w2/w3; D src/.../pipelines/z_image/pipeline_z_image.py example: 1024^2, 8 steps,
     # guidance 0.0, max_sequence_length 512
-    "Tongyi-MAI/Z-Image-Turbo": ("Z-Image-Turbo", "custom", 3840, 30, 30, 128, 10240, 3, {"single": 30, "self": 2},
+    "Tongyi-MAI/Z-Image-Turbo": ("Z-Image-Turbo", "z-image", 3840, 30, 30, 128, 10240, 3, {"single": 30, "self": 2},
                                  (1, 2, 2), (1, 8, 8), 16, 512, 0, False, 8, (1024, 1024, 1)),
     # D scripts/convert_flux2_to_diffusers.py klein-4b: num_layers 5, num_single_layers 20, num_attention_heads 24,
     # attention_head_dim 128, mlp_ratio 3.0 (SwiGLU), in_channels 128 (32 x 2 x 2), guidance_embeds false

@@ -43,7 +43,7 @@ APPROXIMATE = {"pipefusion": "PipeFusion reuses one-step-stale activations of th
 FAMILIES = (("flux", "flux"), ("sd3", "sd3"), ("stablediffusion3", "sd3"), ("pixart", "pixart"),
             ("hunyuandit", "hunyuandit"), ("hunyuanvideo", "hunyuanvideo"), ("cogvideox", "cogvideox"),
             ("consisid", "consisid"), ("latte", "latte"), ("mochi", "mochi"), ("qwenimage", "qwen-image"),
-            ("sana", "sana"), ("stepvideo", "step-video"), ("wan", "wan"), ("ltx", "ltx"))
+            ("sana", "sana"), ("stepvideo", "step-video"), ("wan", "wan"), ("ltx", "ltx"), ("zimage", "z-image"))
 
 
 @dataclass(frozen=True)

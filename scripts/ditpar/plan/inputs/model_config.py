@@ -332,7 +332,7 @@ CLASSES: dict[str, ClassSpec] = {
         PIPELINES + "lumina2/pipeline_lumina2.py (max_sequence_length 256; guidance_scale 4.0, 30 steps)", "joint",
         True, (1024, 1024, 1, 30)),
     "ZImageTransformer2DModel": ClassSpec(
-        "custom", _t("transformer_z_image.py"), _z_image, "image", 512,
+        "z-image", _t("transformer_z_image.py"), _z_image, "image", 512,
         PIPELINES + "z_image/pipeline_z_image.py (max_sequence_length 512)", "joint", True, (1024, 1024, 1, 50)),
     "WanTransformer3DModel": ClassSpec(
         "wan", _t("transformer_wan.py"), _wan, "video", 512,
