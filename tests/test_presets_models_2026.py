@@ -39,7 +39,7 @@ CASES = {
     # D src/.../transformer_hunyuan_video15.py defaults: 16 heads x 128, num_layers 54, mlp_ratio 4, patch 1 x 1 x 1;
     # autoencoder_kl_hunyuanvideo15.py: latent_channels 32, 16x spatial, 4x temporal; pipeline: 121 frames, 50 steps,
     # tokenizer_max_length 1000
-    "tencent/HunyuanVideo-1.5": ("HunyuanVideo-1.5", "custom", 2048, 16, 16, 128, 8192, 2, {"joint": 54},
+    "tencent/HunyuanVideo-1.5": ("HunyuanVideo-1.5", "hunyuanvideo-1.5", 2048, 16, 16, 128, 8192, 2, {"joint": 54},
                                  (1, 1, 1), (4, 16, 16), 32, 1000, 0, True, 50, (1280, 720, 121)),
     # D scripts/convert_cosmos_to_diffusers.py Cosmos-2.5-Predict-Base-2B: 16 heads x 128, num_layers 28, mlp_ratio 4,
     # patch (1, 2, 2), Wan 2.1 VAE; pipeline_cosmos2_5_predict.py: 1280x704, 93 frames, 36 steps, guidance 7.0, 512 tokens
@@ -51,7 +51,7 @@ CASES = {
     # ModelTC/LightX2V@29c8504c:lightx2v/models/networks/longcat_image/weights/transformer_weights.py (10 double, 20
     # single); D src/.../transformer_longcat_image.py (24 heads x 128, FeedForward 4x); pipeline_longcat_image.py
     # (2x2 packing, tokenizer_max_length 512, 50 steps, guidance 4.5)
-    "meituan-longcat/LongCat-Image": ("LongCat-Image", "custom", 3072, 24, 24, 128, 12288, 2,
+    "meituan-longcat/LongCat-Image": ("LongCat-Image", "longcat-image", 3072, 24, 24, 128, 12288, 2,
                                       {"joint": 10, "single": 20}, (1, 2, 2), (1, 8, 8), 16, 512, 0, True, 50,
                                       (1024, 1024, 1)),
     # D src/.../transformer_ltx2.py defaults: num_layers 48, 32 heads x 128 (video stream), FeedForward 4x,

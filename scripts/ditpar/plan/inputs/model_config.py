@@ -349,7 +349,7 @@ CLASSES: dict[str, ClassSpec] = {
         PIPELINES + "hunyuan_video/pipeline_hunyuan_video.py (max_sequence_length 256)", "joint", False,
         (1280, 720, 129, 50)),
     "HunyuanVideo15Transformer3DModel": ClassSpec(
-        "custom", _t("transformer_hunyuan_video15.py"), _joint, "video", 1000,
+        "hunyuanvideo-1.5", _t("transformer_hunyuan_video15.py"), _joint, "video", 1000,
         PIPELINES + "hunyuan_video1_5/pipeline_hunyuan_video1_5.py (tokenizer_max_length 1000)", "joint", True,
         (1280, 720, 121, 50)),
     "CogVideoXTransformer3DModel": ClassSpec(
