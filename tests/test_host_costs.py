@@ -82,8 +82,10 @@ def test_joint_rule_in_a_fold_minimises_the_training_speedup_error():
     from test_heldout_groups import frames
 
     res = heldout.evaluate_heldout(frames(), Tunables(), by="hardware", rule="joint")
+    seq = {f.source: f.constants for f in heldout.evaluate_heldout(frames(), Tunables(), by="hardware")["sources"]}
     rows = heldout.collect_rows(frames())
     scorer = heldout.Scorer(rows, Tunables(), False)
+    worse = 0
     for fold in res["sources"]:
         train = [i for i, r in enumerate(rows) if r.hw.accelerator != fold.source]
         mfu = heldout.derive_mfu(rows, fold.source, Tunables(), "hardware")
@@ -94,5 +96,30 @@ def test_joint_rule_in_a_fold_minimises_the_training_speedup_error():
         errs = {(la, ov, ca): err(la, ov, ca) for la in heldout.LAUNCH_GRID for ov in heldout.OVERLAP_GRID
                 for ca in CALL_GRID}
         med = {k: (v[len(v) // 2] if len(v) % 2 else 0.5 * (v[len(v) // 2 - 1] + v[len(v) // 2])) for k, v in errs.items()}
-        c = fold.constants
+        c, o = fold.constants, seq[fold.source]
         assert med[(c["launch_us"], c["overlap_efficiency"], c["call_us"])] == pytest.approx(min(med.values()), abs=1e-6)
+        worse += med[(o["launch_us"], o["overlap_efficiency"], o["call_us"])] > min(med.values()) + 1e-6
+    assert worse >= 1   # the sequential rule (pairwise order first) lands above the smallest error in some fold
+
+
+def test_evaluate_host_fit_flag(tmp_path):
+    """`plan.py evaluate --host-fit joint` scores each fold with the joint rule's constants; an unknown rule is a
+    usage error (exit 2)."""
+    import json
+
+    from conftest import run_script
+    from ditpar.plan.cost import Tunables
+    from ditpar.plan.judge import heldout
+    from test_heldout_groups import frames
+
+    for name, frame in frames().items():
+        frame.to_csv(tmp_path / name, index=False)
+    doc = json.loads(run_script("plan.py", "evaluate", "--tables", str(tmp_path), "--hold-out", "hardware",
+                                "--host-fit", "joint", "--json").stdout)
+    want = heldout.evaluate_heldout(frames(), Tunables(), by="hardware", rule="joint")
+    got = {s["source"]: s["constants"] for s in doc["heldout_by"]["hardware"]["sources"]}
+    for fold in want["sources"]:
+        assert {k: got[fold.source][k] for k in ("launch_us", "overlap_efficiency", "call_us")} == \
+            {k: fold.constants[k] for k in ("launch_us", "overlap_efficiency", "call_us")}
+    bad = run_script("plan.py", "evaluate", "--tables", str(tmp_path), "--host-fit", "pairwise", check=2)
+    assert "--host-fit" in bad.stderr
