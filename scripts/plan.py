@@ -242,6 +242,10 @@ def evaluate_parser():
     p.add_argument("--hold-out", choices=("all", "source", "hardware", "framework"), default="all",
                    help="what one held-out fold leaves out: a source table, a hardware class, a framework, or all "
                         "three in turn (default)")
+    p.add_argument("--host-fit", choices=("sequential", "joint"), default="sequential",
+                   help="how each fold chooses the host cost per op, ring overlap and per-call cost from the other "
+                        "tables: sequential (default: launch and overlap by pairwise order, then the call cost by the "
+                        "median speedup error) or joint (all three by the median speedup error, pairwise order on ties)")
     p.add_argument("--coverage", action="store_true",
                    help="also fit the speedup range by stratum on the unseen rounds' rows, each round held out in "
                         "turn, and print its held-out coverage per stratum and level (the figures plan.py states)")
@@ -501,7 +505,7 @@ def run_evaluate(args) -> int:
         held = [heldout.evaluate_heldout(frames, _tunables(args), calibrate=args.calibrate,
                                          fixed_launch=args.launch_us is not None or args.runtime is not None,
                                          fixed_overlap=args.overlap_efficiency is not None, by=by,
-                                         fixed_call=args.call_us is not None)
+                                         fixed_call=args.call_us is not None, rule=args.host_fit)
                 for by in (heldout.GROUPINGS if args.hold_out == "all" else (args.hold_out,))]
     cover = None
     if args.coverage:

@@ -111,15 +111,6 @@ def test_call_cost_is_charged_per_collective_call():
     assert b - a == pytest.approx(4 * 57 * 28 * 100e-6, rel=1e-6)
 
 
-def test_fit_call_us_takes_the_smallest_median_error():
-    from ditpar.plan.cost.small_work import fit_call_us
-
-    rows = {0.0: [(0, 0, 2.0, 3.0)] * 3, 10.0: [(0, 0, 2.0, 1.5)] * 3, 20.0: [(0, 0, 2.0, 2.2)] * 3}
-    assert fit_call_us(lambda c: rows[c]) == 20.0           # |log2 1.1| < |log2 0.75| < |log2 1.5|
-    tie = {0.0: [(0, 0, 2.0, 2.2)], 10.0: [(0, 0, 2.0, 2.2)], 20.0: [(0, 0, 2.0, 2.2)]}
-    assert fit_call_us(lambda c: tie[c]) == 10.0            # a tie goes to the shipped default
-
-
 def test_linear_state_bytes_by_hand():
     from ditpar.plan.cost.linear_attention import state_allreduce_bytes, state_bytes
 

@@ -2,9 +2,10 @@
 
 Every constant that was chosen by looking at published tables is chosen again without the table
 being scored: the `mfu` of the presets derived from published single-device runs (DERIVED_MFU), the
-host cost per eager op and the ring overlap efficiency (picked from a small grid by pairwise accuracy
-on the other tables), and the band half-width of the short list (ditpar.plan.decide.uncertainty). The
-figures reported for a table are those of the model built without it; pooled figures add them up.
+host cost per eager op, the ring overlap efficiency and the fixed cost per collective call (picked from small
+grids on the other tables: judge/host_costs.py), the band half-width of the short list and the speedup range
+(ditpar.plan.decide.uncertainty). The figures reported for a table are those of the model built without it;
+pooled figures add them up.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 
 from ditpar.plan.cost import small_work
 from ditpar.plan.decide import uncertainty
+from ditpar.plan.judge import host_costs
 from ditpar.plan.judge.evaluate import (
     SCENARIO_KEY,
     TIE,
@@ -27,6 +29,7 @@ from ditpar.plan.judge.evaluate import (
     compiled,
     pick_single,
     row_context,
+    row_framework,
     row_serial,
     scenario_config,
 )
@@ -37,7 +40,6 @@ DERIVED_MFU = {"H100-SXM NVLink x8": "H100", "H200 NVLink x8": "H100"}
 PRIOR_MFU = 0.6   # the a-priori figure of every NVIDIA preset not measured (templates/hardware)
 LAUNCH_GRID = (10.0, 25.0, 50.0)
 OVERLAP_GRID = (0.0, 0.5, 1.0)
-DEFAULTS = (25.0, 0.0)
 _NOT_PLAIN = re.compile(r"cache|fp8|quant|compile|onediff", re.IGNORECASE)
 
 
@@ -54,6 +56,7 @@ class Row:
     single: bool
     plain: bool
     serial_s: float = 0.0   # priced serial stages (text encoder, VAE decode) inside the measured latency
+    framework: object = None  # the framework profile its source_repo names (evaluate.row_framework), or None
 
 
 @dataclass
@@ -147,20 +150,27 @@ def reference_of(rows: list[Row], singles: dict[tuple, list[int]], i: int) -> in
     return None if k is None else found[k]
 
 
-def speedup_rows(rows: list[Row], preds, members: list[int]) -> list[tuple[int, int, float, float]]:
-    """(row, its single-device row, measured speedup, predicted speedup) for every multi-device row of `members`
-    with a single-device row of the same table, model, machine, shape and compile mode; both speedups end to end
-    (the priced serial stages added to the prediction, as the tables measure)."""
+def speedup_pairs(rows: list[Row], members: list[int]) -> list[tuple[int, int]]:
+    """(row, its single-device row) for every multi-device row of `members` with a single-device row of the same
+    table, model, machine, shape and compile mode."""
     singles = single_rows(rows)
     out = []
     for i in members:
         r = rows[i]
         ref = reference_of(rows, singles, i)
-        if r.single or ref is None or r.plan.devices // r.plan.dp < 2:
-            continue
-        pred = (preds[ref][0] + rows[ref].serial_s) / (preds[i][0] + r.serial_s)
-        out.append((i, ref, rows[ref].measured / r.measured, pred))
+        if not (r.single or ref is None or r.plan.devices // r.plan.dp < 2):
+            out.append((i, ref))
     return out
+
+
+def speedup_rows(rows: list[Row], preds, members: list[int],
+                 pairs: list[tuple[int, int]] | None = None) -> list[tuple[int, int, float, float]]:
+    """(row, its single-device row, measured speedup, predicted speedup) for every pair of speedup_pairs(members)
+    (or `pairs`, already found); both speedups end to end (the priced serial stages added to the prediction, as
+    the tables measure)."""
+    return [(i, ref, rows[ref].measured / rows[i].measured,
+             (preds[ref][0] + rows[ref].serial_s) / (preds[i][0] + rows[i].serial_s))
+            for i, ref in (speedup_pairs(rows, members) if pairs is None else pairs)]
 
 
 def fit_speedup_range(rows: list[Row], preds, members: list[int]) -> tuple[float, float]:
@@ -209,6 +219,7 @@ def collect_rows(frames: dict[str, object]) -> list[Row]:
                            not _NOT_PLAIN.search(str(r["other_config"])) and not compiled(r["other_config"]),
                            row_serial(r, model, hw, shape, plan).total_s))
             out[-1].row = r  # type: ignore[attr-defined]
+            out[-1].framework = row_framework(r)
     return out
 
 
@@ -244,13 +255,13 @@ class Scorer:
     def __init__(self, rows: list[Row], tun, calibrate: bool) -> None:
         self.rows, self.tun, self.calibrate = rows, tun, calibrate
         self.cache: dict[tuple, list[tuple[float, float]]] = {}
+        self.by_row: dict[tuple, tuple] = {}   # (row, its tunables) -> prediction: mfu moves only some rows
 
     def predict(self, launch: float, overlap: float, mfu: dict[str, float], call: float | None = None) -> list[tuple[float, float]]:
         """(latency_s, exposed communication s) per row."""
         from ditpar.plan.cost import predict
         from ditpar.plan.decide.rank import calibrate
         from ditpar.plan.inputs.frameworks import tp_host_tunables
-        from ditpar.plan.judge.evaluate import row_framework
 
         call = self.tun.call_us if call is None else call
         key = (launch, overlap, tuple(sorted(mfu.items())), call)
@@ -273,8 +284,11 @@ class Scorer:
             if tun is None:
                 scale = r.hw.mfu / mfu[r.hw.name] if r.hw.name in mfu else 1.0
                 tun = dataclasses.replace(base, compute_scale=base.compute_scale * scale)
-            bd = predict(r.model, r.hw, r.shape, r.plan, tp_host_tunables(tun, row_framework(r.row), r.plan))
-            out.append((bd.latency_s, bd.exposed_comm_s, bd))
+            row_tun = tp_host_tunables(tun, r.framework, r.plan)
+            if (i, row_tun) not in self.by_row:
+                bd = predict(r.model, r.hw, r.shape, r.plan, row_tun)
+                self.by_row[(i, row_tun)] = (bd.latency_s, bd.exposed_comm_s, bd)
+            out.append(self.by_row[(i, row_tun)])
         self.cache[key] = out
         return out
 
@@ -292,14 +306,13 @@ def group_of(r: Row, by: str) -> str:
 
         return round_of(r.source) or r.source
     if by == "framework":
-        from ditpar.plan.judge.evaluate import row_framework
-
-        fw = row_framework(r.row)
-        return fw.name if fw is not None else str(r.row["source_repo"])
+        return r.framework.name if r.framework is not None else str(r.row["source_repo"])
     return r.source
 
 
 def scenarios_of(rows: list[Row], preds, sources: set[str], by: str = "source") -> list[list[int]]:
+    """Scenarios (rows of one table, model, machine, shape and setting) with >= 2 rows of the groups `sources`;
+    `preds` is not read."""
     groups: dict[tuple, list[int]] = {}
     for i, r in enumerate(rows):
         if group_of(r, by) in sources:
@@ -317,36 +330,38 @@ def _pair_accuracy(rows, preds, groups) -> float:
 
 
 def evaluate_heldout(frames: dict[str, object], tun, calibrate: bool = False, fixed_launch: bool = False,
-                     fixed_overlap: bool = False, by: str = "source", only=None, fixed_call: bool = False) -> dict:
+                     fixed_overlap: bool = False, by: str = "source", only=None, fixed_call: bool = False,
+                     rule: str = "sequential") -> dict:
     """Held-out figures per group (source table, hardware class or framework: `by`) and their pooled sum, beside
     the rule of thumb on the same rows; every constant chosen from tables is chosen again without the group.
-    `only(row)`: score only the rows it accepts (the fits still use every row outside the group)."""
+    `only(row)`: score only the rows it accepts (the fits still use every row outside the group). `rule`: how
+    the host cost per op, ring overlap and per-call cost are chosen (judge/host_costs.py RULES)."""
     rows = collect_rows(frames)
     sources = sorted({group_of(r, by) for r in rows})
     scorer = Scorer(rows, tun, calibrate)
     launches = (tun.launch_us,) if fixed_launch else LAUNCH_GRID
     overlaps = (tun.overlap_efficiency,) if fixed_overlap else OVERLAP_GRID
     calls = (tun.call_us,) if fixed_call else small_work.CALL_GRID
+
     def fit(train: set[str], exclude: str | None):
         mfu = derive_mfu(rows, exclude, tun, by)
-        best, best_key, chosen = -1.0, None, (launches[0], overlaps[0])
-        for la in launches:
-            for ov in overlaps:
-                preds = scorer.predict(la, ov, mfu)
-                acc = _pair_accuracy(rows, preds, scenarios_of(rows, preds, train, by))
-                key = (acc, -abs(la - DEFAULTS[0]), -abs(ov - DEFAULTS[1]))
-                if best_key is None or key > best_key:
-                    best, best_key, chosen = acc, key, (la, ov)
         train_rows = [i for i, r in enumerate(rows) if group_of(r, by) in train]
-        call = small_work.fit_call_us(lambda c: speedup_rows(rows, scorer.predict(*chosen, mfu, c), train_rows),
-                                      calls)
-        preds = scorer.predict(*chosen, mfu, call)
+        pairs, scenarios = speedup_pairs(rows, train_rows), scenarios_of(rows, None, train, by)
+
+        def figures(point):
+            preds = scorer.predict(point[0], point[1], mfu, point[2])
+            err = host_costs.median_abs_log2((m, p) for _, _, m, p in speedup_rows(rows, preds, train_rows, pairs))
+            return err, _pair_accuracy(rows, preds, scenarios)
+        la, ov, call = host_costs.choose(rule, launches, overlaps, calls, figures, tun.call_us)
+        preds = scorer.predict(la, ov, mfu, call)
         half = uncertainty.fit_half_width([([rows[i].measured for i in g], [preds[i][2] for i in g])
-                                           for g in scenarios_of(rows, preds, train, by) if len(g) >= 3], TIE)
-        srange = fit_speedup_range(rows, preds, [i for i, r in enumerate(rows) if group_of(r, by) in train])
-        return preds, {"launch_us": chosen[0], "overlap_efficiency": chosen[1], "call_us": call,
+                                           for g in scenarios if len(g) >= 3], TIE)
+        srange = uncertainty.fit_speedup_range([math.log2(m / p) for _, _, m, p in
+                                                speedup_rows(rows, preds, train_rows, pairs)])
+        acc = figures((la, ov, call))[1]
+        return preds, {"launch_us": la, "overlap_efficiency": ov, "call_us": call,
                        "mfu": {k: round(v, 3) for k, v in mfu.items()}, "band_half_width": half,
-                       "speedup_range_log2": list(srange), "train_pairwise_accuracy": round(best, 3)}
+                       "speedup_range_log2": list(srange), "train_pairwise_accuracy": round(acc, 3)}
 
     results = []
     for src in sources:
