@@ -1,5 +1,5 @@
 """The held-out choice of the host cost per op, ring overlap and per-call cost (judge/host_costs.py): the sequential
-rule plan.py evaluate uses, and the joint rule judged beside it (benchmarks/VALIDATION.md section 7.23)."""
+rule plan.py evaluate uses, and the joint rule judged beside it (benchmarks/VALIDATION.md section 7.25)."""
 
 from __future__ import annotations
 
