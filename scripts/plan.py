@@ -168,6 +168,13 @@ def plan_parser():
     p.add_argument("--frames", type=int, default=None, help="video frames (default: the preset's)")
     p.add_argument("--steps", type=int, default=None, help="denoising steps (default: the preset's)")
     p.add_argument("--no-cfg", action="store_true", help="request without classifier-free guidance")
+    p.add_argument("--negative-tokens", type=int, default=None, metavar="N",
+                   help="text tokens of the negative prompt (the unconditional CFG branch) where the pipeline encodes "
+                        "it at its own length (Qwen-Image's ' ' is a few tokens): two calls per step then pay the "
+                        "shorter one, CFG parallel waits for the longer branch (default: as long as the prompt)")
+    p.add_argument("--cfg-trunc-ratio", type=float, default=None, metavar="R",
+                   help="share of the steps that run both CFG branches (diffusers' cfg_trunc_ratio, e.g. 0.25 in "
+                        "Lumina-Image-2.0's example); the rest run the prompt's branch alone (default 1: every step)")
     p.add_argument("--ref-latency", type=float, default=None,
                    help="measured end-to-end seconds of this request on one device (or on --ref-plan): calibrates "
                         "compute (one scale: the machine's speed; not the spread between plans)")
@@ -357,7 +364,8 @@ def _run_plan(args) -> int:
         notes.append(f"plan.py: note: {args.devices} of the preset's {hw.devices_per_node} devices per node, in "
                      f"domains of {hw.domain_size}: ranks fill the domains in order; a box whose {args.devices} cards "
                      f"split otherwise: --domains (e.g. {','.join([str(args.devices // 2)] * 2)}) or --topo\n")
-    shape = make_shape(model, width, height, args.frames, args.steps, cfg=False if args.no_cfg else None)
+    shape = make_shape(model, width, height, args.frames, args.steps, cfg=False if args.no_cfg else None,
+                       negative_tokens=args.negative_tokens, cfg_trunc_ratio=args.cfg_trunc_ratio)
     shape = custom_model.with_tokens(shape, args.tokens)
     _in_range("--warmup", args.warmup, 0, shape.steps, f" (the request has {shape.steps} steps)")
     if args.objective == "throughput" and args.no_dp:
