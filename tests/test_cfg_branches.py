@@ -8,7 +8,6 @@ import dataclasses
 
 import pytest
 from conftest import run_script
-
 from ditpar.errors import InputError
 from ditpar.plan.cost import Plan, make_shape, predict
 from ditpar.plan.cost.shape import guided_steps
