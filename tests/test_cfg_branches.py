@@ -103,3 +103,33 @@ def test_schedule_flags_are_checked_and_reported():
 
     shape = json.loads(r.stdout)["shape"]
     assert (shape["negative_text_tokens"], shape["cfg_trunc_ratio"], shape["guided_steps"]) == (8, 0.5, 25)
+
+
+def test_a_framework_that_runs_two_calls_prices_sd3_as_two_batch_one_calls():
+    """vLLM-Omni's CFG without a CFG group is two transformer calls (profile cfg_calls = "two"): SD3, a batched
+    diffusers pipeline, costs twice its one-branch step there, and stays one batch-2 call without a framework."""
+    from ditpar.plan.cost import Tunables
+    from ditpar.plan.inputs import frameworks
+
+    omni = next(f for f in frameworks.all_frameworks() if f.name == "vLLM-Omni")
+    assert omni.cfg_calls == "two" and "cfg_calls" in omni.sources
+    m = presets.resolve_model("SD3-medium")
+    hw = presets.resolve_hardware("H100", None, 8)
+    s = make_shape(m, 1024, 1024, 1, 10)
+    tun = frameworks.tp_host_tunables(Tunables(), omni, Plan(tp=4))
+    assert tun.cfg_calls == "two"
+    one = predict(m, hw, dataclasses.replace(s, cfg=False), Plan(tp=4), tun).latency_s
+    assert predict(m, hw, s, Plan(tp=4), tun).latency_s == pytest.approx(2 * one)
+    assert predict(m, hw, s, Plan(tp=4)).latency_s != pytest.approx(2 * one)
+
+
+def test_cfg_calls_of_a_profile_is_checked(tmp_path):
+    from ditpar.plan.inputs import frameworks
+
+    src = (frameworks.templates_dir() / "frameworks" / "vllm-omni.toml").read_text()
+    bad = tmp_path / "bad.toml"
+    bad.write_text(src.replace('cfg_calls = "two"', 'cfg_calls = "three"', 1))
+    from ditpar.formats import load_toml
+
+    with pytest.raises(InputError, match="cfg_calls"):
+        frameworks.parse_framework(load_toml(bad), bad)

@@ -45,9 +45,12 @@ def family(model) -> str:
     return next((fam for prefix, fam in _PREFIXES if key.startswith(prefix)), "")
 
 
-def two_calls(model, shape, plan) -> bool:
-    """True when a step of this plan runs the two CFG branches as two transformer calls on the same ranks."""
-    return bool(shape.cfg) and plan.cfg == 1 and family(model) in TWO_CALL_FAMILIES
+def two_calls(model, shape, plan, how: str = "") -> bool:
+    """True when a step of this plan runs the two CFG branches as two transformer calls on the same ranks: `how` is
+    the framework's way ('two', 'batch'), '' for the model's diffusers pipeline (TWO_CALL_FAMILIES)."""
+    if not shape.cfg or plan.cfg != 1:
+        return False
+    return how == "two" if how in ("two", "batch") else family(model) in TWO_CALL_FAMILIES
 
 
 def text_tokens(shape) -> int:

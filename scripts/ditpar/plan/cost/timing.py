@@ -44,6 +44,8 @@ class Tunables:
                                         # scales with launch_us, so --launch-us 0 (captured/compiled) removes it
     tp_layout: str = ""                 # which collectives TP issues per block (ditpar.plan.cost.tp_layout; set from
                                         # the framework profile's tp_layout, '' = the default layout)
+    cfg_calls: str = ""                 # how the CFG branches run without CFG parallel: 'two' calls, one 'batch' of 2,
+                                        # '' = as the model's pipeline does (set from the framework profile's cfg_calls)
 
 
 # Extra host time of one DTensor ColwiseParallel linear over a plain one: benchmarks/dtensor_overhead.py on the
@@ -226,7 +228,7 @@ def predict(model, hw, shape: Shape, plan: Plan, tun: Tunables = Tunables()) -> 
     """Predicted end-to-end DiT latency of one request under a plan, with its breakdown."""
     if shape.cfg and guided_steps(shape) < shape.steps:   # CFG truncation: the late steps run one branch
         return _truncated(model, hw, shape, plan, tun)
-    if cfg_calls.two_calls(model, shape, plan):   # the pipeline calls the transformer once per CFG branch
+    if cfg_calls.two_calls(model, shape, plan, tun.cfg_calls):   # the pipeline calls the transformer once per CFG branch
         return _two_calls(model, hw, shape, plan, tun)
     shape = cfg_calls.critical_shape(shape)       # a batch of 2 or CFG parallel: the longer branch sets the step
     groups = layout(plan, tun.order)
