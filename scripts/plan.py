@@ -403,6 +403,9 @@ def _run_plan(args) -> int:
     serving = throughput.record(throughput.splits(results, stages, hw, args.devices, args.allow_approximate),
                                 args.objective)
     work = scaling.record(model, hw, shape, lead, tun)
+    from ditpar.plan.decide import outside_loop
+
+    outside = outside_loop.record(model, hw, shape, serving, lead, stages, tun)
     if args.objective == "throughput" and serving["throughput_best"] is not None:
         text = throughput.conclusion_sentence(serving) + " For one request: " + text
     from ditpar.fewstep.matrix import WRITE_COLUMNS, matrix_csv
@@ -437,6 +440,7 @@ def _run_plan(args) -> int:
     payload["objective"] = args.objective
     payload["throughput"] = serving
     payload["work_per_rank"] = work
+    payload["outside_loop"] = outside
     from ditpar.plan.decide import heads
 
     payload["head_degrees"] = {**heads.degrees(model, results), "line": heads.line(model, results) or None}
@@ -465,7 +469,8 @@ def _run_plan(args) -> int:
                                            experts.line(model)) if x)
         sys.stdout.write(evidence.render(ev, model, hw, args.devices) + calibrated.render(report.render(results, model, hw, shape, tun, text, args.top, args.all, stages,
                                                          lines, given_machine,
-                                                         [scaling.line(work, shape), *throughput.lines(serving, args.objective)]),
+                                                         [scaling.line(work, shape), outside_loop.line(outside),
+                                                          *throughput.lines(serving, args.objective)]),
                                            results, extra, box, args.top) + provenance.render(given)
                          + (measured.render(meas, args.top) if meas else "")
                      + run_text + measure_it.render(mi))

@@ -200,3 +200,25 @@ def test_a_split_within_five_percent_with_lower_latency_is_named():
     assert rec["near_best"]["replicas"] == 4 and rec["near_best"]["requests_per_s"] == pytest.approx(4 / 520)
     text = throughput.conclusion_sentence(rec)
     assert "(0.004 per node)" in text and "4 x U4 serves 96% of that" in text and "520 s a request" in text
+
+
+def test_work_outside_the_loop_by_hand():
+    """FLUX.1-dev 1024^2 on 8 H100: the serial stages hold all 8 cards of 1 x U8 (8 x their seconds a request), and U8's
+    per-step output all-gather is 7 latency steps of 10 us + one 10 us call + 7 shards of 4096 x 2 x 2 x 16 x 2 B / 8
+    at the preset's 370 GB/s bus bandwidth, named beside the latency, not in it."""
+    r = run_script("plan.py", *FLUX, "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    out = d["outside_loop"]
+    serial = d["serial_stages"]["text_encode_s"] + d["serial_stages"]["vae_decode_s"]
+    one_u8 = next(s for s in out["splits"] if s["cards_per_replica"] == 8)
+    assert one_u8["card_seconds"] == pytest.approx(8 * serial)
+    g = out["sp_output_gather"]
+    assert (g["plan"], g["group_size"], g["latency_steps"]) == ("U8", 8, 7)
+    shard = 4096 * 2 * 2 * 16 * 2 / 8
+    assert g["per_step_s"] == pytest.approx(7 * 10e-6 + 10e-6 + 7 * shard / 370e9, rel=0.02)
+    assert g["per_request_s"] == pytest.approx(28 * g["per_step_s"])
+    lead = next(p for p in d["plans"] if p["name"] == "U8")
+    assert "SP output all-gather" not in lead["exposed_by_collective_s"]
+    text = run_script("plan.py", *FLUX).stdout
+    assert "outside the DiT loop, growing with the cards" in text and "U8 gathers its output over 8 cards" in text

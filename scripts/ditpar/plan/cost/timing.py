@@ -203,6 +203,24 @@ def host_device_s(host: float, device: float) -> float:
     return (host ** p + device ** p) ** (1.0 / p)
 
 
+STEP_GATHERS = ("cfg",)   # per-step collectives outside the blocks (the CFG pair's output all-gather)
+
+
+def _step_gathers(hw, per_step: list[Collective], tun: Tunables, bd: Breakdown | None, times: float) -> float:
+    """Seconds per step of the all-gathers that close a step (the CFG pair's outputs, the sequence group's output),
+    each exposed with its fixed call cost; recorded `times` times into `bd` (by collective and by link) when given."""
+    total = 0.0
+    for c in per_step:
+        if c.dim not in STEP_GATHERS:
+            continue
+        t = comm_time_s(hw, c) + (tun.sync_us + tun.call_us) * 1e-6
+        total += t
+        if bd is not None and times:
+            _add(bd.exposed_by_family_s, c.name, t * times)
+            bd.exposed_by_link_s[next(iter(c.bytes_by_link))] += t * times
+    return total
+
+
 def _scaled(c: Collective, scale: float) -> Collective:
     if scale == 1.0:
         return c
@@ -245,11 +263,7 @@ def predict(model, hw, shape: Shape, plan: Plan, tun: Tunables = Tunables()) -> 
     pf = plan.pipefusion
     if pf == 1:
         step = sum(_block_time(hw, b, tun, rate, bd, 1.0, curve) for b in blocks)
-        cfg_t = sum(comm_time_s(hw, c) + (tun.sync_us + tun.call_us) * 1e-6 for c in per_step if c.dim == "cfg")
-        _add(bd.exposed_by_family_s, "CFG all-gather", cfg_t)
-        for c in per_step:
-            if c.dim == "cfg":
-                bd.exposed_by_link_s[next(iter(c.bytes_by_link))] += cfg_t
+        cfg_t = _step_gathers(hw, per_step, tun, bd, 1.0)
         bd.step_s = step + cfg_t
         _scale_totals(bd, steps)
         bd.latency_s = steps * bd.step_s
@@ -273,7 +287,7 @@ def predict(model, hw, shape: Shape, plan: Plan, tun: Tunables = Tunables()) -> 
         stage_full = sum(_block_time(hw, b, tun, rate, probe_full, 1.0, curve) for b in blocks)
         hop_full = sum(comm_time_s(hw, _scaled(c, float(m))) for c in p2p)
         sync_step = pf * stage_full + (pf - 1) * hop_full
-        cfg_t = sum(comm_time_s(hw, c) + (tun.sync_us + tun.call_us) * 1e-6 for c in per_step if c.dim == "cfg")
+        cfg_t = _step_gathers(hw, per_step, tun, None, 0.0)
         async_steps = steps - warm
         fill = (pf - 1) * patch_t if async_steps > 0 else 0.0
         bd.step_s = m * patch_t + cfg_t
@@ -297,10 +311,7 @@ def predict(model, hw, shape: Shape, plan: Plan, tun: Tunables = Tunables()) -> 
             bd.exposed_by_link_s[link] += pf_exposed
             _add(bd.exposed_by_family_s, "PipeFusion P2P", pf_exposed)
         if cfg_t:
-            _add(bd.exposed_by_family_s, "CFG all-gather", cfg_t * steps)
-            for c in per_step:
-                if c.dim == "cfg":
-                    bd.exposed_by_link_s[next(iter(c.bytes_by_link))] += cfg_t * steps
+            _step_gathers(hw, per_step, tun, bd, float(steps))
         bd.pipeline_s = warm * (pf - 1) * stage_full + fill + imbalance * mult
         if imbalance > 0:
             bd.notes.append(f"PipeFusion: stages hold unequal work ({model.n_layers} blocks in {pf} contiguous stages);"
