@@ -172,6 +172,10 @@ def plan_parser():
                    help="text tokens of the negative prompt (the unconditional CFG branch) where the pipeline encodes "
                         "it at its own length (Qwen-Image's ' ' is a few tokens): two calls per step then pay the "
                         "shorter one, CFG parallel waits for the longer branch (default: as long as the prompt)")
+    p.add_argument("--sparse-attention", action="store_true",
+                   help="the request runs a sparse or sliding-window attention kernel (radial, sparse-videogen, "
+                        "sliding-tile, neighbourhood): ring attention cannot run it (G1 vetoes ring plans); priced as "
+                        "dense attention")
     p.add_argument("--cfg-trunc-ratio", type=float, default=None, metavar="R",
                    help="share of the steps that run both CFG branches (diffusers' cfg_trunc_ratio, e.g. 0.25 in "
                         "Lumina-Image-2.0's example); the rest run the prompt's branch alone (default 1: every step)")
@@ -365,7 +369,8 @@ def _run_plan(args) -> int:
                      f"domains of {hw.domain_size}: ranks fill the domains in order; a box whose {args.devices} cards "
                      f"split otherwise: --domains (e.g. {','.join([str(args.devices // 2)] * 2)}) or --topo\n")
     shape = make_shape(model, width, height, args.frames, args.steps, cfg=False if args.no_cfg else None,
-                       negative_tokens=args.negative_tokens, cfg_trunc_ratio=args.cfg_trunc_ratio)
+                       negative_tokens=args.negative_tokens, cfg_trunc_ratio=args.cfg_trunc_ratio,
+                       sparse_attention=args.sparse_attention)
     shape = custom_model.with_tokens(shape, args.tokens)
     _in_range("--warmup", args.warmup, 0, shape.steps, f" (the request has {shape.steps} steps)")
     if args.objective == "throughput" and args.no_dp:

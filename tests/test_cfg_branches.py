@@ -133,3 +133,30 @@ def test_cfg_calls_of_a_profile_is_checked(tmp_path):
 
     with pytest.raises(InputError, match="cfg_calls"):
         frameworks.parse_framework(load_toml(bad), bad)
+
+
+def test_sparse_attention_vetoes_ring_and_names_its_source():
+    from ditpar.plan.decide.gates import RING_SPARSE, availability
+
+    m = presets.resolve_model("Wan2.1-T2V-14B")
+    hw = presets.resolve_hardware("H100", None, 8)
+    dense = make_shape(m, 832, 480, 17, 4)
+    sparse = make_shape(m, 832, 480, 17, 4, sparse_attention=True)
+    assert availability(m, hw, dense, Plan(ring=4)).verdict == "pass"
+    g = availability(m, hw, sparse, Plan(ring=4))
+    assert g.verdict == "veto" and RING_SPARSE in g.reason and "ring_attn.py L174-196" in g.reason
+    assert availability(m, hw, sparse, Plan(ulysses=4)).verdict == "pass"
+
+
+def test_g1_names_the_frameworks_without_cfg_parallel_for_the_model():
+    """xDiT's Wan T2V runner lacks use_cfg_parallel (its profile's exclude list): a cfg2 plan's G1 says so."""
+    from ditpar.plan.decide.gates import availability
+    from ditpar.plan.inputs import frameworks
+
+    m = presets.resolve_model("Wan2.1-T2V-14B")
+    hw = presets.resolve_hardware("H100", None, 8)
+    g = availability(m, hw, make_shape(m, 832, 480, 17, 4), Plan(ulysses=4, cfg=2), frameworks.all_frameworks())
+    assert g.verdict == "pass"
+    assert "no CFG parallel for Wan2.1-T2V-14B on" in g.reason and "xDiT" in g.reason.split("no CFG parallel")[1]
+    g1 = availability(m, hw, make_shape(m, 832, 480, 17, 4), Plan(ulysses=4), frameworks.all_frameworks())
+    assert "no CFG parallel" not in g1.reason

@@ -25,6 +25,7 @@ class Shape:
     pad_tokens: int = 0    # tokens a framework appends so the sequence divides the SP degree (costed)
     text_uncond: int = -1  # text tokens of the unconditional (negative-prompt) branch; -1 = as many as the prompt
     cfg_trunc_ratio: float = 1.0  # share of the steps that run guided (diffusers' cfg_trunc_ratio; 1 = every step)
+    sparse_attention: bool = False  # the request runs a sparse or sliding-window attention kernel (priced dense)
 
     @property
     def tokens(self) -> int:
@@ -71,7 +72,7 @@ def latent_frames(model, frames: int) -> int:
 
 def make_shape(model, width: int | None = None, height: int | None = None, frames: int | None = None,
                steps: int | None = None, cfg: bool | None = None, negative_tokens: int | None = None,
-               cfg_trunc_ratio: float | None = None) -> Shape:
+               cfg_trunc_ratio: float | None = None, sparse_attention: bool = False) -> Shape:
     """Build the shape of a request, filling what is not given from the model preset's defaults; `negative_tokens`
     (the unconditional branch's text tokens) and `cfg_trunc_ratio` (the guided share of the steps) are the
     request's CFG schedule (default: a negative prompt as long as the prompt, guidance on every step)."""
@@ -117,7 +118,8 @@ def make_shape(model, width: int | None = None, height: int | None = None, frame
     return Shape(width=width, height=height, frames=frames, steps=steps, cfg=cfg, frames_tok=int(grid_t),
                  tokens_per_frame=int(grid_h * grid_w), text_joint=int(model.text_joint_tokens),
                  text_cross=int(model.text_cross_tokens),
-                 text_uncond=-1 if negative_tokens is None else int(negative_tokens), cfg_trunc_ratio=ratio)
+                 text_uncond=-1 if negative_tokens is None else int(negative_tokens), cfg_trunc_ratio=ratio,
+                 sparse_attention=bool(sparse_attention))
 
 
 _SQUARE = re.compile(r"^\s*(\d+)\s*px\s*$", re.I)
