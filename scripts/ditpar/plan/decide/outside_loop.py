@@ -15,8 +15,11 @@ def record(model, hw, shape, serving: dict, lead, stages, tun) -> dict:
     """--json's `outside_loop`: per split, the card-seconds each request spends outside the DiT loop; for the
     latency-best plan, its per-step sequence output all-gather (seconds per request, not in latency_s)."""
     serial = stages.total_s if stages is not None else 0.0
-    rows = [{"split": f"{s['replicas']} x {s['plan']}", "cards_per_replica": s["cards_per_replica"],
-             "serial_s": serial, "card_seconds": serial * s["cards_per_replica"]} for s in serving["splits"]]
+    rows = []
+    for s in serving["splits"]:
+        own = _as_run(model, stages, s) if stages is not None else 0.0
+        rows.append({"split": f"{s['replicas']} x {s['plan']}", "cards_per_replica": s["cards_per_replica"],
+                     "serial_s": own, "card_seconds": own * s["cards_per_replica"]})
     gather = None
     if lead is not None and lead.plan.sp > 1:
         from ditpar.plan.cost import layout
@@ -31,6 +34,18 @@ def record(model, hw, shape, serving: dict, lead, stages, tun) -> dict:
     return {"serial_s": serial, "splits": rows, "sp_output_gather": gather, "init_note": INIT_NOTE}
 
 
+def _as_run(model, stages, split: dict) -> float:
+    """Seconds of the serial stages as the split's framework runs them (its VAE decode split over the replica's cards
+    where the framework does so for this model)."""
+    from ditpar.plan.cost import Plan
+    from ditpar.plan.inputs import frameworks
+    from ditpar.plan.inputs.plan_names import parse_plan_name
+
+    fw = next((f for f in frameworks.all_frameworks() if f.name == split.get("framework")), None)
+    plan = Plan(**{k: v for k, v in parse_plan_name(split["plan"]).items() if k != "patches"})
+    return stages.split(frameworks.vae_degree(fw, model, plan)).total_s
+
+
 def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.3g} ms" if seconds < 1 else f"{seconds:.3g} s"
 
@@ -41,10 +56,9 @@ def line(rec: dict) -> str:
     parts = []
     if wide and rec["serial_s"] > 0:
         w = max(wide, key=lambda r: r["cards_per_replica"])
-        parts.append(f"the serial stages ({_ms(rec['serial_s'])}: text encoder and VAE decode) hold all "
-                     f"{w['cards_per_replica']} cards of {w['split']} ({w['card_seconds']:.3g} card-seconds a request, "
-                     f"against {rec['serial_s']:.3g} on one card: x{w['cards_per_replica']}; replicas on fewer cards "
-                     "waste less of them)")
+        parts.append(f"the serial stages (text encoder and VAE decode, {_ms(w['serial_s'])} as {w['split']} runs "
+                     f"them) hold all {w['cards_per_replica']} of its cards ({w['card_seconds']:.3g} card-seconds a "
+                     f"request, against {rec['serial_s']:.3g} on one card; replicas on fewer cards waste less of them)")
     g = rec["sp_output_gather"]
     if g:
         parts.append(f"{g['plan']} gathers its output over {g['group_size']} cards every step ({g['latency_steps']} "
