@@ -226,3 +226,18 @@ def test_work_outside_the_loop_by_hand():
     assert "SP output all-gather" not in lead["exposed_by_collective_s"]
     text = run_script("plan.py", *FLUX).stdout
     assert "outside the DiT loop, growing with the cards" in text and "U8 gathers its output over 8 cards" in text
+
+
+def test_plan_bench_measures_the_throughput_side_of_a_replica_split():
+    """'U2 DP2' on 4 ranks runs two U2 replicas at once: requests_per_s = 2 / request_s; a plan without DP serves
+    1 / request_s; both in the JSON rows, the CSV columns and the table."""
+    from test_plan_bench import FAST, _doc, spawn
+
+    doc = _doc(spawn(4, "--model-file", LINEAR, "--plans", "U2 DP2", "DP4", "U4", "--json", *FAST))
+    by = {r["name"]: r for r in doc["plans"]}
+    assert by["U2 DP2"]["requests_per_s"] == pytest.approx(2 / by["U2 DP2"]["request_s"])
+    assert by["U4"]["requests_per_s"] == pytest.approx(1 / by["U4"]["request_s"])
+    assert by["DP4"]["requests_per_s"] == pytest.approx(4 / by["DP4"]["request_s"])      # 4 x single
+    from ditpar.planbench.report import CSV_COLUMNS
+
+    assert "requests_per_s" in CSV_COLUMNS

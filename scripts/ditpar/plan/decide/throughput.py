@@ -164,4 +164,6 @@ def conclusion_sentence(rec: dict) -> str:
         text += (f" The latency-best split, {split_label(lat)}, answers one request in {_s(lat['request_latency_s'])} "
                  f"but serves {lat['requests_per_s']:.3g} requests/s: choose it only when one request's latency is "
                  "the target.")
-    return text + " Measure the throughput side: one plan_bench.py run per replica's card group, at once."
+    named = " ".join(f'"{x["name"]}"' for x in (thr, near, lat) if x and (x is thr or x["replicas"] != thr["replicas"]))
+    return text + (f" Measure the throughput side: plan_bench.py --plans {named} on these cards runs each split's "
+                   "replicas at once and reports requests_per_s (replicas / request_s).")
