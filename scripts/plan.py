@@ -405,7 +405,7 @@ def _run_plan(args) -> int:
     text = conclusion(results, model, hw, shape)
     from ditpar.plan.decide import scaling, throughput
 
-    serving = throughput.record(throughput.splits(results, stages, hw, args.devices, args.allow_approximate),
+    serving = throughput.record(throughput.splits(results, stages, hw, args.devices, args.allow_approximate, model),
                                 args.objective)
     work = scaling.record(model, hw, shape, lead, tun)
     from ditpar.plan.decide import outside_loop

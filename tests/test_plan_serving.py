@@ -224,6 +224,9 @@ def test_work_outside_the_loop_by_hand():
     assert g["per_request_s"] == pytest.approx(28 * g["per_step_s"])
     lead = next(p for p in d["plans"] if p["name"] == "U8")
     assert "SP output all-gather" not in lead["exposed_by_collective_s"]
+    split = next(s for s in d["throughput"]["splits"] if s["replicas"] == 1)      # 1 x U8 on xDiT (DistVAE)
+    assert split["request_latency_s"] == pytest.approx(lead["predicted_latency_s"] + serial)
+    assert split["request_latency_s"] == pytest.approx(st["end_to_end_s"]["U8"])   # the stage-wall figure
     text = run_script("plan.py", *FLUX).stdout
     assert "outside the DiT loop, growing with the cards" in text and "U8 gathers its output over 8 cards" in text
 

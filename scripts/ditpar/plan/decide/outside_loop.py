@@ -15,11 +15,9 @@ def record(model, hw, shape, serving: dict, lead, stages, tun) -> dict:
     """--json's `outside_loop`: per split, the card-seconds each request spends outside the DiT loop; for the
     latency-best plan, its per-step sequence output all-gather (seconds per request, not in latency_s)."""
     serial = stages.total_s if stages is not None else 0.0
-    rows = []
-    for s in serving["splits"]:
-        own = _as_run(model, stages, s) if stages is not None else 0.0
-        rows.append({"split": f"{s['replicas']} x {s['plan']}", "cards_per_replica": s["cards_per_replica"],
-                     "serial_s": own, "card_seconds": own * s["cards_per_replica"]})
+    rows = [{"split": f"{s['replicas']} x {s['plan']}", "cards_per_replica": s["cards_per_replica"],
+             "serial_s": s["serial_s"], "card_seconds": s["serial_s"] * s["cards_per_replica"]}
+            for s in serving["splits"]]
     gather = None
     if lead is not None and lead.plan.sp > 1:
         from ditpar.plan.cost import layout
@@ -32,18 +30,6 @@ def record(model, hw, shape, serving: dict, lead, stages, tun) -> dict:
                   "per_step_s": per_step, "per_request_s": per_step * shape.steps,
                   "share_of_latency": per_step * shape.steps / lead.latency_s if lead.latency_s > 0 else None}
     return {"serial_s": serial, "splits": rows, "sp_output_gather": gather, "init_note": INIT_NOTE}
-
-
-def _as_run(model, stages, split: dict) -> float:
-    """Seconds of the serial stages as the split's framework runs them (its VAE decode split over the replica's cards
-    where the framework does so for this model)."""
-    from ditpar.plan.cost import Plan
-    from ditpar.plan.inputs import frameworks
-    from ditpar.plan.inputs.plan_names import parse_plan_name
-
-    fw = next((f for f in frameworks.all_frameworks() if f.name == split.get("framework")), None)
-    plan = Plan(**{k: v for k, v in parse_plan_name(split["plan"]).items() if k != "patches"})
-    return stages.split(frameworks.vae_degree(fw, model, plan)).total_s
 
 
 def _ms(seconds: float) -> str:
