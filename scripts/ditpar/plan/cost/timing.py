@@ -207,8 +207,9 @@ STEP_GATHERS = ("cfg",)   # per-step collectives outside the blocks (the CFG pai
 
 
 def _step_gathers(hw, per_step: list[Collective], tun: Tunables, bd: Breakdown | None, times: float) -> float:
-    """Seconds per step of the all-gathers that close a step (the CFG pair's outputs, the sequence group's output),
-    each exposed with its fixed call cost; recorded `times` times into `bd` (by collective and by link) when given."""
+    """Seconds per step of the all-gathers that close a step (STEP_GATHERS: the CFG pair's outputs), each exposed with
+    its fixed call cost; recorded `times` times into `bd` (by collective and by link) when given. The sequence group's
+    output all-gather is not among them (ditpar.plan.cost.work.sp_output_gather says why)."""
     total = 0.0
     for c in per_step:
         if c.dim not in STEP_GATHERS:

@@ -33,9 +33,10 @@ TIGHT_LIMIT = 0.95
 
 
 # Ring attention computes dense attention block by block and merges the blocks by their log-sum-exp: ModelTC/LightX2V@
-# f8aee98b5462:lightx2v/common/ops/attn/ring_attn.py L174-196 refuses an attention backend without apply_with_lse (its
-# radial, sparse-videogen, sliding-tile and neighbourhood backends have none) and a window_size; Ulysses gives each
-# rank whole sequences of its heads (ulysses_attn.py calls the backend's apply), so a sparse kernel runs there.
+# f8aee98b5462:lightx2v/common/ops/attn/ring_attn.py L174-196 refuses an attention backend without apply_with_lse (only
+# flash_attn.py and sage_attn.py define it; radial_attn, svg_attn, svg2_attn, nbhd_attn, sparge_attn, draft_attn and
+# the dynamic / general sparse backends do not) and a window_size; Ulysses gives each rank whole sequences of its
+# heads (ulysses_attn.py calls the backend's apply), so a sparse kernel runs there.
 RING_SPARSE = ("ring attention runs dense attention block by block (LightX2V's RingAttn refuses a backend without "
                "per-block LSE, i.e. its sparse ones, and a sliding window: ring_attn.py L174-196); the request's sparse "
                "attention runs under Ulysses, where each rank attends whole sequences")
