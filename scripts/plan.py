@@ -168,6 +168,10 @@ def plan_parser():
     p.add_argument("--frames", type=int, default=None, help="video frames (default: the preset's)")
     p.add_argument("--steps", type=int, default=None, help="denoising steps (default: the preset's)")
     p.add_argument("--no-cfg", action="store_true", help="request without classifier-free guidance")
+    p.add_argument("--prompt-tokens", type=int, default=None, metavar="N",
+                   help="text tokens of the prompt in the transformer (the conditional CFG branch), conditioning tokens "
+                        "that only it carries included (default: the preset's figure, often the pipeline's maximum; "
+                        "Qwen-Image encodes the prompt at its own length)")
     p.add_argument("--negative-tokens", type=int, default=None, metavar="N",
                    help="text tokens of the negative prompt (the unconditional CFG branch) where the pipeline encodes "
                         "it at its own length (Qwen-Image's ' ' is a few tokens): two calls per step then pay the "
@@ -370,7 +374,7 @@ def _run_plan(args) -> int:
                      f"split otherwise: --domains (e.g. {','.join([str(args.devices // 2)] * 2)}) or --topo\n")
     shape = make_shape(model, width, height, args.frames, args.steps, cfg=False if args.no_cfg else None,
                        negative_tokens=args.negative_tokens, cfg_trunc_ratio=args.cfg_trunc_ratio,
-                       sparse_attention=args.sparse_attention)
+                       sparse_attention=args.sparse_attention, prompt_tokens=args.prompt_tokens)
     shape = custom_model.with_tokens(shape, args.tokens)
     _in_range("--warmup", args.warmup, 0, shape.steps, f" (the request has {shape.steps} steps)")
     if args.objective == "throughput" and args.no_dp:

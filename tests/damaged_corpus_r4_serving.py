@@ -1,4 +1,4 @@
-"""Damaged input, round 4: the CFG-schedule flags of plan.py (--negative-tokens, --cfg-trunc-ratio) and a framework
+"""Damaged input, round 4: the CFG-schedule flags of plan.py (--prompt-tokens, --negative-tokens, --cfg-trunc-ratio) and a framework
 profile whose cfg_calls names no way of running the CFG branches.
 
 Every case must end in exit 2 with one stderr line naming the flag, file or key and what was expected; ``cases(base)``
@@ -37,6 +37,11 @@ def cases(base: Path) -> list[Case]:
              reason="--negative-tokens"),
         Case("plan:serving-negative-tokens-huge", "plan.py", [*PLAN, "--negative-tokens", "1000000000"],
              reason="--negative-tokens"),
+        Case("plan:serving-prompt-tokens-negative", "plan.py", [*PLAN, "--prompt-tokens", "-1"],
+             reason="--prompt-tokens"),
+        Case("plan:serving-prompt-tokens-zero-cross", "plan.py",
+             ["--model", "PixArt-alpha", "--hardware", "H100", "--devices", "8", "--prompt-tokens", "0"],
+             reason="at least 1"),
         Case("plan:serving-negative-tokens-no-text", "plan.py",
              ["--model", "Example-MHA-56H-50L", "--hardware", "H100", "--devices", "8", "--negative-tokens", "4"],
              reason="no text tokens"),

@@ -160,3 +160,23 @@ def test_g1_names_the_frameworks_without_cfg_parallel_for_the_model():
     assert "no CFG parallel for Wan2.1-T2V-14B on" in g.reason and "xDiT" in g.reason.split("no CFG parallel")[1]
     g1 = availability(m, hw, make_shape(m, 832, 480, 17, 4), Plan(ulysses=4), frameworks.all_frameworks())
     assert "no CFG parallel" not in g1.reason
+
+
+def test_prompt_tokens_set_the_conditional_branch_and_a_cond_only_conditioning_is_its_critical_path():
+    """--prompt-tokens sets the prompt's tokens in the model's stream (Qwen-Image: joint; PixArt: cross); with a
+    reference's tokens only the conditional branch carries (prompt 512 + 1024, negative 512) CFG parallel waits for
+    the conditional rank and two calls pay 1536 + 512."""
+    m, hw = _qwen()
+    s = make_shape(m, 1024, 1024, 1, 10, prompt_tokens=120)
+    assert (s.text_joint, s.text_cross) == (120, 0)
+    px = presets.resolve_model("PixArt-alpha")
+    assert make_shape(px, prompt_tokens=40).text_cross == 40
+    cond_only = make_shape(m, 1024, 1024, 1, 10, prompt_tokens=1536, negative_tokens=512)
+    long = dataclasses.replace(make_shape(m, 1024, 1024, 1, 10), text_joint=1536)
+    assert predict(m, hw, cond_only, Plan(ulysses=4, cfg=2)).latency_s == pytest.approx(
+        predict(m, hw, long, Plan(ulysses=4, cfg=2)).latency_s)
+    c = predict(m, hw, dataclasses.replace(long, cfg=False), Plan(ulysses=4)).latency_s
+    n = predict(m, hw, dataclasses.replace(long, cfg=False, text_joint=512), Plan(ulysses=4)).latency_s
+    assert predict(m, hw, cond_only, Plan(ulysses=4)).latency_s == pytest.approx(c + n)
+    with pytest.raises(InputError, match="--prompt-tokens"):
+        make_shape(m, prompt_tokens=-1)

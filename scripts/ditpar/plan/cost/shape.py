@@ -72,10 +72,12 @@ def latent_frames(model, frames: int) -> int:
 
 def make_shape(model, width: int | None = None, height: int | None = None, frames: int | None = None,
                steps: int | None = None, cfg: bool | None = None, negative_tokens: int | None = None,
-               cfg_trunc_ratio: float | None = None, sparse_attention: bool = False) -> Shape:
+               cfg_trunc_ratio: float | None = None, sparse_attention: bool = False,
+               prompt_tokens: int | None = None) -> Shape:
     """Build the shape of a request, filling what is not given from the model preset's defaults; `negative_tokens`
     (the unconditional branch's text tokens) and `cfg_trunc_ratio` (the guided share of the steps) are the
-    request's CFG schedule (default: a negative prompt as long as the prompt, guidance on every step)."""
+    request's CFG schedule (default: a negative prompt as long as the prompt, guidance on every step); `prompt_tokens`
+    the prompt's (the conditional branch's) tokens in the model's text stream (default: the preset's figure)."""
     width = int(width or model.default_width)
     height = int(height or model.default_height)
     frames = int(frames or (model.default_frames if model.kind == "video" else 1))
@@ -84,11 +86,14 @@ def make_shape(model, width: int | None = None, height: int | None = None, frame
     if width <= 0 or height <= 0 or frames <= 0 or steps <= 0:
         raise InputError(f"shape {width}x{height}x{frames}, {steps} steps: every size must be positive")
     text = max(int(model.text_joint_tokens), int(model.text_cross_tokens))
-    if negative_tokens is not None and not 0 <= negative_tokens <= limits.MAX_TOKENS:
-        raise InputError(f"--negative-tokens {negative_tokens}: expected 0..{limits.MAX_TOKENS:,}")
-    if negative_tokens is not None and text == 0:
-        raise InputError(f"--negative-tokens: {model.name} carries no text tokens in its transformer "
-                         "(text_joint_tokens and text_cross_tokens are 0)")
+    for flag, value in (("--negative-tokens", negative_tokens), ("--prompt-tokens", prompt_tokens)):
+        if value is not None and not 0 <= value <= limits.MAX_TOKENS:
+            raise InputError(f"{flag} {value}: expected 0..{limits.MAX_TOKENS:,}")
+        if value is not None and text == 0:
+            raise InputError(f"{flag}: {model.name} carries no text tokens in its transformer "
+                             "(text_joint_tokens and text_cross_tokens are 0)")
+    if prompt_tokens is not None and prompt_tokens == 0 and model.text_cross_tokens and not model.text_joint_tokens:
+        raise InputError("--prompt-tokens 0: the model cross-attends to its text; expected at least 1")
     ratio = 1.0 if cfg_trunc_ratio is None else float(cfg_trunc_ratio)
     if not 0.0 <= ratio <= 1.0:
         raise InputError(f"--cfg-trunc-ratio {cfg_trunc_ratio}: expected a share of the steps, 0..1")
@@ -115,9 +120,11 @@ def make_shape(model, width: int | None = None, height: int | None = None, frame
     if grid_units and grid_t * grid_h * grid_w > limits.MAX_TOKENS:
         raise InputError(f"shape {width}x{height}x{frames}: {grid_t * grid_h * grid_w:,} tokens is out of range "
                          f"1..{limits.MAX_TOKENS:,} (the bound of --tokens)")
+    joint, cross = int(model.text_joint_tokens), int(model.text_cross_tokens)
+    if prompt_tokens is not None:
+        joint, cross = (int(prompt_tokens), cross) if joint else (joint, int(prompt_tokens))
     return Shape(width=width, height=height, frames=frames, steps=steps, cfg=cfg, frames_tok=int(grid_t),
-                 tokens_per_frame=int(grid_h * grid_w), text_joint=int(model.text_joint_tokens),
-                 text_cross=int(model.text_cross_tokens),
+                 tokens_per_frame=int(grid_h * grid_w), text_joint=joint, text_cross=cross,
                  text_uncond=-1 if negative_tokens is None else int(negative_tokens), cfg_trunc_ratio=ratio,
                  sparse_attention=bool(sparse_attention))
 
