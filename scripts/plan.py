@@ -168,6 +168,21 @@ def plan_parser():
     p.add_argument("--frames", type=int, default=None, help="video frames (default: the preset's)")
     p.add_argument("--steps", type=int, default=None, help="denoising steps (default: the preset's)")
     p.add_argument("--no-cfg", action="store_true", help="request without classifier-free guidance")
+    p.add_argument("--prompt-tokens", type=int, default=None, metavar="N",
+                   help="text tokens of the prompt in the transformer (the conditional CFG branch), conditioning tokens "
+                        "that only it carries included (default: the preset's figure, often the pipeline's maximum; "
+                        "Qwen-Image encodes the prompt at its own length)")
+    p.add_argument("--negative-tokens", type=int, default=None, metavar="N",
+                   help="text tokens of the negative prompt (the unconditional CFG branch) where the pipeline encodes "
+                        "it at its own length (Qwen-Image's ' ' is a few tokens): two calls per step then pay the "
+                        "shorter one, CFG parallel waits for the longer branch (default: as long as the prompt)")
+    p.add_argument("--sparse-attention", action="store_true",
+                   help="the request runs a sparse or sliding-window attention kernel (radial, sparse-videogen, "
+                        "sliding-tile, neighbourhood): ring attention cannot run it (G1 vetoes ring plans); priced as "
+                        "dense attention")
+    p.add_argument("--cfg-trunc-ratio", type=float, default=None, metavar="R",
+                   help="share of the steps that run both CFG branches (diffusers' cfg_trunc_ratio, e.g. 0.25 in "
+                        "Lumina-Image-2.0's example); the rest run the prompt's branch alone (default 1: every step)")
     p.add_argument("--ref-latency", type=float, default=None,
                    help="measured end-to-end seconds of this request on one device (or on --ref-plan): calibrates "
                         "compute (one scale: the machine's speed; not the spread between plans)")
@@ -361,7 +376,9 @@ def _run_plan(args) -> int:
         notes.append(f"plan.py: note: {args.devices} of the preset's {hw.devices_per_node} devices per node, in "
                      f"domains of {hw.domain_size}: ranks fill the domains in order; a box whose {args.devices} cards "
                      f"split otherwise: --domains (e.g. {','.join([str(args.devices // 2)] * 2)}) or --topo\n")
-    shape = make_shape(model, width, height, args.frames, args.steps, cfg=False if args.no_cfg else None)
+    shape = make_shape(model, width, height, args.frames, args.steps, cfg=False if args.no_cfg else None,
+                       negative_tokens=args.negative_tokens, cfg_trunc_ratio=args.cfg_trunc_ratio,
+                       sparse_attention=args.sparse_attention, prompt_tokens=args.prompt_tokens)
     shape = custom_model.with_tokens(shape, args.tokens)
     _in_range("--warmup", args.warmup, 0, shape.steps, f" (the request has {shape.steps} steps)")
     if args.objective == "throughput" and args.no_dp:
@@ -396,9 +413,12 @@ def _run_plan(args) -> int:
     text = conclusion(results, model, hw, shape)
     from ditpar.plan.decide import scaling, throughput
 
-    serving = throughput.record(throughput.splits(results, stages, hw, args.devices, args.allow_approximate),
+    serving = throughput.record(throughput.splits(results, stages, hw, args.devices, args.allow_approximate, model),
                                 args.objective)
     work = scaling.record(model, hw, shape, lead, tun)
+    from ditpar.plan.decide import outside_loop
+
+    outside = outside_loop.record(model, hw, shape, serving, lead, stages, tun)
     if args.objective == "throughput" and serving["throughput_best"] is not None:
         text = throughput.conclusion_sentence(serving) + " For one request: " + text
     from ditpar.fewstep.matrix import WRITE_COLUMNS, matrix_csv
@@ -433,6 +453,7 @@ def _run_plan(args) -> int:
     payload["objective"] = args.objective
     payload["throughput"] = serving
     payload["work_per_rank"] = work
+    payload["outside_loop"] = outside
     from ditpar.plan.decide import heads
 
     payload["head_degrees"] = {**heads.degrees(model, results), "line": heads.line(model, results) or None}
@@ -461,7 +482,8 @@ def _run_plan(args) -> int:
                                            experts.line(model)) if x)
         sys.stdout.write(evidence.render(ev, model, hw, args.devices) + calibrated.render(report.render(results, model, hw, shape, tun, text, args.top, args.all, stages,
                                                          lines, given_machine,
-                                                         [scaling.line(work, shape), *throughput.lines(serving, args.objective)]),
+                                                         [scaling.line(work, shape), outside_loop.line(outside),
+                                                          *throughput.lines(serving, args.objective)]),
                                            results, extra, box, args.top) + provenance.render(given)
                          + (measured.render(meas, args.top) if meas else "")
                      + run_text + measure_it.render(mi))

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import damaged_corpus_r3_hang
+import damaged_corpus_r4_serving
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
@@ -1179,7 +1180,7 @@ def build(base: Path) -> list[Case]:
              + round2_message_cases(base) + round2_db_cases(base) + plan_bench_cases(base)
              + damaged_corpus_r3_db.cases(base) + r3_planbench.cases(base) + damaged_corpus_r3_hang.cases(base)
              + damaged_corpus_r3_plan.cases(base) + damaged_corpus_r4_evidence.cases(base)
-             + damaged_corpus_r4_quality.cases(base))
+             + damaged_corpus_r4_quality.cases(base) + damaged_corpus_r4_serving.cases(base))
     ids = [c.id for c in cases]
     assert len(ids) == len(set(ids)), "case ids must be unique"
     return cases

@@ -191,3 +191,47 @@ def test_a_split_within_five_percent_with_lower_latency_is_named():
     assert rec["near_best"]["replicas"] == 4 and rec["near_best"]["requests_per_s"] == pytest.approx(4 / 520)
     text = throughput.conclusion_sentence(rec)
     assert "(0.004 per node)" in text and "4 x U4 serves 96% of that" in text and "520 s a request" in text
+
+
+def test_work_outside_the_loop_by_hand():
+    """FLUX.1-dev 1024^2 on 8 H100: the serial stages hold all 8 cards of 1 x U8 (8 x their seconds as its framework runs
+    them, the decode split over the 8), one card of a single-card replica, and U8's
+    per-step output all-gather is 7 latency steps of 10 us + one 10 us call + 7 shards of 4096 x 2 x 2 x 16 x 2 B / 8
+    at the preset's 370 GB/s bus bandwidth, named beside the latency, not in it."""
+    r = run_script("plan.py", *FLUX, "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    out = d["outside_loop"]
+    st = d["serial_stages"]
+    serial = st["text_encode_s"] + st["vae_decode_s_by_plan"]["U8"]      # xDiT splits FLUX's decode over the 8
+    one_u8 = next(s for s in out["splits"] if s["cards_per_replica"] == 8)
+    assert one_u8["card_seconds"] == pytest.approx(8 * serial)
+    single = next(s for s in out["splits"] if s["cards_per_replica"] == 1)
+    assert single["card_seconds"] == pytest.approx(st["text_encode_s"] + st["vae_decode_s"])
+    g = out["sp_output_gather"]
+    assert (g["plan"], g["group_size"], g["latency_steps"]) == ("U8", 8, 7)
+    shard = 4096 * 2 * 2 * 16 * 2 / 8
+    assert g["per_step_s"] == pytest.approx(7 * 10e-6 + 10e-6 + 7 * shard / 370e9, rel=0.02)
+    assert g["per_request_s"] == pytest.approx(28 * g["per_step_s"])
+    lead = next(p for p in d["plans"] if p["name"] == "U8")
+    assert "SP output all-gather" not in lead["exposed_by_collective_s"]
+    split = next(s for s in d["throughput"]["splits"] if s["replicas"] == 1)      # 1 x U8 on xDiT (DistVAE)
+    assert split["request_latency_s"] == pytest.approx(lead["predicted_latency_s"] + serial)
+    assert split["request_latency_s"] == pytest.approx(st["end_to_end_s"]["U8"])   # the stage-wall figure
+    text = run_script("plan.py", *FLUX).stdout
+    assert "outside the DiT loop, growing with the cards" in text and "U8 gathers its output over 8 cards" in text
+
+
+def test_plan_bench_measures_the_throughput_side_of_a_replica_split():
+    """'U2 DP2' on 4 ranks runs two U2 replicas at once: requests_per_s = 2 / request_s; a plan without DP serves
+    1 / request_s; both in the JSON rows, the CSV columns and the table."""
+    from test_plan_bench import FAST, _doc, spawn
+
+    doc = _doc(spawn(4, "--model-file", LINEAR, "--plans", "U2 DP2", "DP4", "U4", "--json", *FAST))
+    by = {r["name"]: r for r in doc["plans"]}
+    assert by["U2 DP2"]["requests_per_s"] == pytest.approx(2 / by["U2 DP2"]["request_s"])
+    assert by["U4"]["requests_per_s"] == pytest.approx(1 / by["U4"]["request_s"])
+    assert by["DP4"]["requests_per_s"] == pytest.approx(4 / by["DP4"]["request_s"])      # 4 x single
+    from ditpar.planbench.report import CSV_COLUMNS
+
+    assert "requests_per_s" in CSV_COLUMNS

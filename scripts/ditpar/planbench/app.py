@@ -159,7 +159,8 @@ def make_request(args, world: int) -> Request:
         if p.pipefusion > 1 or p.attn2d > 1:
             why = PIPEFUSION_REASON if p.pipefusion > 1 else ATTN2D_REASON
             skipped.append({"name": p.name, **p.as_dict(), "verdict": "not-built", "reason": why,
-                            "block_ms": None, "step_s": None, "request_s": None, "dispersion_pct": None,
+                            "block_ms": None, "step_s": None, "request_s": None, "requests_per_s": None,
+                            "dispersion_pct": None,
                             "bytes_per_rank_per_block": None, "max_abs_err": None})
             continue
         plans.append(p)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from ditpar import files, formats, limits
 from ditpar.errors import InputError
 
-CSV_COLUMNS = ["name", "block_ms", "step_s", "request_s", "dispersion_pct", "bytes_per_rank_per_block",
+CSV_COLUMNS = ["name", "block_ms", "step_s", "request_s", "requests_per_s", "dispersion_pct", "bytes_per_rank_per_block",
                "max_abs_err", "tolerance", "verdict", "cfg", "ulysses", "ring", "kv_allgather", "tp", "pipefusion",
                "dp", "elements_per_rank_per_block", "element_bytes"]
 
@@ -117,12 +117,12 @@ def render(doc: dict) -> str:
              f"# backend {doc['backend']}  world {doc['world']}  device {doc['device']}  dtype {doc['dtype']}  "
              f"warm-up {doc['timing']['warmup']}  repeats {doc['timing']['repeats']} (ABBA)  "
              f"calls per sample {doc['timing']['iters']}",
-             f"{'plan':<16}{'block_ms':>10}{'step_s':>10}{'request_s':>11}{'disp%':>7}{'MB/rank/blk':>13}"
+             f"{'plan':<16}{'block_ms':>10}{'step_s':>10}{'request_s':>11}{'req/s':>9}{'disp%':>7}{'MB/rank/blk':>13}"
              f"{'max_abs_err':>13}  verdict"]
     for r in doc["plans"]:
         mb = r.get("bytes_per_rank_per_block")
         lines.append(f"{r['name']:<16}{_f(r.get('block_ms'), 3):>10}{_f(r.get('step_s'), 4):>10}"
-                     f"{_f(r.get('request_s'), 3):>11}{_f(r.get('dispersion_pct'), 1):>7}"
+                     f"{_f(r.get('request_s'), 3):>11}{_g(r.get('requests_per_s')):>9}{_f(r.get('dispersion_pct'), 1):>7}"
                      f"{_f(mb / 1e6 if mb is not None else None, 3):>13}"
                      f"{_e(r.get('max_abs_err')):>13}  "
                      f"{r['verdict']}" + (f": {r['reason']}" if r.get("reason") else ""))
@@ -130,11 +130,17 @@ def render(doc: dict) -> str:
               "measured block time (median of repeats, slowest rank); request_s = step_s x "
               f"{doc['steps']} steps: EXTRAPOLATED from one block of each kind (no VAE, text encoder, "
               "scheduler or CFG latent gather)",
+              "# req/s = DP replicas / request_s: a plan with DPn ran n replicas at once on their own card groups "
+              "(sharing the host and links), so req/s is the throughput side of that split",
               f"# disp% = (max - min) / median of the repeats; over {doc['dispersion_gate_pct']:g} % is 'noisy' "
               f"(not ranked); tie = within {doc['dispersion_gate_pct']:g} % of the fastest",
               "# MB/rank/blk = bytes each rank sends per block at this dtype (mean over block kinds, as plan.py's "
               "bytes_per_layer_by_link)", f"# check: {doc['check_text']}"]
     return "\n".join(lines) + "\n"
+
+
+def _g(x) -> str:
+    return "-" if x is None else f"{x:.3g}"
 
 
 def _e(x) -> str:

@@ -197,6 +197,8 @@ def run(ctx, cfg: BenchConfig) -> dict:
         row = rows[i]
         row.update({"step_s": st["median"], "block_ms": st["median"] / layers * 1e3,
                     "request_s": st["median"] * cfg.steps, "dispersion_pct": st["dispersion_pct"],
+                    # the throughput side: dp replicas ran their requests at once, each in request_s
+                    "requests_per_s": row.get("dp", 1) / (st["median"] * cfg.steps) if st["median"] > 0 else None,
                     "step_samples_s": steps,
                     "block_ms_by_kind": {k: timing.summarize([rep[ki] for rep in reps])["median"] * 1e3
                                          for ki, k in enumerate(cfg.kinds)}})
@@ -272,7 +274,7 @@ def _count_and_check(b: Built, cfg: BenchConfig, ref: dict, ctx) -> dict:
            "bytes_by_kind": {k: v * esize for k, v in by_kind.items()},
            "bytes_by_collective": {k: v * esize for k, v in sorted(by_family.items())},
            "checked": cfg.check, "verdict": "", "block_ms": None, "step_s": None, "request_s": None,
-           "dispersion_pct": None}
+           "requests_per_s": None, "dispersion_pct": None}
     if cfg.check:
         tol = TOLERANCE[cfg.dtype] * max(1.0, scale)
         row.update({"max_abs_err": err, "tolerance": tol, "bitwise": err == 0.0})

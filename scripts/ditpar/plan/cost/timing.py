@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from ditpar.plan.cost import cfg_calls, efficiency
 from ditpar.plan.cost.memory import memory_per_rank
 from ditpar.plan.cost.plans import DEFAULT_ORDER, Plan, layout
-from ditpar.plan.cost.shape import Shape
+from ditpar.plan.cost.shape import Shape, guided_steps
 from ditpar.plan.cost.small_work import DEFAULT_CALL_US
 from ditpar.plan.cost.tp_layout import DEFAULT_LAYOUT, tp_layout_note
 from ditpar.plan.cost.work import (
@@ -44,6 +44,8 @@ class Tunables:
                                         # scales with launch_us, so --launch-us 0 (captured/compiled) removes it
     tp_layout: str = ""                 # which collectives TP issues per block (ditpar.plan.cost.tp_layout; set from
                                         # the framework profile's tp_layout, '' = the default layout)
+    cfg_calls: str = ""                 # how the CFG branches run without CFG parallel: 'two' calls, one 'batch' of 2,
+                                        # '' = as the model's pipeline does (set from the framework profile's cfg_calls)
 
 
 # Extra host time of one DTensor ColwiseParallel linear over a plain one: benchmarks/dtensor_overhead.py on the
@@ -201,6 +203,25 @@ def host_device_s(host: float, device: float) -> float:
     return (host ** p + device ** p) ** (1.0 / p)
 
 
+STEP_GATHERS = ("cfg",)   # per-step collectives outside the blocks (the CFG pair's output all-gather)
+
+
+def _step_gathers(hw, per_step: list[Collective], tun: Tunables, bd: Breakdown | None, times: float) -> float:
+    """Seconds per step of the all-gathers that close a step (STEP_GATHERS: the CFG pair's outputs), each exposed with
+    its fixed call cost; recorded `times` times into `bd` (by collective and by link) when given. The sequence group's
+    output all-gather is not among them (ditpar.plan.cost.work.sp_output_gather says why)."""
+    total = 0.0
+    for c in per_step:
+        if c.dim not in STEP_GATHERS:
+            continue
+        t = comm_time_s(hw, c) + (tun.sync_us + tun.call_us) * 1e-6
+        total += t
+        if bd is not None and times:
+            _add(bd.exposed_by_family_s, c.name, t * times)
+            bd.exposed_by_link_s[next(iter(c.bytes_by_link))] += t * times
+    return total
+
+
 def _scaled(c: Collective, scale: float) -> Collective:
     if scale == 1.0:
         return c
@@ -224,12 +245,11 @@ def _record_bytes(bd: Breakdown, blocks: list[BlockWork], per_step: list[Collect
 
 def predict(model, hw, shape: Shape, plan: Plan, tun: Tunables = Tunables()) -> Breakdown:
     """Predicted end-to-end DiT latency of one request under a plan, with its breakdown."""
-    if cfg_calls.two_calls(model, shape, plan):   # the pipeline calls the transformer once per CFG branch
-        import dataclasses
-
-        one = predict(model, hw, dataclasses.replace(shape, cfg=False), plan, tun)
-        return cfg_calls.doubled(one, "CFG branches run as two transformer calls per step (batch 1 each), as this "
-                                      "model's pipeline does: every op and collective call paid twice")
+    if shape.cfg and guided_steps(shape) < shape.steps:   # CFG truncation: the late steps run one branch
+        return _truncated(model, hw, shape, plan, tun)
+    if cfg_calls.two_calls(model, shape, plan, tun.cfg_calls):   # the pipeline calls the transformer once per CFG branch
+        return _two_calls(model, hw, shape, plan, tun)
+    shape = cfg_calls.critical_shape(shape)       # a batch of 2 or CFG parallel: the longer branch sets the step
     groups = layout(plan, tun.order)
     blocks = block_work(model, hw, shape, plan, groups, tun.kv_gather_one_call, tun.tp_layout or DEFAULT_LAYOUT)
     per_step = step_collectives(model, hw, shape, plan, groups)
@@ -244,11 +264,7 @@ def predict(model, hw, shape: Shape, plan: Plan, tun: Tunables = Tunables()) -> 
     pf = plan.pipefusion
     if pf == 1:
         step = sum(_block_time(hw, b, tun, rate, bd, 1.0, curve) for b in blocks)
-        cfg_t = sum(comm_time_s(hw, c) + (tun.sync_us + tun.call_us) * 1e-6 for c in per_step if c.dim == "cfg")
-        _add(bd.exposed_by_family_s, "CFG all-gather", cfg_t)
-        for c in per_step:
-            if c.dim == "cfg":
-                bd.exposed_by_link_s[next(iter(c.bytes_by_link))] += cfg_t
+        cfg_t = _step_gathers(hw, per_step, tun, bd, 1.0)
         bd.step_s = step + cfg_t
         _scale_totals(bd, steps)
         bd.latency_s = steps * bd.step_s
@@ -272,7 +288,7 @@ def predict(model, hw, shape: Shape, plan: Plan, tun: Tunables = Tunables()) -> 
         stage_full = sum(_block_time(hw, b, tun, rate, probe_full, 1.0, curve) for b in blocks)
         hop_full = sum(comm_time_s(hw, _scaled(c, float(m))) for c in p2p)
         sync_step = pf * stage_full + (pf - 1) * hop_full
-        cfg_t = sum(comm_time_s(hw, c) + (tun.sync_us + tun.call_us) * 1e-6 for c in per_step if c.dim == "cfg")
+        cfg_t = _step_gathers(hw, per_step, tun, None, 0.0)
         async_steps = steps - warm
         fill = (pf - 1) * patch_t if async_steps > 0 else 0.0
         bd.step_s = m * patch_t + cfg_t
@@ -296,10 +312,7 @@ def predict(model, hw, shape: Shape, plan: Plan, tun: Tunables = Tunables()) -> 
             bd.exposed_by_link_s[link] += pf_exposed
             _add(bd.exposed_by_family_s, "PipeFusion P2P", pf_exposed)
         if cfg_t:
-            _add(bd.exposed_by_family_s, "CFG all-gather", cfg_t * steps)
-            for c in per_step:
-                if c.dim == "cfg":
-                    bd.exposed_by_link_s[next(iter(c.bytes_by_link))] += cfg_t * steps
+            _step_gathers(hw, per_step, tun, bd, float(steps))
         bd.pipeline_s = warm * (pf - 1) * stage_full + fill + imbalance * mult
         if imbalance > 0:
             bd.notes.append(f"PipeFusion: stages hold unequal work ({model.n_layers} blocks in {pf} contiguous stages);"
@@ -318,6 +331,50 @@ def predict(model, hw, shape: Shape, plan: Plan, tun: Tunables = Tunables()) -> 
         bd.notes.append(tp_layout_note(tun.tp_layout, blocks))
     if plan.dp > 1:
         bd.notes.append(f"dp={plan.dp}: replicas serve other requests; one request's latency does not improve")
+    mem, parts = memory_per_rank(model, shape, plan, hw, offload_text_encoder=tun.offload_text_encoder,
+                                 vae_tiling=tun.vae_tiling)
+    bd.memory_GB, bd.memory_parts_GB = mem, parts
+    return bd
+
+
+def _two_calls(model, hw, shape: Shape, plan: Plan, tun: Tunables) -> Breakdown:
+    """Two transformer calls per step on the same ranks: the prompt's, then the negative prompt's (its own length)."""
+    note = ("CFG branches run as two transformer calls per step (batch 1 each), as this model's pipeline does: every "
+            "op and collective call paid twice")
+    one = predict(model, hw, cfg_calls.branch_shape(shape, cfg_calls.text_tokens(shape)), plan, tun)
+    if not cfg_calls.uneven(shape):
+        return cfg_calls.doubled(one, note)
+    other = predict(model, hw, cfg_calls.branch_shape(shape, shape.text_uncond), plan, tun)
+    bd = cfg_calls.summed(one, other, f"{note}; the negative prompt's call carries {shape.text_uncond} text tokens "
+                                      f"against the prompt's {cfg_calls.text_tokens(shape)}")
+    bd.step_s = one.step_s + other.step_s
+    bd.flops_per_step = one.flops_per_step + other.flops_per_step
+    for k in bd.bytes_by_link_per_step:
+        bd.bytes_by_link_per_step[k] += other.bytes_by_link_per_step.get(k, 0.0)
+        bd.bytes_by_link_per_layer[k] += other.bytes_by_link_per_layer.get(k, 0.0)
+    return bd
+
+
+def _truncated(model, hw, shape: Shape, plan: Plan, tun: Tunables) -> Breakdown:
+    """CFG on the first guided_steps(shape) steps only (cfg_trunc_ratio): those steps as the plan runs a CFG step, the
+    rest as one branch on one CFG group (a CFG-parallel plan's other group idles; no CFG all-gather)."""
+    import dataclasses
+
+    steps, guided = shape.steps, guided_steps(shape)
+    inner = dataclasses.replace(plan, cfg=1)
+    late = dataclasses.replace(shape, cfg=False, steps=steps - guided, cfg_trunc_ratio=1.0, text_uncond=-1)
+    if guided == 0:
+        bd = predict(model, hw, late, inner, tun)
+        bd.plan = plan
+    else:
+        bd = predict(model, hw, dataclasses.replace(shape, steps=guided, cfg_trunc_ratio=1.0), plan, tun)
+        off = predict(model, hw, late, dataclasses.replace(inner, warmup=0) if plan.pipefusion > 1 else inner, tun)
+        bd = cfg_calls.summed(bd, off)
+    bd.step_s = bd.latency_s / steps
+    bd.notes.append(f"CFG truncation: both branches on {guided} of {steps} steps (cfg_trunc_ratio "
+                    f"{shape.cfg_trunc_ratio:g}), the prompt's branch alone on the other {steps - guided}"
+                    + (f"; cfg={plan.cfg} leaves {plan.devices // plan.cfg} of its {plan.devices} cards idle on those"
+                       if plan.cfg > 1 else ""))
     mem, parts = memory_per_rank(model, shape, plan, hw, offload_text_encoder=tun.offload_text_encoder,
                                  vae_tiling=tun.vae_tiling)
     bd.memory_GB, bd.memory_parts_GB = mem, parts

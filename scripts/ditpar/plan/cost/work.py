@@ -596,6 +596,44 @@ def step_collectives(model, hw, shape: Shape, plan: Plan, groups: dict[str, list
     return out
 
 
+SEQUENCE_DIMS = ("ulysses", "ring", "kv_allgather", "attn2d")
+
+
+def sp_output_gather(model, hw, shape: Shape, plan: Plan, groups: dict[str, list[list[int]]]) -> Collective | None:
+    """The all-gather that closes each transformer call of a sequence-parallel plan: the output latent gathered over the
+    sequence group. diffusers' _cp_plan gathers "proj_out" with ContextParallelOutput(gather_dim=1)
+    (huggingface/diffusers@58eb52c0803e: src/diffusers/models/transformers/transformer_flux.py and the other _cp_plan
+    models; vLLM-Omni's apply_context_parallel hooks the same plan, its docstring's step 3 'Output gathering'). Its
+    fixed cost grows with the cards (sp - 1 latency steps). Not in predict(): priced into the DiT loop it moved a
+    held-out speedup out of its range (plan.py evaluate), so plan.py names it beside the latency instead."""
+    if plan.sp <= 1:
+        return None
+    batch = shape.batch / plan.cfg if shape.cfg else 1.0
+    shard = shape.tokens * _prod(model.patch) * model.latent_channels * BYTES_PER_ELEMENT * batch / plan.sp
+    key, flows = slowest_ring(hw, sequence_groups(groups))
+    return Collective("SP output all-gather", "sp_out", "allgather", 1.0, {key: (plan.sp - 1) * shard},
+                      alpha_steps=plan.sp - 1, group_size=plan.sp, flows=flows)
+
+
+def sequence_groups(groups: dict[str, list[list[int]]]) -> list[list[int]]:
+    """Rank groups of the whole sequence split (Ulysses x ring x AllGather-KV x Attention2D together): ranks joined by
+    any sequence dimension's group share one, found by merging those groups."""
+    owner: dict[int, int] = {}
+
+    def root(r: int) -> int:
+        while owner.setdefault(r, r) != r:
+            r = owner[r]
+        return r
+    for dim in SEQUENCE_DIMS:
+        for g in groups.get(dim, []):
+            for r in g[1:]:
+                owner[root(r)] = root(g[0])
+    out: dict[int, list[int]] = {}
+    for r in sorted(owner):
+        out.setdefault(root(r), []).append(r)
+    return list(out.values())
+
+
 def _skips_crossing(model, stages: int) -> float:
     """Long skip connections (HunyuanDiT) whose ends sit on different stages, per stage (average)."""
     skips = int(getattr(model, "long_skips", 0) or 0)

@@ -39,7 +39,7 @@ def price(model, hw, shape, r, tun) -> dict:
     """Seconds per request: exposed Ulysses all-to-all, what async Ulysses hides at most, what FP8 saves net."""
     plan = r.plan
     calls = float(shape.steps)
-    if cfg_calls.two_calls(model, shape, plan):   # two transformer calls of batch 1 per step, as predict prices them
+    if cfg_calls.two_calls(model, shape, plan, tun.cfg_calls):   # two calls of batch 1 per step, as predict prices
         shape, calls = dataclasses.replace(shape, cfg=False), 2.0 * shape.steps
     exposed = float(r.breakdown.exposed_by_family_s.get(FAMILY, 0.0))
     hide = fp8 = quant = 0.0

@@ -32,6 +32,16 @@ MEMORY_HEADROOM = 0.9  # usable share of device memory (allocator, workspace, fr
 TIGHT_LIMIT = 0.95
 
 
+# Ring attention computes dense attention block by block and merges the blocks by their log-sum-exp: ModelTC/LightX2V@
+# f8aee98b5462:lightx2v/common/ops/attn/ring_attn.py L174-196 refuses an attention backend without apply_with_lse (only
+# flash_attn.py and sage_attn.py define it; radial_attn, svg_attn, svg2_attn, nbhd_attn, sparge_attn, draft_attn and
+# the dynamic / general sparse backends do not) and a window_size; Ulysses gives each rank whole sequences of its
+# heads (ulysses_attn.py calls the backend's apply), so a sparse kernel runs there.
+RING_SPARSE = ("ring attention runs dense attention block by block (LightX2V's RingAttn refuses a backend without "
+               "per-block LSE, i.e. its sparse ones, and a sliding window: ring_attn.py L174-196); the request's sparse "
+               "attention runs under Ulysses, where each rank attends whole sequences")
+
+
 @dataclass
 class Gate:
     gate: str       # G1 .. G7
@@ -78,6 +88,8 @@ def availability(model, hw, shape: Shape, plan: Plan, frameworks=None) -> Gate:
                        "'pipefusion is not ready for npu yet'; MindIE-SD has none)")
     if plan.cfg > 1 and not shape.cfg:
         why.append("cfg=2 needs classifier-free guidance (the request runs without it)")
+    if plan.ring > 1 and getattr(shape, "sparse_attention", False):
+        why.append(RING_SPARSE)
     if plan.ring > 1 and plan.kv_allgather > 1:
         why.append("ring and AllGather-KV are alternatives for one slot")
     elif plan.attn2d > 1 and plan.ring * plan.kv_allgather > 1:
@@ -100,6 +112,10 @@ def availability(model, hw, shape: Shape, plan: Plan, frameworks=None) -> Gate:
                 parts.append(f"{', '.join(other)}: no {vendor} support")
             return Gate("G1", "form availability", "veto", "no named framework runs it: " + " | ".join(parts))
         notes.append(f"runs on {', '.join(ok)}")
+        no_cfg = sorted(n for n, w in lacks.items() if w is not None and plan.cfg > 1 and "cfg" in w)
+        if no_cfg:
+            notes.append(f"no CFG parallel for {model.name} on {', '.join(no_cfg)} (it runs both CFG branches on "
+                         "the same ranks there: the plans without cfg2)")
     elif plan.kv_allgather > 1:
         notes.append("AllGather-KV exists in LightX2V (seq_p_attn_type kv_all_gather) and SGLang, not xDiT")
     if plan.tp > 1 and frameworks is None:

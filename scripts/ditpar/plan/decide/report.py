@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from ditpar.plan.cost import efficiency
+from ditpar.plan.cost.shape import guided_steps
 from ditpar.plan.cost.work import LINK_KEYS
 from ditpar.plan.decide import uncertainty
 from ditpar.plan.decide.machine import machine_lines, machine_record
@@ -175,7 +176,10 @@ def payload(results, model, hw, shape, tun, conclusion: str, frameworks=None,
         "devices": results[0].plan.devices if results else 0,
         "shape": {"width": shape.width, "height": shape.height, "frames": shape.frames, "steps": shape.steps,
                   "cfg": shape.cfg, "tokens": shape.tokens, "text_joint_tokens": shape.text_joint,
-                  "text_cross_tokens": shape.text_cross},
+                  "text_cross_tokens": shape.text_cross,
+                  "negative_text_tokens": shape.text_uncond if shape.text_uncond >= 0 else None,
+                  "cfg_trunc_ratio": shape.cfg_trunc_ratio, "guided_steps": guided_steps(shape),
+                  "sparse_attention": shape.sparse_attention},
         "tunables": {"launch_us": tun.launch_us, "call_us": tun.call_us, "runtime": runtime_label(tun).split(" ")[0], "overlap_efficiency": tun.overlap_efficiency,
                      "masking_chunks": tun.masking_chunks, "layout": ",".join(tun.order),
                      "compute_scale": tun.compute_scale},

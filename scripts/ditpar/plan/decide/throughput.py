@@ -30,11 +30,23 @@ def rank_work_phrase(work: dict, shape) -> str:
     return head
 
 
-def splits(results, stages, hw, devices: int, allow_approximate: bool = False) -> list[dict]:
+def serial_as_run(model, stages, framework: str | None, plan) -> float:
+    """Seconds of the serial stages as `framework` runs them under `plan` (its VAE decode split over the plan's cards
+    where it does so for this model: ditpar.plan.inputs.frameworks.vae_degree); on one card without a model."""
+    if stages is None:
+        return 0.0
+    if model is None:
+        return stages.total_s
+    from ditpar.plan.inputs import frameworks
+
+    fw = next((f for f in frameworks.all_frameworks() if f.name == framework), None)
+    return stages.split(frameworks.vae_degree(fw, model, plan)).total_s
+
+
+def splits(results, stages, hw, devices: int, allow_approximate: bool = False, model=None) -> list[dict]:
     """Per replica count r (a divisor of the cards): the fastest feasible plan on devices / r cards, the latency a
-    request sees on it (DiT loop + serial stages, batch 1 per replica) and the requests per second of the r replicas
-    together, per node of the box. Ordered by replicas."""
-    total_serial = stages.total_s if stages is not None else 0.0
+    request sees on it (DiT loop + serial stages as its framework runs them, batch 1 per replica) and the requests
+    per second of the r replicas together, per node of the box. Ordered by replicas."""
     nodes = max(1, math.ceil(devices / max(1, int(hw.devices_per_node))))
     best: dict[int, object] = {}
     for r in results:
@@ -47,10 +59,12 @@ def splits(results, stages, hw, devices: int, allow_approximate: bool = False) -
     for dp in sorted(best):
         r = best[dp]
         inner = dataclasses.replace(r.plan, dp=1)
-        latency = r.latency_s + total_serial
+        serial = serial_as_run(model, stages, r.framework, inner)
+        latency = r.latency_s + serial
         rps = dp / latency
         out.append({"replicas": dp, "cards_per_replica": inner.devices, "plan": inner.name, "name": r.plan.name,
-                    "framework": r.framework, "dit_latency_s": r.latency_s, "request_latency_s": latency,
+                    "framework": r.framework, "dit_latency_s": r.latency_s, "serial_s": serial,
+                    "request_latency_s": latency,
                     "requests_per_s": rps, "requests_per_s_per_node": rps / nodes, "nodes": nodes})
     return out
 
@@ -164,4 +178,6 @@ def conclusion_sentence(rec: dict) -> str:
         text += (f" The latency-best split, {split_label(lat)}, answers one request in {_s(lat['request_latency_s'])} "
                  f"but serves {lat['requests_per_s']:.3g} requests/s: choose it only when one request's latency is "
                  "the target.")
-    return text + " Measure the throughput side: one plan_bench.py run per replica's card group, at once."
+    named = " ".join(f'"{x["name"]}"' for x in (thr, near, lat) if x and (x is thr or x["replicas"] != thr["replicas"]))
+    return text + (f" Measure the throughput side: plan_bench.py --plans {named} on these cards runs each split's "
+                   "replicas at once and reports requests_per_s (replicas / request_s).")

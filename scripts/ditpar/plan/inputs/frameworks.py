@@ -26,6 +26,10 @@ SEQUENCE_FORMS = ("ulysses", "ring", "kv_allgather", "attn2d")
 # SGLang --sp-attention-mode kv_gather, LightX2V kv_all_gather) or 'loop' (diffusers' TemplatedRingAttention: one
 # call per gathered chunk and an fp32 merge after each)
 KV_GATHER_IMPLS = ("one_call", "loop")
+# How a framework runs the two CFG branches without CFG parallel: 'two' (two transformer calls per step, batch 1
+# each, every branch at its own text length: vLLM-Omni), 'batch' (one call on the concatenated batch of 2: xDiT),
+# 'pipeline' (as the model's diffusers pipeline does: ditpar.plan.cost.cfg_calls.TWO_CALL_FAMILIES)
+CFG_CALLS = ("two", "batch", "pipeline")
 PADDING = ("pad", "uneven", "reject")
 # How a framework implements tensor parallelism: 'dtensor' (torch.distributed.tensor.parallel
 # parallelize_module with Colwise/RowwiseParallel: every parallelized linear pays DTensor dispatch on the host,
@@ -73,6 +77,7 @@ class Framework:
     tp_impl: str = "unknown"                      # TP_IMPLS: how TP runs (host cost per parallelized linear)
     tp_layout: str = "unknown"                    # TP_LAYOUT_NAMES: which collectives TP issues per block
     kv_gather_impl: str = "loop"                  # KV_GATHER_IMPLS: how AllGather-KV runs
+    cfg_calls: str = "pipeline"                   # CFG_CALLS: how the two CFG branches run without CFG parallel
     exclude: dict[str, tuple[str, ...]] = field(default_factory=dict)  # form -> model presets whose launcher lacks it
     recipes: tuple = ()                           # ditpar.plan.inputs.recipes.Recipe: how to launch each form
     no_recipe: dict[str, str] = field(default_factory=dict)  # family -> why the profile has no launch recipe
@@ -110,7 +115,7 @@ class Framework:
                 "heads_indivisible": self.heads_indivisible, "gqa_kv_replication": self.gqa_kv_replication,
                 "weight_sharding": self.weight_sharding, "tp_impl": self.tp_impl,
                 "tp_layout": self.tp_layout,
-                "kv_gather_impl": self.kv_gather_impl,
+                "kv_gather_impl": self.kv_gather_impl, "cfg_calls": self.cfg_calls,
                 "forms": {k: list(v) for k, v in self.forms.items()},
                 "exclude": {k: list(v) for k, v in self.exclude.items()},
                 "vae_parallel_families": list(self.vae_parallel_families), "weight_offload": self.weight_offload,
@@ -196,6 +201,7 @@ def parse_framework(data: dict, path: Path) -> Framework:
         tp_layout=_choice({"tp_layout": data.get("tp_layout", "unknown")}, "tp_layout", path, TP_LAYOUT_NAMES),
         kv_gather_impl=_choice({"kv_gather_impl": data.get("kv_gather_impl", "loop")}, "kv_gather_impl", path,
                                KV_GATHER_IMPLS),
+        cfg_calls=_choice({"cfg_calls": data.get("cfg_calls", "pipeline")}, "cfg_calls", path, CFG_CALLS),
         exclude=exclude, recipes=recipes, no_recipe=no_recipe,
         vae_parallel_families=_strs(data, "vae_parallel_families", path, default=()),
         weight_offload=_choice({"weight_offload": data.get("weight_offload", "none")}, "weight_offload", path,
@@ -362,8 +368,9 @@ def matrix_markdown() -> str:
 def tp_host_tunables(tun, fw: Framework | None, plan: Plan):
     """Tunables with what the framework that runs the plan decides of its cost: the TP host cost (DTensor dispatch
     per parallelized linear for a 'dtensor' framework on a plan with tp > 1, none otherwise) and how AllGather-KV
-    runs (one call after the gather, or diffusers' loop: the loop without a framework) and its TP layout (which
-    collectives each block issues; the default layout without a framework or when the profile does not say)."""
+    runs (one call after the gather, or diffusers' loop: the loop without a framework), its TP layout (which
+    collectives each block issues; the default layout without a framework or when the profile does not say) and how
+    it runs the two CFG branches (two calls or a batch of 2; the model's pipeline where the profile does not say)."""
     import dataclasses
 
     from ditpar.plan.cost.timing import DTENSOR_LINEAR_HOST_US
@@ -371,9 +378,11 @@ def tp_host_tunables(tun, fw: Framework | None, plan: Plan):
     us = DTENSOR_LINEAR_HOST_US if fw is not None and fw.tp_impl == "dtensor" and plan.tp > 1 else 0.0
     one_call = fw is not None and fw.kv_gather_impl == "one_call" and plan.kv_allgather > 1
     lay = fw.tp_layout if fw is not None and plan.tp > 1 and fw.tp_layout != "unknown" else tun.tp_layout
-    if us == tun.tp_linear_host_us and one_call == tun.kv_gather_one_call and lay == tun.tp_layout:
+    calls = fw.cfg_calls if fw is not None and fw.cfg_calls != "pipeline" else ""
+    if us == tun.tp_linear_host_us and one_call == tun.kv_gather_one_call and lay == tun.tp_layout \
+            and calls == tun.cfg_calls:
         return tun
-    return dataclasses.replace(tun, tp_linear_host_us=us, kv_gather_one_call=one_call, tp_layout=lay)
+    return dataclasses.replace(tun, tp_linear_host_us=us, kv_gather_one_call=one_call, tp_layout=lay, cfg_calls=calls)
 
 
 def catalogue() -> list[dict[str, Any]]:
