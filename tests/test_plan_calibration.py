@@ -262,6 +262,10 @@ def test_evaluate_prints_heldout_and_pooled_json():
     for k in ("pairwise_accuracy", "baseline_pairwise_accuracy", "top1_hit_rate", "short_list_recall",
               "mean_short_list"):
         assert k in pooled
+    # the band's held-out coverage plan.py prints beside its bands is this figure (it states no level of its own)
+    from ditpar.plan.decide import uncertainty
+
+    assert (pooled["band_rows"], round(pooled["band_coverage"], 2)) == uncertainty.BAND_HELD_OUT
 
 
 def test_band_half_width_all_sources_fit_and_the_shipped_value():
