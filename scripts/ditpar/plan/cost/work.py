@@ -475,7 +475,17 @@ def _slowest_ring(hw, groups: list[list[int]]) -> tuple[str, dict[str, int]]:
     def bw(gr):
         key = ring_link(hw, gr, flows)
         return effective_bw(hw, key, len(gr), flows.get(key, 1))
-    return ring_link(hw, min(groups, key=bw), flows), flows
+    # min(groups, key=bw), bw priced once per kind of group (its size and hops per class decide it to the bit)
+    slowest, low, seen = None, 0.0, set()
+    for gr in groups:
+        kind = (len(gr), tuple(ring_flows(hw, gr).items()))
+        if kind in seen:
+            continue
+        seen.add(kind)
+        b = bw(gr)
+        if slowest is None or b < low:
+            slowest, low = gr, b
+    return ring_link(hw, slowest if slowest is not None else min(groups, key=bw), flows), flows
 
 
 _BLOCKS = Memo()

@@ -325,31 +325,48 @@ def runs_each(fws, model, hw, shape, plan: Plan) -> list[str | None]:
 def _runs_each(fws: tuple, model, vendor: str, shape, plan: Plan) -> list[str | None]:
     family = model_family(model)
     caps = _CAPS.get((model, *fws), vendor, _capabilities, fws, family, vendor, model.name)
-    return [_runs(fw, model, vendor, shape, plan, family, *cap) for fw, cap in zip(fws, caps, strict=True)]
+    return [_runs(fw, model, vendor, shape, plan, family, cap) for fw, cap in zip(fws, caps, strict=True)]
 
 
-def _capabilities(fws: tuple, family: str, vendor: str, name: str) -> list[tuple[frozenset, frozenset]]:
-    """Per framework: the forms it offers this family on this vendor, and those its launcher for `name` has."""
+def _capabilities(fws: tuple, family: str, vendor: str, name: str) -> list[tuple[frozenset, frozenset, dict]]:
+    """Per framework: the forms it offers this family on this vendor, those its launcher for `name` has, and
+    the verdict on each set of forms a plan uses (filled as plans ask)."""
     return [(frozenset(f for f in FORMS if fw.offers(f, family, vendor)),
-             frozenset(f for f in FORMS if fw.offers(f, family, vendor, name))) for fw in fws]
+             frozenset(f for f in FORMS if fw.offers(f, family, vendor, name)), {}) for fw in fws]
 
 
-def _runs(fw: Framework, model, vendor: str, shape, plan: Plan, family: str, offered: frozenset,
-          named: frozenset) -> str | None:
+def _runs(fw: Framework, model, vendor: str, shape, plan: Plan, family: str, cap: tuple) -> str | None:
     if vendor not in fw.vendors:
         return f"no {vendor} support"
     used = plan.used
+    offered, named, verdicts = cap
+    if used not in verdicts:
+        verdicts[used] = _forms_verdict(fw, model.name, vendor, family, used, offered, named)
+    if verdicts[used] is not None:
+        return verdicts[used]
+    return _plan_verdict(fw, model, shape, plan, family)
+
+
+def _forms_verdict(fw: Framework, name: str, vendor: str, family: str, used: frozenset, offered: frozenset,
+                   named: frozenset) -> str | None:
+    """What the framework lacks of the forms a plan uses on this model and vendor (None: it has them all)."""
     lack, other = used - offered, (used & offered) - named
-    lacks = [f for f in FORMS if f in lack] if lack else []
-    excluded = [f for f in FORMS if f in other] if other else []
+    lacks = [f for f in FORMS if f in lack]
+    excluded = [f for f in FORMS if f in other]
     if excluded:
-        return f"no {'/'.join(excluded)} for {model.name} ({fw.name}'s launcher for it lacks it)"
+        return f"no {'/'.join(excluded)} for {name} ({fw.name}'s launcher for it lacks it)"
     if lacks:
         where = f" on {vendor}" if any(fw.offers(f, family, v) for f in lacks for v in fw.vendors) else ""
         if vendor in fw.vendor_families and family not in fw.vendor_families[vendor] \
                 and "*" not in fw.vendor_families[vendor]:
             return f"{family} not supported on {vendor}"
         return f"no {'/'.join(lacks)} for {family}{where}"
+    return None
+
+
+def _plan_verdict(fw: Framework, model, shape, plan: Plan, family: str) -> str | None:
+    """What keeps the framework from a plan whose forms it has: combinations, head and sequence divisibility."""
+    used = plan.used
     for a, b in fw.incompatible:
         if a in used and b in used:
             return f"{a} does not combine with {b}"
