@@ -9,7 +9,6 @@ import random
 
 import pytest
 from conftest import SCRIPTS
-
 from ditpar.plan.cost import memo, plans, work
 from ditpar.plan.inputs import presets
 
@@ -70,12 +69,12 @@ def test_group_kinds_choose_the_group_every_group_would():
             for groups in plans.layout(plan, order).values():
                 flows = work.concurrent_ring_flows(hw, groups) or work.ring_flows(hw, groups[0])
 
-                def bw(gr, flows=flows):
+                def bw(gr, flows=flows, hw=hw):
                     key = work.ring_link(hw, gr, flows)
                     return work.effective_bw(hw, key, len(gr), flows.get(key, 1))
                 assert work._slowest_ring(hw, groups) == (work.ring_link(hw, min(groups, key=bw), flows), flows)
                 t = rng.choice((1.0, 3.5e6, 12345.678))
-                every = work.worst_group(hw, groups, lambda gr, t=t: work.alltoall_time_s(
+                every = work.worst_group(hw, groups, lambda gr, t=t, hw=hw: work.alltoall_time_s(
                     hw, work.alltoall_split(hw, gr, t), len(gr), work.alltoall_flows(hw, gr)))
                 assert work.worst_alltoall_group(hw, groups, t) is every
                 checked += 1
