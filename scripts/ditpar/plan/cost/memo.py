@@ -14,12 +14,13 @@ from typing import Any
 
 _ON = [True]
 _ALL: list[Memo] = []
+_DICTS: list[dict] = []   # plain dicts used as memos elsewhere (work.py's groups), emptied with the rest
 
 
 class Memo:
     """compute(*args) remembered per (identities of `objs`, hashable `key`); emptied whole past `limit` entries."""
 
-    def __init__(self, limit: int = 65536) -> None:
+    def __init__(self, limit: int = 16384) -> None:
         self._d: dict[tuple, tuple[tuple, Any]] = {}
         self.limit = limit
         _ALL.append(self)
@@ -41,12 +42,33 @@ class Memo:
         self._d.clear()
 
 
+def register(d: dict) -> dict:
+    """Have clear_all() and off() empty this dict too; returns it."""
+    _DICTS.append(d)
+    return d
+
+
+def clear_all() -> None:
+    """Empty every memo (what one answer remembered is of no use to another, and kept it slows the collector)."""
+    for m in (*_ALL, *_DICTS):
+        m.clear()
+
+
+@contextmanager
+def one_answer():
+    """Memos live for one answer: emptied when it starts and when it ends."""
+    clear_all()
+    try:
+        yield
+    finally:
+        clear_all()
+
+
 @contextmanager
 def off():
     """Every memo off (and emptied) inside the block: each result computed afresh."""
     _ON[0] = False
-    for m in _ALL:
-        m.clear()
+    clear_all()
     try:
         yield
     finally:

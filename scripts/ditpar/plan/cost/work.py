@@ -10,9 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ditpar.errors import InputError
-from ditpar.plan.cost import linear_attention, tp_layout
+from ditpar.plan.cost import linear_attention, memo, tp_layout
 from ditpar.plan.cost.efficiency import Gemm
-from ditpar.plan.cost.memo import Memo
 from ditpar.plan.cost.plans import Plan
 from ditpar.plan.cost.shape import Shape
 from ditpar.plan.cost.tp_layout import DEFAULT_LAYOUT, TP_ADALN_GATHERS, TP_ALLREDUCES  # noqa: F401 (re-exported)
@@ -309,8 +308,8 @@ def _worst_peers(hw, group: list[int]) -> dict[str, int]:
     return worst or {}
 
 
-_GROUP_MEMO: dict[tuple, tuple[object, Any]] = {}
-_MEMO_LIMIT = 65536
+_GROUP_MEMO: dict[tuple, tuple[object, Any]] = memo.register({})
+_MEMO_LIMIT = 16384
 # answers that depend on nothing but where each rank sits (node, domain): shared by every copy of a machine that
 # differs in its link figures only (G7 and the short list scale the links and price the same groups again)
 TOPOLOGY_ONLY = ("peers", "a2a-flows", "ring")
@@ -488,7 +487,7 @@ def _slowest_ring(hw, groups: list[list[int]]) -> tuple[str, dict[str, int]]:
     return ring_link(hw, slowest if slowest is not None else min(groups, key=bw), flows), flows
 
 
-_BLOCKS = Memo()
+_BLOCKS = memo.Memo(4096)
 
 
 def block_work(model, hw, shape: Shape, plan: Plan, groups: dict[str, list[list[int]]],
