@@ -58,10 +58,9 @@ class Plan:
     @cached_property
     def name(self) -> str:
         """Short label such as 'cfg2 U2 R2' (single device: 'single'); made once per plan."""
-        short = {"cfg": "cfg", "ulysses": "U", "ring": "R", "kv_allgather": "AG", "attn2d": "A2D", "tp": "TP",
-                 "pipefusion": "PF", "dp": "DP"}
-        parts = [f"{short[d]}{self.degree(d)}" for d in ("cfg", "ulysses", "ring", "kv_allgather", "attn2d", "tp",
-                                                          "pipefusion", "dp") if self.degree(d) > 1]
+        parts = [f"{short}{int(v)}" for short, v in (
+            ("cfg", self.cfg), ("U", self.ulysses), ("R", self.ring), ("AG", self.kv_allgather), ("A2D", self.attn2d),
+            ("TP", self.tp), ("PF", self.pipefusion), ("DP", self.dp)) if int(v) > 1]
         if self.pipefusion > 1 and self.num_patches != self.pipefusion:
             parts.append(f"M{self.num_patches}")
         return " ".join(parts) or "single"
