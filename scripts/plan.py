@@ -342,8 +342,11 @@ def check_finite(args, results, meas: dict | None = None) -> None:
 
 def run_plan(args) -> int:
     """The ranking; an overflow or a division by zero inside the cost model is an input error naming the figures."""
+    from ditpar.plan.cost import memo
+
     try:
-        return _run_plan(args)
+        with memo.one_answer():
+            return _run_plan(args)
     except (OverflowError, ZeroDivisionError) as exc:
         raise not_finite(args, f"a computed time ({type(exc).__name__}: {exc})") from None
 

@@ -38,8 +38,11 @@ class GemmCurve:
 
     @property
     def best_tflops(self) -> float:
-        """Best measured throughput of the family: the ceiling `mfu` stands for."""
-        return max(v for plane in self.tflops for row in plane for v in row)
+        """Best measured throughput of the family: the ceiling `mfu` stands for (the grid's maximum, found once)."""
+        hit = self._memo.get("best")
+        if hit is None:
+            hit = self._memo["best"] = max(v for plane in self.tflops for row in plane for v in row)
+        return hit
 
     def achieved_tflops(self, m: float, n: float, k: float) -> float:
         """Throughput at (m, n, k): linear in log2 of each dimension between grid points, held at the edges."""
@@ -110,14 +113,18 @@ def load_curves(path: str | None = None) -> tuple[GemmCurve, ...]:
 def curve_for(hw) -> GemmCurve | ScaledCurve | None:
     """The family curve of the machine's accelerator; else the equal-time derivation from a measured family
     (`[derived.*]` of the table) at the preset's peak; None when neither lists it."""
-    acc = normalize(str(getattr(hw, "accelerator", "")))
+    return _curve_for(str(getattr(hw, "accelerator", "")), float(getattr(hw, "peak_tflops_bf16", 0) or 0))
+
+
+@lru_cache(maxsize=256)
+def _curve_for(accelerator: str, peak: float) -> GemmCurve | ScaledCurve | None:
+    acc = normalize(accelerator)
     curves = load_curves()
     for curve in curves:
         if acc and acc in {normalize(a) for a in curve.accelerators}:
             return curve
     for name, (base_name, accs, rule) in load_derived().items():
         base = next((c for c in curves if c.family == base_name), None)
-        peak = float(getattr(hw, "peak_tflops_bf16", 0) or 0)
         if base is not None and peak > 0 and acc in {normalize(a) for a in accs}:
             return ScaledCurve(f"{name} from {base_name}", base, (base.peak_tflops / peak) ** (1.0 / 3.0), peak,
                                f"derived ({rule}) from {base.family}: {base.source}")
@@ -135,14 +142,19 @@ class ScaledCurve:
     peak_tflops: float
     source: str
     verified: bool = False
+    _memo: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     @property
     def best_tflops(self) -> float:
         return self.base.best_tflops * self.peak_tflops / self.base.peak_tflops
 
     def achieved_tflops(self, m: float, n: float, k: float) -> float:
-        s = self.scale
-        return self.base.achieved_tflops(m * s, n * s, k * s) * self.peak_tflops / self.base.peak_tflops
+        key = (float(m), float(n), float(k))
+        hit = self._memo.get(key)
+        if hit is None:
+            s = self.scale
+            hit = self._memo[key] = self.base.achieved_tflops(m * s, n * s, k * s) * self.peak_tflops / self.base.peak_tflops
+        return hit
 
     def fraction_of_peak(self, m: float, n: float, k: float) -> float:
         return self.achieved_tflops(m, n, k) / self.peak_tflops

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from itertools import product
 
 from ditpar.errors import InputError
@@ -47,16 +47,20 @@ class Plan:
     def num_patches(self) -> int:
         return self.patches or self.pipefusion
 
+    @cached_property
+    def used(self) -> frozenset[str]:
+        """The dimensions of DIMS this plan splits (degree > 1)."""
+        return frozenset(d for d in DIMS if self.degree(d) > 1)
+
     def degree(self, dim: str) -> int:
         return int(getattr(self, dim))
 
-    @property
+    @cached_property
     def name(self) -> str:
-        """Short label such as 'cfg2 U2 R2' (single device: 'single')."""
-        short = {"cfg": "cfg", "ulysses": "U", "ring": "R", "kv_allgather": "AG", "attn2d": "A2D", "tp": "TP",
-                 "pipefusion": "PF", "dp": "DP"}
-        parts = [f"{short[d]}{self.degree(d)}" for d in ("cfg", "ulysses", "ring", "kv_allgather", "attn2d", "tp",
-                                                          "pipefusion", "dp") if self.degree(d) > 1]
+        """Short label such as 'cfg2 U2 R2' (single device: 'single'); made once per plan."""
+        parts = [f"{short}{int(v)}" for short, v in (
+            ("cfg", self.cfg), ("U", self.ulysses), ("R", self.ring), ("AG", self.kv_allgather), ("A2D", self.attn2d),
+            ("TP", self.tp), ("PF", self.pipefusion), ("DP", self.dp)) if int(v) > 1]
         if self.pipefusion > 1 and self.num_patches != self.pipefusion:
             parts.append(f"M{self.num_patches}")
         return " ".join(parts) or "single"
@@ -133,7 +137,16 @@ def _layout(degrees: tuple[int, ...], order: tuple[str, ...]) -> dict[str, list[
     groups: dict[str, list[list[int]]] = {}
     for dim in order:
         deg, st = deg_of[dim], strides[dim]
+        if deg == 1:   # one group per rank (shared by the layouts of this card count: read, never changed)
+            groups[dim] = _singles(devices)
+            continue
         # a group per rank whose digit along dim is 0, in rank order: the same groups, in the same order, as
         # collecting each rank's group the first time one of its members is met
-        groups[dim] = [list(range(base, base + deg * st, st)) for base in range(devices) if (base // st) % deg == 0]
+        groups[dim] = [list(range(base, base + deg * st, st)) for outer in range(0, devices, deg * st)
+                       for base in range(outer, outer + st)]
     return groups
+
+
+@lru_cache(maxsize=64)
+def _singles(devices: int) -> list[list[int]]:
+    return [[r] for r in range(devices)]

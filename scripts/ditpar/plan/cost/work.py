@@ -10,11 +10,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ditpar.errors import InputError
-from ditpar.plan.cost import linear_attention, tp_layout
+from ditpar.plan.cost import linear_attention, memo, tp_layout
 from ditpar.plan.cost.efficiency import Gemm
 from ditpar.plan.cost.plans import Plan
 from ditpar.plan.cost.shape import Shape
 from ditpar.plan.cost.tp_layout import DEFAULT_LAYOUT, TP_ADALN_GATHERS, TP_ALLREDUCES  # noqa: F401 (re-exported)
+from ditpar.plan.inputs.presets import HardwarePreset
 
 BYTES_PER_ELEMENT = 2  # bf16 / fp16 activations and weights
 BASES = ("joint", "single", "cross", "self")
@@ -307,20 +308,29 @@ def _worst_peers(hw, group: list[int]) -> dict[str, int]:
     return worst or {}
 
 
-_GROUP_MEMO: dict[tuple, tuple[object, Any]] = {}
+_GROUP_MEMO: dict[tuple, tuple[object, Any]] = memo.register({})
+_MEMO_LIMIT = 16384
+# answers that depend on nothing but where each rank sits (node, domain): shared by every copy of a machine that
+# differs in its link figures only (G7 and the short list scale the links and price the same groups again)
+TOPOLOGY_ONLY = ("peers", "a2a-flows", "ring")
 
 
 def _per_group(what: str, hw, group: list[int], compute: Callable[[Any, list[int]], Any]) -> Any:
     """compute(hw, group), remembered per machine and group: a ranking asks for the same groups hundreds of
-    times (the machine object is kept with the answer, so a reused id never returns another machine's)."""
-    key = (what, id(hw), tuple(group))
+    times (the machine object is kept with the answer, so a reused id never returns another machine's; a
+    TOPOLOGY_ONLY answer of a preset is keyed by its rank layout instead)."""
+    if what in TOPOLOGY_ONLY and type(hw) is HardwarePreset:
+        machine, keep = (hw.devices_per_node, hw.nodes, hw.domain_size, hw.domains), None
+    else:
+        machine, keep = id(hw), hw
+    key = (what, machine, tuple(group))
     hit = _GROUP_MEMO.get(key)
-    if hit is not None and hit[0] is hw:
+    if hit is not None and hit[0] is keep:
         return hit[1]
-    if len(_GROUP_MEMO) > 8192:
+    if len(_GROUP_MEMO) > _MEMO_LIMIT:
         _GROUP_MEMO.clear()
     out = compute(hw, group)
-    _GROUP_MEMO[key] = (hw, out)
+    _GROUP_MEMO[key] = (keep, out)
     return out
 
 
@@ -330,10 +340,27 @@ def peer_classes(hw, group: list[int]) -> list[dict[str, int]]:
     return _per_group("peers", hw, group, _peer_classes)
 
 
+def _places(hw, group: list[int]) -> list[tuple[int, int]] | None:
+    """(node, domain) of each rank of the group, read from a table of the preset's ranks made once per rank
+    layout; None for a machine that is not a preset or a rank outside it (its own node_of says why)."""
+    if type(hw) is not HardwarePreset:
+        return None
+    layout = (hw.devices_per_node, hw.nodes, hw.domain_size, hw.domains)
+    table = _PLACES.get(layout)
+    if table is None:
+        table = _PLACES[layout] = [(hw.node_of(r), hw.domain_of(r)) for r in range(hw.n_devices)]
+    if not all(0 <= r < len(table) for r in group):
+        return None
+    return [table[r] for r in group]
+
+
+_PLACES: dict[tuple, list[tuple[int, int]]] = {}
+
+
 def _peer_classes(hw, group: list[int]) -> list[dict[str, int]]:
     if not hasattr(hw, "node_of"):
         return [dict(Counter(link_key(hw, r, q) for q in group if q != r)) for r in group]
-    where = [(hw.node_of(r), hw.domain_of(r)) for r in group]
+    where = _places(hw, group) or [(hw.node_of(r), hw.domain_of(r)) for r in group]
     per_node = Counter(n for n, _d in where)
     per_domain = Counter(where)
     out = []
@@ -363,7 +390,12 @@ def ring_flows(hw, group: list[int]) -> dict[str, int]:
 
 
 def _ring_flows(hw, group: list[int]) -> dict[str, int]:
-    return dict(Counter(link_key(hw, group[i], group[(i + 1) % len(group)]) for i in range(len(group))))
+    where = _places(hw, group)
+    if where is None:
+        return dict(Counter(link_key(hw, group[i], group[(i + 1) % len(group)]) for i in range(len(group))))
+    # HardwarePreset.class_for of each hop, from the table: another node, else another domain, else the domain
+    return dict(Counter("inter_node" if a[0] != b[0] else "inter_domain" if a[1] != b[1] else "intra_domain"
+                        for a, b in zip(where, where[1:] + where[:1], strict=True)))
 
 
 def concurrent_ring_flows(hw, groups: list[list[int]]) -> dict[str, int]:
@@ -389,6 +421,38 @@ def worst_group(hw, groups: list[list[int]], cost) -> list[int]:
     return max(groups, key=cost)
 
 
+def worst_alltoall_group(hw, groups: list[list[int]], tensor: float) -> list[int]:
+    """worst_group of an all-to-all of a local tensor of `tensor` bytes: the group whose worst rank's sends take
+    longest (the first on a tie). Groups with the same size, peers per link class and senders per class take the
+    same time to the bit, so each such kind is priced once (a 72-card ranking has dozens of alike groups)."""
+    best, best_t = 0, None
+    for i, p, cnt, flows in _alltoall_kinds(hw, groups):
+        t = alltoall_time_s(hw, {k: tensor / p * n for k, n in cnt.items()}, p, flows)
+        if best_t is None or t > best_t:
+            best, best_t = i, t
+    return groups[best]
+
+
+def _alltoall_kinds(hw, groups: list[list[int]]) -> list[tuple[int, int, dict[str, int], dict[str, int]]]:
+    """(index of its first group, size, worst rank's peers per class, senders per class) of each kind of group,
+    in group order; remembered per machine and groups."""
+    key = ("a2a-kinds", id(hw), tuple(tuple(g) for g in groups))
+    hit = _GROUP_MEMO.get(key)
+    if hit is not None and hit[0] is hw:
+        return hit[1]
+    if len(_GROUP_MEMO) > _MEMO_LIMIT:
+        _GROUP_MEMO.clear()
+    out, seen = [], set()
+    for i, gr in enumerate(groups):
+        cnt, flows = _per_group("a2a-worst", hw, gr, _worst_peers), alltoall_flows(hw, gr)
+        kind = (len(gr), tuple(cnt.items()), tuple(flows.items()))
+        if kind not in seen:
+            seen.add(kind)
+            out.append((i, len(gr), cnt, flows))
+    _GROUP_MEMO[key] = (hw, out)
+    return out
+
+
 def slowest_ring(hw, groups: list[list[int]]) -> tuple[str, dict[str, int]]:
     """Link class of the slowest hop of the slowest group, and the senders per class of all groups
     together (what the Collective records as flows); remembered per machine and groups."""
@@ -397,7 +461,7 @@ def slowest_ring(hw, groups: list[list[int]]) -> tuple[str, dict[str, int]]:
     if hit is not None and hit[0] is hw:
         link, flows = hit[1]
         return link, dict(flows)
-    if len(_GROUP_MEMO) > 8192:
+    if len(_GROUP_MEMO) > _MEMO_LIMIT:
         _GROUP_MEMO.clear()
     out = _slowest_ring(hw, groups)
     _GROUP_MEMO[key] = (hw, out)
@@ -410,13 +474,33 @@ def _slowest_ring(hw, groups: list[list[int]]) -> tuple[str, dict[str, int]]:
     def bw(gr):
         key = ring_link(hw, gr, flows)
         return effective_bw(hw, key, len(gr), flows.get(key, 1))
-    return ring_link(hw, min(groups, key=bw), flows), flows
+    # min(groups, key=bw), bw priced once per kind of group (its size and hops per class decide it to the bit)
+    slowest, low, seen = None, 0.0, set()
+    for gr in groups:
+        kind = (len(gr), tuple(ring_flows(hw, gr).items()))
+        if kind in seen:
+            continue
+        seen.add(kind)
+        b = bw(gr)
+        if slowest is None or b < low:
+            slowest, low = gr, b
+    return ring_link(hw, slowest if slowest is not None else min(groups, key=bw), flows), flows
+
+
+_BLOCKS = memo.Memo(4096)
 
 
 def block_work(model, hw, shape: Shape, plan: Plan, groups: dict[str, list[list[int]]],
                kv_one_call: bool = False, tp_layout_name: str = DEFAULT_LAYOUT) -> list[BlockWork]:
     """Per-rank FLOPs and collectives of every block kind of the model under the plan; `kv_one_call`: the
-    framework runs AllGather-KV as one attention call after the gather (else diffusers' per-chunk loop)."""
+    framework runs AllGather-KV as one attention call after the gather (else diffusers' per-chunk loop).
+    Remembered (the ranking and G5 ask for the same plans): callers read the blocks, never change them."""
+    return _BLOCKS.get((model, hw, shape, groups), (plan, kv_one_call, tp_layout_name), _block_work, model, hw,
+                       shape, plan, groups, kv_one_call, tp_layout_name)
+
+
+def _block_work(model, hw, shape: Shape, plan: Plan, groups: dict[str, list[list[int]]],
+                kv_one_call: bool, tp_layout_name: str) -> list[BlockWork]:
     b = BYTES_PER_ELEMENT
     batch = shape.batch / plan.cfg if shape.cfg else 1.0
     dq, dkv, d = model.heads * model.head_dim, model.kv_heads * model.head_dim, model.hidden
@@ -461,9 +545,7 @@ def block_work(model, hw, shape: Shape, plan: Plan, groups: dict[str, list[list[
         seq_comm = span != "temporal"                            # temporal attention is local when SP splits inside frames
         if u > 1 and seq_comm:
             tensor = n * b * batch * (2 * dq_l + 2 * kv_u)         # Q,K,V,O local tensors of one block
-            grp = worst_group(hw, groups["ulysses"],
-                              lambda gr, t=tensor: alltoall_time_s(hw, alltoall_split(hw, gr, t), len(gr),
-                                                                   alltoall_flows(hw, gr)))
+            grp = worst_alltoall_group(hw, groups["ulysses"], tensor)
             comms.append(Collective("ulysses all-to-all Q,K,V,O", "ulysses", "alltoall", 4.0,
                                     alltoall_split(hw, grp, tensor / 4.0), alpha_steps=u - 1, overlap="masking",
                                     group_size=u, flows=alltoall_flows(hw, grp)))

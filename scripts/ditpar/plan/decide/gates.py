@@ -100,9 +100,9 @@ def availability(model, hw, shape: Shape, plan: Plan, frameworks=None) -> Gate:
         return Gate("G1", "form availability", "veto", "; ".join(why))
     notes = []
     if frameworks is not None:
-        from ditpar.plan.inputs.frameworks import runs
+        from ditpar.plan.inputs.frameworks import runs_each
 
-        lacks = {fw.name: runs(fw, model, hw, shape, plan) for fw in frameworks}
+        lacks = dict(zip([fw.name for fw in frameworks], runs_each(frameworks, model, hw, shape, plan), strict=True))
         ok = [n for n, w in lacks.items() if w is None]
         if not ok:
             vendor = str(getattr(hw, "vendor", "")).lower()

@@ -77,7 +77,7 @@ def rank_plans(model, hw, shape: Shape, devices: int, tun: Tunables, *, with_dp:
         exactness,
         model_family,
         preferred,
-        runs,
+        runs_each,
         tp_host_tunables,
         vae_degree,
     )
@@ -96,8 +96,8 @@ def rank_plans(model, hw, shape: Shape, devices: int, tun: Tunables, *, with_dp:
             results.append(PlanResult(plan, Breakdown(plan=plan, latency_s=float("inf")), [g1], False,
                                       exact=exact, exact_reason=why_exact))
             continue
-        runners = preferred([fw for fw in frameworks if runs(fw, model, hw, shape, plan) is None], hw) \
-            if frameworks else []
+        runners = preferred([fw for fw, why in zip(frameworks, runs_each(frameworks, model, hw, shape, plan),
+                                                   strict=True) if why is None], hw) if frameworks else []
         # the framework named is one whose profile has a launch recipe for the plan where any has: the column
         # and the printed 'run it on' then agree (xDiT runs Mochi-1 only from mochi-xdit; ParaAttention has one)
         runners.sort(key=lambda fw: choose(fw, model_family(model), plan) is None)

@@ -10,14 +10,15 @@ from ditpar.plan.inputs.recipes import choose, render, why_none
 def for_result(r, model, shape, frameworks, hw, *, steps: str | None = None) -> dict:
     """The recipe of a ranked plan on the framework the ranking named (others that run it as fallback), or
     {'framework': None, 'reason': ...} when no chosen framework runs it or none has a recipe for it."""
-    from ditpar.plan.inputs.frameworks import model_family, preferred, runs, vae_degree
+    from ditpar.plan.inputs.frameworks import model_family, preferred, runs_each, vae_degree
 
     family = model_family(model)
     if not r.feasible:
         return {"framework": None, "plan": r.plan.name, "reason": "infeasible: " + r.gates[-1].reason}
     if not frameworks:
         return {"framework": None, "plan": r.plan.name, "reason": "no framework profile chosen"}
-    runners = preferred([fw for fw in frameworks if runs(fw, model, hw, shape, r.plan) is None], hw)
+    runners = preferred([fw for fw, why in zip(frameworks, runs_each(frameworks, model, hw, shape, r.plan), strict=True)
+                         if why is None], hw)
     sharded = "shard" in getattr(r, "unlocks", ())
     if sharded:
         runners = [fw for fw in runners if fw.weight_sharding] or runners

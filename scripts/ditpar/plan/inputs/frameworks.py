@@ -14,6 +14,7 @@ from typing import Any
 
 from ditpar import formats
 from ditpar.errors import InputError
+from ditpar.plan.cost.memo import Memo
 from ditpar.plan.cost.plans import Plan
 from ditpar.plan.cost.tp_layout import TP_LAYOUTS
 from ditpar.plan.inputs import comm_options
@@ -289,8 +290,15 @@ def resolve_frameworks(names: list[str] | None) -> list[Framework]:
     return out
 
 
+_FAMILY, _RUNS, _CAPS = Memo(), Memo(), Memo()
+
+
 def model_family(model) -> str:
     """Family of a model preset ('flux', 'wan', ...), or the preset's own `family`, else 'custom'."""
+    return _FAMILY.get((model,), None, _model_family, model)
+
+
+def _model_family(model) -> str:
     own = str(getattr(model, "family", "") or "")
     if own:
         return own
@@ -308,22 +316,63 @@ def exactness(plan: Plan) -> tuple[bool, str]:
 
 def runs(fw: Framework, model, hw, shape, plan: Plan) -> str | None:
     """None when the framework runs the plan on this model and machine, else what it lacks."""
-    family = model_family(model)
+    return runs_each((fw,), model, hw, shape, plan)[0]
+
+
+def runs_each(fws, model, hw, shape, plan: Plan) -> list[str | None]:
+    """runs() of each framework of `fws` in order, remembered per plan (G1, the ranking and the recipes ask it of
+    every plan); the answer reads of the plan only which forms it uses and its TP, Ulysses and sequence degrees."""
+    fws = tuple(fws)
     vendor = str(getattr(hw, "vendor", "")).lower()
+    key = (vendor, plan.used, plan.tp, plan.ulysses, plan.sp)
+    return _RUNS.get((model, shape, *fws), key, _runs_each, fws, model, vendor, shape, plan)
+
+
+def _runs_each(fws: tuple, model, vendor: str, shape, plan: Plan) -> list[str | None]:
+    family = model_family(model)
+    caps = _CAPS.get((model, *fws), vendor, _capabilities, fws, family, vendor, model.name)
+    return [_runs(fw, model, vendor, shape, plan, family, cap) for fw, cap in zip(fws, caps, strict=True)]
+
+
+def _capabilities(fws: tuple, family: str, vendor: str, name: str) -> list[tuple[frozenset, frozenset, dict]]:
+    """Per framework: the forms it offers this family on this vendor, those its launcher for `name` has, and
+    the verdict on each set of forms a plan uses (filled as plans ask)."""
+    return [(frozenset(f for f in FORMS if fw.offers(f, family, vendor)),
+             frozenset(f for f in FORMS if fw.offers(f, family, vendor, name)), {}) for fw in fws]
+
+
+def _runs(fw: Framework, model, vendor: str, shape, plan: Plan, family: str, cap: tuple) -> str | None:
     if vendor not in fw.vendors:
         return f"no {vendor} support"
-    lacks = [f for f in FORMS if plan.degree(f) > 1 and not fw.offers(f, family, vendor)]
-    excluded = [f for f in FORMS if plan.degree(f) > 1 and f not in lacks
-                and not fw.offers(f, family, vendor, model.name)]
+    used = plan.used
+    offered, named, verdicts = cap
+    if used not in verdicts:
+        verdicts[used] = _forms_verdict(fw, model.name, vendor, family, used, offered, named)
+    if verdicts[used] is not None:
+        return verdicts[used]
+    return _plan_verdict(fw, model, shape, plan, family)
+
+
+def _forms_verdict(fw: Framework, name: str, vendor: str, family: str, used: frozenset, offered: frozenset,
+                   named: frozenset) -> str | None:
+    """What the framework lacks of the forms a plan uses on this model and vendor (None: it has them all)."""
+    lack, other = used - offered, (used & offered) - named
+    lacks = [f for f in FORMS if f in lack]
+    excluded = [f for f in FORMS if f in other]
     if excluded:
-        return f"no {'/'.join(excluded)} for {model.name} ({fw.name}'s launcher for it lacks it)"
+        return f"no {'/'.join(excluded)} for {name} ({fw.name}'s launcher for it lacks it)"
     if lacks:
         where = f" on {vendor}" if any(fw.offers(f, family, v) for f in lacks for v in fw.vendors) else ""
         if vendor in fw.vendor_families and family not in fw.vendor_families[vendor] \
                 and "*" not in fw.vendor_families[vendor]:
             return f"{family} not supported on {vendor}"
         return f"no {'/'.join(lacks)} for {family}{where}"
-    used = {f for f in FORMS if plan.degree(f) > 1}
+    return None
+
+
+def _plan_verdict(fw: Framework, model, shape, plan: Plan, family: str) -> str | None:
+    """What keeps the framework from a plan whose forms it has: combinations, head and sequence divisibility."""
+    used = plan.used
     for a, b in fw.incompatible:
         if a in used and b in used:
             return f"{a} does not combine with {b}"
