@@ -41,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 from statistics import median
@@ -455,8 +456,7 @@ def db_msprof_rows(work: Path, args: argparse.Namespace, table: Table) -> None:
     if why:
         table.add("db: msprof-analyze cluster", None, why, "")
         return
-    for row in msprof_rows(work, args.msprof_rows or args.rows, args.ranks, args.repeat):
-        table.add(*row)
+    msprof_rows(work, args.msprof_rows or args.rows, args.ranks, args.repeat, table.add)
 
 
 def make_msprof_inputs(work: Path, rows: int, ranks: int) -> dict[int, Path]:
@@ -510,8 +510,10 @@ MSPROF_JOBS = [
 ]
 
 
-def msprof_rows(work: Path, rows: int, ranks: int, repeat: int) -> list[tuple[str, dict, str, str]]:
-    """msprof-analyze's db jobs and ours on the same folders, at 1 and ``ranks`` ranks; ratio = theirs / ours."""
+def msprof_rows(work: Path, rows: int, ranks: int, repeat: int, add: Callable[..., None] | None = None
+                ) -> list[tuple[str, dict, str, str]]:
+    """msprof-analyze's db jobs and ours on the same folders, at 1 and ``ranks`` ranks; ratio = theirs / ours.
+    Each row is also handed to ``add`` (Table.add) as its job ends."""
     inputs = make_msprof_inputs(work, rows, ranks)
     code = snippet(work, "msprof", MSPROF)
     out: list[tuple[str, dict, str, str]] = []
@@ -523,6 +525,8 @@ def msprof_rows(work: Path, rows: int, ranks: int, repeat: int) -> list[tuple[st
             ours[n, script, extra] = best_of(repeat, "script", str(ROOT / "scripts" / script),
                                              [str(inputs[n]), "--json", *extra], work)
             out.append((f"db {n}r: {' '.join([script, *extra])}", ours[n, script, extra], "", f"{rows} rows/rank"))
+            if add is not None:
+                add(*out[-1])
         return ours[n, script, extra]
 
     for n in sorted(inputs):
@@ -534,6 +538,8 @@ def msprof_rows(work: Path, rows: int, ranks: int, repeat: int) -> list[tuple[st
             theirs = _msprof_best(work, code, inputs[n], margs, repeat)
             label = " + ".join(script[:-3] + ("*" if extra else "") for script, extra in jobs)
             out.append((f"db {n}r: msprof {margs[1]}", theirs, _ratio(theirs, both, label), "ours faster: ratio > 1"))
+            if add is not None:
+                add(*out[-1])
     return out
 
 

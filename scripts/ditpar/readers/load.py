@@ -255,24 +255,40 @@ def _read_one(fmt: str, loc: Path, per_rank: Callable[[ProfileSet], object] | No
             # a rank without device tasks keeps its ops, the whole-set analyses read them
             result.comm_ops, result.comm_ops_used = None, True
         del one
-        _return_freed_memory()  # the next rank read here starts from this one's low point, not its peak
+        _return_freed_memory(trim=True)  # the next rank read here starts from this one's low point, not its peak
     return result
 
 
-def _return_freed_memory() -> None:
-    """Hand Arrow's freed blocks back (its allocator, mimalloc, keeps them otherwise); glibc's heap is kept
-    for the next array (_reuse_heap), not trimmed: re-faulting it cost a third of the CPU time of a rank."""
+def _return_freed_memory(trim: bool = False) -> None:
+    """Hand Arrow's freed blocks back (its allocator, mimalloc, keeps them otherwise). Within a rank glibc's
+    freed heap is kept for the next array (_reuse_heap); ``trim`` (a rank done) hands it back too (malloc_trim),
+    so a process that reads ranks in turn holds one rank's peak, not the high-water of all of them."""
+    global _TRIM
     _reuse_heap()
+    if trim and _TRIM is None:
+        import ctypes
+        import ctypes.util
+
+        try:
+            _TRIM = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+        except (OSError, AttributeError):
+            _TRIM = False
+    if trim and _TRIM:
+        _TRIM(0)
     pyarrow = sys.modules.get("pyarrow")
     if pyarrow is not None:
         pyarrow.default_memory_pool().release_unused()
 
 
+_TRIM = None
+
+
 def _reuse_heap() -> None:
     """Once per process: glibc keeps freed arrays in its heap for the next one (mallopt M_MMAP_THRESHOLD and
     M_TRIM_THRESHOLD raised; else nothing). By default each large numpy array is a fresh mmap, zeroed page by
-    page by the kernel and unmapped when freed: on 8 ranks of 1M rows that was 3.5 s of system time of 13 s
-    (1.5 s with the heap kept); the price is about 100 MB more resident per reading process at 1M rows."""
+    page by the kernel and unmapped when freed. Trimmed after each rank (_return_freed_memory), the peak of
+    a process stays one rank's: 8 ranks of 1M rows, system time 2.75 -> 2.17 s, 276 -> 278 MB per process.
+    Kept across ranks it was 1.63 s, but 364 MB per process (bubbles.py's tree peak 769 -> 1015 MB)."""
     global _HEAP_KEPT
     if _HEAP_KEPT:
         return
