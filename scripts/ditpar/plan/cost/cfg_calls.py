@@ -29,20 +29,13 @@ parallel's per-rank GEMMs run below the batch-2 rate.
 from __future__ import annotations
 
 TWO_CALL_FAMILIES = ("qwen-image", "wan")
-# name prefixes of those families (the same as inputs/frameworks.FAMILIES, read here without importing it: the
-# frameworks module prices plans, so importing it from the cost room would close an import circle)
-_PREFIXES = (("qwenimage", "qwen-image"), ("wan", "wan"))
 
 
 def family(model) -> str:
-    """The model's own `family`, else the family its name starts with among TWO_CALL_FAMILIES ('' for others)."""
-    from ditpar.plan.inputs.presets import normalize
+    """The model's own `family`, else the family its name starts with (inputs/families.py), '' for none."""
+    from ditpar.plan.inputs.families import family_of
 
-    own = str(getattr(model, "family", "") or "")
-    if own:
-        return own
-    key = normalize(model.name)
-    return next((fam for prefix, fam in _PREFIXES if key.startswith(prefix)), "")
+    return family_of(model, default="")
 
 
 def two_calls(model, shape, plan, how: str = "") -> bool:

@@ -18,6 +18,7 @@ from ditpar.plan.cost.memo import Memo
 from ditpar.plan.cost.plans import Plan
 from ditpar.plan.cost.tp_layout import TP_LAYOUTS
 from ditpar.plan.inputs import comm_options
+from ditpar.plan.inputs.families import family_of
 from ditpar.plan.inputs.presets import _read_toml, normalize, templates_dir
 from ditpar.plan.inputs.recipes import parse_recipes
 
@@ -44,11 +45,6 @@ TP_IMPLS = ("dtensor", "explicit", "none", "unknown")
 TP_LAYOUT_NAMES = (*TP_LAYOUTS, "unknown")
 APPROXIMATE = {"pipefusion": "PipeFusion reuses one-step-stale activations of the other patches "
                              "(arXiv 2405.14430): the output differs from one device"}
-# model family of each preset, matched on the normalised name's prefix; in-house models are 'custom'
-FAMILIES = (("flux", "flux"), ("sd3", "sd3"), ("stablediffusion3", "sd3"), ("pixart", "pixart"),
-            ("hunyuandit", "hunyuandit"), ("hunyuanvideo", "hunyuanvideo"), ("cogvideox", "cogvideox"),
-            ("consisid", "consisid"), ("latte", "latte"), ("mochi", "mochi"), ("qwenimage", "qwen-image"),
-            ("sana", "sana"), ("stepvideo", "step-video"), ("wan", "wan"), ("ltx", "ltx"), ("zimage", "z-image"))
 
 
 @dataclass(frozen=True)
@@ -295,15 +291,9 @@ _FAMILY, _RUNS, _CAPS = Memo(), Memo(), Memo()
 
 def model_family(model) -> str:
     """Family of a model preset ('flux', 'wan', ...), or the preset's own `family`, else 'custom'."""
-    return _FAMILY.get((model,), None, _model_family, model)
+    return _FAMILY.get((model,), None, family_of, model)
 
 
-def _model_family(model) -> str:
-    own = str(getattr(model, "family", "") or "")
-    if own:
-        return own
-    key = normalize(model.name)
-    return next((fam for prefix, fam in FAMILIES if key.startswith(prefix)), "custom")
 
 
 def exactness(plan: Plan) -> tuple[bool, str]:
