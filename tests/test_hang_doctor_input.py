@@ -327,3 +327,21 @@ def test_unrecorded_members_a_call_completed_that_a_rank_never_issued(tmp_path):
     g = next(g for g in diverge.compare(diverge.assemble(read, None, False, 3600.0))["groups"] if g["group"] == "5")
     assert (g["cause"], g["first_divergent_seq"], g["inferred_without"]) == ("group_creation_order", 2, {"0": [1]})
     assert g["detail"].startswith("rank 0 reports seq 2 of group 5 completed, which rank 1 never issued:")
+
+
+def test_a_rank_without_a_dump_stopped_after_the_last_call_any_rank_completed(tmp_path):
+    """Ranks 0-2 of 4 issued world calls 1-3; rank 3 wrote no dump. Rank 1's own record of completion lags
+    (it says 1 while it already issued 3, as a gloo rank's record can on a fast machine): seq 2 completed on
+    ranks 0 and 2, so rank 3 issued it too, and the first call it can be missing from is 3."""
+    docs = {}
+    for rank, done in ((0, "2"), (1, "1"), (2, "2")):
+        doc = _fr_dump([_fr_entry(k) for k in (1, 2, 3)])
+        doc["pg_config"] = {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1, 2, 3]"}}
+        doc["pg_status"] = {"0": {"last_completed_collective": done}}
+        docs[rank] = doc
+    folder = _write(tmp_path, docs)
+    read = [dumps.read_dump(f) for f in dumps.list_dump_files([str(folder)])]
+    g = next(g for g in diverge.compare(diverge.assemble(read, 4, True, 3600.0))["groups"] if g["group"] == "0")
+    assert (g["first_divergent_seq"], g["last_common_seq"], g["missing_ranks"], g["ranks_without_dump"],
+            g["cause"]) == (3, 2, [3], [3], "rank_missing_or_dead")
+    assert g["last_completed_seq"] == 1      # the last call every rank reports completed is still shown as is

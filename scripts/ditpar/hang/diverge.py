@@ -190,6 +190,12 @@ def _completed(job: Job, name: str, members: list[int]) -> int | None:
     return min(values) if values else None
 
 
+def _completed_anywhere(job: Job, name: str, members: list[int]) -> int | None:
+    """Last sequence id some member reports completed; None when no member records completion."""
+    values = [v for v in (_done(job.dumps[r], name) for r in members if r in job.dumps) if v is not None]
+    return max(values) if values else None
+
+
 def recorded_members(source: str) -> bool:
     """Whether a group's members were recorded (pg_config, or the default group = the world)."""
     return source.startswith(("pg_config", "default group"))
@@ -331,9 +337,10 @@ def _compare_group(job: Job, name: str, members: list[int], source: str, claims:
             row["cause"] = "sizes_disagree"
         return row
     if no_dump:
-        # the ranks that wrote a dump agree: the rank without one is where they stopped, i.e. the
-        # first call not completed everywhere (when recorded), else their last call
-        done = row["last_completed_seq"]
+        # the ranks that wrote a dump agree: the rank without one is where they stopped, i.e. the first
+        # call no rank reports completed (one completed anywhere was issued by every member, the rank
+        # without a dump included; a rank's own record of completion can lag its next call), else their last
+        done = _completed_anywhere(job, name, present)
         pending = [k for k in order if done is None or k > done]
         k = pending[0] if pending else (end or start)
         _mark(row, k, {r: seqs.get(r, {}).get(k) for r in present}, no_dump)
