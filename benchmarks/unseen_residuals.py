@@ -40,6 +40,8 @@ ROUNDS = {
     "round 6 (2026-12-07)": ("578f4ec", ("vllmomni_qwen_image_ulysses_h800.csv", "sglang_ci_h100_perf_baselines.csv"),
                              {t: "536e501" for t in ("vllmomni_qwen_image_ulysses_h800.csv",
                                                      "sglang_ci_h100_perf_baselines.csv")}),
+    "round 7 (2026-12-07)": ("7244ebf", ("trtllm_pr13821_wan22_gb200.csv", "vllmomni_pr851_longcat_cfg_h800.csv",
+                                         "cachedit_ascend_zimage_800ia2.csv"), {}),
 }
 # Run inside the exported tree: the held-out |log2(pred / measured speedup)| per table, from that tree's own code.
 SNIPPET = r'''

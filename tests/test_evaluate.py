@@ -94,7 +94,7 @@ def test_evaluate_cli(tmp_path):
 
 
 def test_published_tables_outside_shared_are_read_whole():
-    """benchmarks/published: 429 rows from other public docs; every row is scored or says why not."""
+    """benchmarks/published: 443 rows from other public docs; every row is scored or says why not."""
     from conftest import ROOT
 
     frames = ev.load_tables(ROOT / "benchmarks" / "published")
@@ -112,8 +112,10 @@ def test_published_tables_outside_shared_are_read_whole():
     # Qwen-Image-Edit TP recipe (4), HunyuanWorld-Voyager's xDiT table (4) and vLLM-Omni PR 1221's Wan2.2-TI2V rows (3)
     # + the sixth round (2026-12-07): vLLM-Omni's Qwen-Image Ulysses table on H800 (4), SGLang-Diffusion's H100 CI
     # baselines (8)
+    # + the seventh round (2026-12-07): TensorRT-LLM VisualGen's Wan2.2 table on GB200 (8), vLLM-Omni PR 851's
+    # LongCat-Image CFG rows on H800 (4), cache-dit's Z-Image-Turbo rows on Atlas 800I A2 (2)
     assert sum(len(f) for f in frames.values()) == (153 + 13 + 16 + 12 + 12 + 28 + 18 + 4 + 9 + 7 + 4 + 2
-                                                    + 16 + 28 + 42 + 7 + 3 + 4 + 28 + 4 + 4 + 3 + 4 + 8)
+                                                    + 16 + 28 + 42 + 7 + 3 + 4 + 28 + 4 + 4 + 3 + 4 + 8 + 8 + 4 + 2)
     for name, frame in frames.items():
         scored = ev.score_table(frame)
         for _, row in scored.iterrows():
@@ -142,8 +144,10 @@ def test_published_tables_outside_shared_are_read_whole():
     # 1 %; genmo's bars one plan per count; Wan2.2 Ring-2 vs Ulysses-2 1.4 % apart = 4 pairs, 2 top-1 scenarios
     # + the sixth round: 4 H800 rows and 7 of SGLang's 8 (FLUX.1-dev on two GPUs names no degree); one plan per card
     # count in both, so no pair and no top-1 scenario
+    # + the seventh round: all 14 rows (8 GB200, 4 LongCat-Image, 2 Z-Image-Turbo); one plan per card count (and per
+    # compile mode for LongCat-Image), so no pair and no top-1 scenario
     assert (s["rows_scored"], s["pairs"], s["top1_scenarios"]) == (87 + 29 + 12 + 58 + 9 + 13 + 16 + 26 + 42 + 7 + 36
-                                                                   + 4 + 7,
+                                                                   + 4 + 7 + 14,
                                                                    25 + 28 + 12 + 49 + 9 + 12 + 16 + 4,
                                                                    9 + 5 + 3 + 9 + 3 + 1 + 2 + 2)
     # the sixth round's speedups by hand from the printed latencies: H800 112.5 / 65.2, / 39.6, / 30.8; SGLang
