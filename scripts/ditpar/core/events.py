@@ -109,6 +109,9 @@ def few_codes(values: np.ndarray, keep_missing: bool = False) -> tuple[np.ndarra
     """Codes of a column with few distinct values and those values (sorted), by one comparison per
     distinct value: pd.factorize's hash table for a 1M-row column costs about 60 MB, this about 17.
     Missing values (None, NaN) get -1, or with ``keep_missing`` a code of their own (value None)."""
+    quick = _text_codes(values, keep_missing)
+    if quick is not None:
+        return quick
     missing = np.asarray(pd.isna(values), dtype=bool)
     distinct = sorted(set(values[~missing].tolist()), key=lambda v: (type(v).__name__, v))
     codes = np.full(values.size, -1, dtype=np.int64)
@@ -119,6 +122,56 @@ def few_codes(values: np.ndarray, keep_missing: bool = False) -> tuple[np.ndarra
         codes[missing] = len(distinct)
         distinct.append(None)
     return codes, distinct
+
+
+def _text_codes(values: np.ndarray, keep_missing: bool) -> tuple[np.ndarray, list] | None:
+    """few_codes of an object column of strings (and missing values) that repeats a few string objects, as a
+    reader's columns do (built by indexing their distinct texts): grouped by identity, then the few objects by
+    value; no string is hashed or compared per row. None for any other column (few_codes compares values)."""
+    found = identity_groups(values)
+    if found is None:
+        return None
+    groups, where = found
+    objects = values[where]
+    missing = np.asarray(pd.isna(objects), dtype=bool)
+    if not all(type(o) is str for o in objects[~missing].tolist()):
+        return None  # 1 == 1.0 == True: other types go by value
+    distinct = sorted(set(objects[~missing].tolist()))
+    code_of = {text: k for k, text in enumerate(distinct)}
+    none = len(distinct) if keep_missing and missing.any() else -1
+    remap = np.array([none if gone else code_of[o] for o, gone in zip(objects.tolist(), missing.tolist(), strict=True)],
+                     dtype=np.int64)
+    if none >= 0:
+        distinct.append(None)
+    return remap[groups], distinct
+
+
+#: slots of the identity table (2**16: 512 KB); more distinct objects than it holds without a clash: None
+_IDENTITY_BITS = 16
+
+
+def identity_groups(values: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(group of each item, one position per group) of an object array by identity (items that are the same
+    Python object), when its distinct objects fit a small table without a clash; else None.
+
+    The addresses are read as integers (the array's own memory, no copy) and placed by a multiplicative hash;
+    every item is then checked against its slot's object, so a clash is detected, never merged."""
+    import ctypes
+
+    if values.dtype != object or values.ndim != 1 or values.size == 0:
+        return None
+    values = np.ascontiguousarray(values)
+    n = values.size
+    addr = np.ctypeslib.as_array((ctypes.c_uint64 * n).from_address(values.ctypes.data))
+    slot = ((addr >> np.uint64(4)) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(64 - _IDENTITY_BITS)
+    where = np.zeros(1 << _IDENTITY_BITS, dtype=np.int64)
+    where[slot] = np.arange(n, dtype=np.int64)  # some position of each slot's object
+    if not np.array_equal(addr[where[slot]], addr):
+        return None  # two objects share a slot (or too many distinct objects)
+    used = np.zeros(1 << _IDENTITY_BITS, dtype=bool)
+    used[slot] = True
+    group_of_slot = np.cumsum(used, dtype=np.int64) - 1
+    return group_of_slot[slot], where[used]
 
 
 def kind_counts(events: pd.DataFrame) -> dict[str, int]:
