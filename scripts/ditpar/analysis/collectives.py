@@ -15,7 +15,7 @@ import pandas as pd
 
 from ditpar.analysis import global_ranks
 from ditpar.analysis.steps import assign_steps, has_steps, rank_steps
-from ditpar.core.events import by_rank, end_ns, few_codes, kind_counts
+from ditpar.core.events import by_rank, end_ns, few_codes, kind_counts, kind_masks
 from ditpar.core.intervals import Intervals
 from ditpar.core.profile import GroupInfo, ProfileSet
 from ditpar.errors import InputError
@@ -49,9 +49,10 @@ def training_evidence(events: pd.DataFrame) -> str | None:
     return training_line(*training_facts(events))
 
 
-def training_facts(events: pd.DataFrame) -> tuple[int, pd.Series]:
+def training_facts(events: pd.DataFrame, masks: Masks | None = None) -> tuple[int, pd.Series]:
     """(compute kernel count, count of each training-kernel name): what training_line judges, per rank."""
-    names = pd.Series(events["name"].to_numpy()[events["kind"].to_numpy() == "compute"], dtype=object)
+    is_compute = masks[0] if masks is not None else events["kind"].to_numpy() == "compute"
+    names = pd.Series(events["name"].to_numpy()[is_compute], dtype=object)
     if names.empty:
         return 0, pd.Series(dtype="int64")
     # the distinct names through a set: pd.unique's hash table for 1M rows costs about 60 MB
@@ -102,6 +103,16 @@ def intervals_of(frame: pd.DataFrame) -> Intervals:
     """Union of the [start, end) spans of an event frame."""
     starts = frame["start_ns"].to_numpy(np.int64)
     return Intervals.from_spans(starts, starts + frame["dur_ns"].to_numpy(np.int64))
+
+
+#: (compute rows, comm rows) of an event table (core.events.kind_masks), computed once by a caller that
+#: builds several tables from it
+Masks = tuple[np.ndarray, np.ndarray]
+
+
+def _masks_of(rows: pd.DataFrame, events: pd.DataFrame, masks: Masks | None) -> Masks:
+    """The kind masks of one rank's rows: the caller's when those rows are the whole table, else computed."""
+    return masks if masks is not None and rows is events else kind_masks(rows)
 
 
 def _spans(frame: pd.DataFrame, mask: np.ndarray) -> Intervals:
@@ -170,7 +181,7 @@ class CollectiveReport:
 
 
 def collective_table(events: pd.DataFrame, groups: dict[str, GroupInfo] | None = None,
-                     comm_ops: pd.DataFrame | None = None) -> pd.DataFrame:
+                     comm_ops: pd.DataFrame | None = None, masks: Masks | None = None) -> pd.DataFrame:
     """Per rank x (family, group): count, sum, union, union/sum, exposed, duration stats, bytes, bandwidth.
 
     The ``*_ns`` columns hold exact integers; the ``*_us`` columns are the same values in us.
@@ -178,9 +189,9 @@ def collective_table(events: pd.DataFrame, groups: dict[str, GroupInfo] | None =
     groups = groups or {}
     rows = []
     for rank, rev in by_rank(events):
-        kind = rev["kind"].to_numpy(object)
-        compute = _spans(rev, kind == "compute")
-        comm = rev[kind == "comm"]
+        is_compute, is_comm = _masks_of(rev, events, masks)
+        compute = _spans(rev, is_compute)
+        comm = rev[is_comm]
         for (family, group), sub in comm.groupby(["family", "group"], sort=True):
             durs = sub["dur_ns"].to_numpy(np.int64)
             iv = intervals_of(sub)
@@ -343,16 +354,16 @@ def link_table(ps: ProfileSet, ranks: list[int] | None = None) -> pd.DataFrame:
     return out[cols].reset_index(drop=True)
 
 
-def rank_table(events: pd.DataFrame) -> pd.DataFrame:
+def rank_table(events: pd.DataFrame, masks: Masks | None = None) -> pd.DataFrame:
     """Per rank, whole capture, all families merged: comm union, exposed comm and overlap %.
 
     overlap_pct = |U(comm) & U(compute)| / |U(comm)| x 100; memcpy/memset are in neither set.
     """
     rows = []
     for rank, rev in by_rank(events):
-        kind = rev["kind"].to_numpy(object)
-        comm = _spans(rev, kind == "comm")
-        compute = _spans(rev, kind == "compute")
+        is_compute, is_comm = _masks_of(rev, events, masks)
+        comm = _spans(rev, is_comm)
+        compute = _spans(rev, is_compute)
         overlap_ns = (comm & compute).total
         exposed_ns = comm.total - overlap_ns
         ends = end_ns(rev)
@@ -434,16 +445,14 @@ def check_comm_streams(events: pd.DataFrame) -> dict[str, str]:
     return comm_streams_check(*comm_streams_facts(events))
 
 
-def comm_streams_facts(events: pd.DataFrame) -> tuple[set, pd.Series]:
+def comm_streams_facts(events: pd.DataFrame, masks: Masks | None = None) -> tuple[set, pd.Series]:
     """((rank, stream) keys of real comm streams, count of each compute kernel name on them)."""
     # one comparison per distinct comm stream, on the columns alone (no copy of the comm or compute rows)
-    kind = events["kind"].to_numpy(object)
+    is_compute, is_comm = masks if masks is not None else kind_masks(events)
     stream = events["stream"].to_numpy(object)
     rank = events["rank"].to_numpy(np.int64)
-    is_comm = kind == "comm"
     real = sorted(s for s in set(stream[is_comm].tolist()) if s != "" and not str(s).startswith("comm:"))
     keys: set = set()
-    is_compute = kind == "compute"
     hit = np.zeros(len(events), dtype=bool)
     for name in real:
         on = stream == name
@@ -469,10 +478,11 @@ def comm_streams_check(keys: set, on_comm: pd.Series) -> dict[str, str]:
                      f"{int(on_comm.sum())} compute kernels on comm streams ({where}); e.g. {sample}")
 
 
-def overlap_matrix(events: pd.DataFrame) -> pd.DataFrame:
+def overlap_matrix(events: pd.DataFrame, masks: Masks | None = None) -> pd.DataFrame:
     """Per rank, each pair of (family, group) keys: |U(A) & U(B)| and its share of the smaller union."""
     rows = []
-    for rank, rev in events[events["kind"] == "comm"].groupby("rank", sort=True):
+    is_comm = masks[1] if masks is not None else (events["kind"] == "comm").to_numpy()
+    for rank, rev in events[is_comm].groupby("rank", sort=True):
         keyed = {f"{fam}@{grp}" if grp else fam: intervals_of(sub)
                  for (fam, grp), sub in rev.groupby(["family", "group"], sort=True)}
         names = list(keyed)

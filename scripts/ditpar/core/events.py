@@ -109,7 +109,7 @@ def few_codes(values: np.ndarray, keep_missing: bool = False) -> tuple[np.ndarra
     """Codes of a column with few distinct values and those values (sorted), by one comparison per
     distinct value: pd.factorize's hash table for a 1M-row column costs about 60 MB, this about 17.
     Missing values (None, NaN) get -1, or with ``keep_missing`` a code of their own (value None)."""
-    quick = _text_codes(values, keep_missing)
+    quick = _int_codes(values) if values.dtype.kind in "iu" else _text_codes(values, keep_missing)
     if quick is not None:
         return quick
     missing = np.asarray(pd.isna(values), dtype=bool)
@@ -122,6 +122,19 @@ def few_codes(values: np.ndarray, keep_missing: bool = False) -> tuple[np.ndarra
         codes[missing] = len(distinct)
         distinct.append(None)
     return codes, distinct
+
+
+def _int_codes(values: np.ndarray) -> tuple[np.ndarray, list] | None:
+    """few_codes of an integer column spanning a small range (e.g. one rank's rank column), by a table over
+    the range; None for a wide one."""
+    if values.size == 0:
+        return None
+    lo, hi = int(values.min()), int(values.max())
+    if hi - lo >= 1 << 16:
+        return None
+    at = (values - lo).astype(np.int64) if lo else values.astype(np.int64, copy=False)
+    seen = np.bincount(at, minlength=hi - lo + 1) > 0
+    return (np.cumsum(seen, dtype=np.int64) - 1)[at], (np.flatnonzero(seen) + lo).tolist()
 
 
 def _text_codes(values: np.ndarray, keep_missing: bool) -> tuple[np.ndarray, list] | None:
