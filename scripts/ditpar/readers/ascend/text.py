@@ -291,8 +291,10 @@ def _int_from_codes(codes: np.ndarray, texts: list[str], where: str, allow_empty
     if bad:
         row = int(np.flatnonzero(np.isin(codes, bad))[0])
         raise InputError(f"{where}: line {row + 2}: expected an integer, got {texts[codes[row]]!r}")
-    table = pd.array(parsed or [pd.NA], dtype="Int64")
-    return pd.Series(table[codes] if len(codes) else pd.array([], dtype="Int64"))
+    # values and mask taken by the codes as plain arrays (an Int64 array's own take costs 4x more)
+    values = np.array([0 if v is pd.NA else v for v in parsed] or [0], dtype=np.int64)
+    missing = np.array([v is pd.NA for v in parsed] or [True], dtype=bool)
+    return pd.Series(pd.arrays.IntegerArray(values[codes], missing[codes]), copy=False)
 
 
 def _csv_header(path: Path) -> list[str]:
