@@ -19,7 +19,7 @@ import pandas as pd
 from ditpar.analysis import bubbles as bu
 from ditpar.analysis import collectives as co
 from ditpar.analysis.steps import rank_steps
-from ditpar.core.events import kind_counts, kind_masks
+from ditpar.core.events import few_codes, kind_counts, kind_masks
 from ditpar.core.intervals import Intervals
 from ditpar.core.profile import ProfileSet
 from ditpar.errors import InputError
@@ -46,7 +46,7 @@ class RankGaps:
         out = {"kinds": kind_counts(events),
                "present": sorted(set(events.loc[masks[1], "family"]) - {""}),
                "gaps": bu.rank_gaps(events, rank_steps(one.steps, rank), self.families or [], self.stream, masks),
-               "lags": None, "common": None, "training": co.training_facts(events)}
+               "lags": None, "common": None, "training": co.training_facts(events, masks)}
         if self.keep_gaps:
             # one family name per gap travels as small codes: unpickling a million strings would cost ~50 MB
             codes, uniques = pd.factorize(out["gaps"].fam, use_na_sentinel=False)
@@ -99,8 +99,12 @@ class GapSummary:
         rest[cand] = False
         totals = {"gaps_total_ns": rg.gap_iv.total, "windows_ns": rg.span.total, "busy_ns": rg.busy.total,
                   "running_ns": int(run_all[rest].sum()), "other_ns": int(other_all[rest].sum())}
+        # the family of each candidate as codes of its few names: a text column of 1M candidates would be
+        # converted to Arrow strings here and pickled string by string to the reading process
+        codes, names = few_codes(rg.fam[cand])
         candidates = pd.DataFrame({"rank": rg.rank, "lag_ns": rg.lag[cand], "credit_ns": ge[cand] - c_cut,
-                                   "family": rg.fam[cand], "running_ns": run_all[cand], "other_ns": other_all[cand],
+                                   "family": pd.Categorical.from_codes(codes, categories=names),
+                                   "running_ns": run_all[cand], "other_ns": other_all[cand],
                                    "running_before_ns": run_before, "other_before_ns": other_before})
         return cls(rg.rank, rg.stream, rg.windows, int(gs.size), totals, candidates,
                    bu.family_exposure(rg.comm, rg.gap_iv))
