@@ -191,15 +191,21 @@ def collective_table(events: pd.DataFrame, groups: dict[str, GroupInfo] | None =
     for rank, rev in by_rank(events):
         is_compute, is_comm = _masks_of(rev, events, masks)
         compute = _spans(rev, is_compute)
-        comm = rev[is_comm]
-        for (family, group), sub in comm.groupby(["family", "group"], sort=True):
-            durs = sub["dur_ns"].to_numpy(np.int64)
-            iv = intervals_of(sub)
+        # the comm rows' columns as arrays, grouped by row positions (no sub-table per family and group)
+        start = rev["start_ns"].to_numpy(np.int64)[is_comm]
+        dur = rev["dur_ns"].to_numpy(np.int64)[is_comm]
+        size = rev["bytes"].array[is_comm]
+        has_size = ~np.asarray(size.isna(), dtype=bool)
+        size = size.to_numpy(dtype=np.int64, na_value=0)
+        keys = _columns_at(rev, ["family", "group"], is_comm)
+        for (family, group), at in group_positions(keys, ["family", "group"]):  # groupby(sort=True)'s order
+            durs = dur[at]
+            iv = Intervals.from_spans(start[at], start[at] + durs)
             sum_ns = int(durs.sum())
             union_ns = iv.total
             exposed_ns = (iv - compute).total
-            sized = sub["bytes"].notna().to_numpy()
-            nbytes = int(sub["bytes"][sized].sum()) if sized.any() else None
+            sized = has_size[at]
+            nbytes = int(size[at][sized].sum()) if sized.any() else None
             sized_ns = int(durs[sized].sum()) if sized.any() else 0
             info = groups.get(str(group))
             rows.append({
@@ -216,7 +222,7 @@ def collective_table(events: pd.DataFrame, groups: dict[str, GroupInfo] | None =
                 "bandwidth_GBps": nbytes / sized_ns if nbytes is not None and sized_ns else float("nan"),
             })
     table = pd.DataFrame(rows, columns=[*TABLE_COLUMNS, "sum_ns", "union_ns", "exposed_ns", "sized_count"])
-    return _add_wait_split(table, comm_ops, events)
+    return _add_wait_split(table, comm_ops, events, masks)
 
 
 def _sum_all(values: pd.Series) -> float:
@@ -225,7 +231,7 @@ def _sum_all(values: pd.Series) -> float:
 
 
 def _add_wait_split(table: pd.DataFrame, comm_ops: pd.DataFrame | None,
-                    events: pd.DataFrame | None = None) -> pd.DataFrame:
+                    events: pd.DataFrame | None = None, masks: Masks | None = None) -> pd.DataFrame:
     """Join transit and wait time per (rank, family, group) where the profile splits them.
 
     Each communication.json op is placed by the comm event of the same rank and op name (so it
@@ -245,7 +251,8 @@ def _add_wait_split(table: pd.DataFrame, comm_ops: pd.DataFrame | None,
         ops["link_transit_us"] = float("nan")
     ops["group"] = ops["group"].astype(str)
     if events is not None and "name" in ops:
-        comm = events.loc[events["kind"] == "comm", ["rank", "name", "family", "group"]]
+        is_comm = masks[1] if masks is not None else (events["kind"] == "comm").to_numpy()
+        comm = events.loc[is_comm, ["rank", "name", "family", "group"]]
         placed = comm.drop_duplicates(["rank", "name"]).rename(columns={"family": "_f", "group": "_g"})
         ops = ops.merge(placed, on=["rank", "name"], how="left")
         hit = ops["_f"].notna()
@@ -380,6 +387,12 @@ def rank_table(events: pd.DataFrame, masks: Masks | None = None) -> pd.DataFrame
                                        "compute_union_us", "span_us"])
 
 
+def _columns_at(events: pd.DataFrame, columns: list[str], rows: np.ndarray) -> pd.DataFrame:
+    """Those columns at those rows, each kept as the array it is (object stays object: no text inference)."""
+    return pd.DataFrame({c: pd.Series(events[c].to_numpy()[rows], dtype=events[c].dtype, copy=False)
+                         for c in columns}, copy=False)
+
+
 def group_positions(events: pd.DataFrame, columns: list[str]) -> list[tuple[tuple, np.ndarray]]:
     """(key, ascending row positions) of each distinct combination of ``columns``, rows with a missing key
     left out: what ``groupby(columns).indices`` gives, from one int64 key per row instead of pandas'
@@ -482,9 +495,13 @@ def overlap_matrix(events: pd.DataFrame, masks: Masks | None = None) -> pd.DataF
     """Per rank, each pair of (family, group) keys: |U(A) & U(B)| and its share of the smaller union."""
     rows = []
     is_comm = masks[1] if masks is not None else (events["kind"] == "comm").to_numpy()
-    for rank, rev in events[is_comm].groupby("rank", sort=True):
-        keyed = {f"{fam}@{grp}" if grp else fam: intervals_of(sub)
-                 for (fam, grp), sub in rev.groupby(["family", "group"], sort=True)}
+    start = events["start_ns"].to_numpy(np.int64)[is_comm]
+    end = start + events["dur_ns"].to_numpy(np.int64)[is_comm]
+    keys = _columns_at(events, ["rank", "family", "group"], is_comm)
+    per_rank: dict[int, dict[str, Intervals]] = {}
+    for (rank, fam, grp), at in group_positions(keys, ["rank", "family", "group"]):  # groupby(sort=True)'s order
+        per_rank.setdefault(rank, {})[f"{fam}@{grp}" if grp else fam] = Intervals.from_spans(start[at], end[at])
+    for rank, keyed in per_rank.items():
         names = list(keyed)
         for i, a in enumerate(names):
             for b in names[i + 1:]:
