@@ -121,10 +121,9 @@ class GapSummary:
         totals = {"gaps_total_ns": total, "released_ns": released_ns, "running_ns": running, "other_ns": other,
                   "idle_ns": total - released_ns - running - other, "windows_ns": self.totals["windows_ns"],
                   "busy_ns": self.totals["busy_ns"]}
-        fam = c["family"].to_numpy(object)
         rows = []
         for row in self.exposure:
-            mine = released & (fam == row["family"])
+            mine = released & _is_family(c["family"], row["family"])
             releases = int(mine.sum())
             if row["family"] == "":  # the gap table marks an unreleased gap with family "" as well
                 releases += self.gap_count - int(released.sum())
@@ -133,6 +132,15 @@ class GapSummary:
                                                 "released_ns"])
         return bu.RankBubbles(rank=self.rank, stream=self.stream, windows=self.windows, gaps=None,
                               by_family=by_family, totals=totals, gap_count=self.gap_count)
+
+
+def _is_family(family: pd.Series, name: str) -> np.ndarray:
+    """Rows of that family: by the category codes where the column is categorical (GapSummary.of makes it so)."""
+    if isinstance(family.dtype, pd.CategoricalDtype):
+        names = list(family.cat.categories)
+        codes = family.cat.codes.to_numpy()
+        return codes == names.index(name) if name in names else np.zeros(codes.size, dtype=bool)
+    return family.to_numpy(object) == name
 
 
 def _running_other(rg: bu._RankGaps, iv: Intervals) -> tuple[np.ndarray, np.ndarray]:
