@@ -58,3 +58,15 @@ def test_few_codes_by_identity_agrees_with_values():
     assert few_codes(mixed)[0].tolist() == [0, 0, 0, 1] * 10
     # more distinct objects than the identity table holds without a clash: None (few_codes then compares)
     assert identity_groups(np.array([str(i) for i in range(200_000)], dtype=object)) is None
+
+
+def test_kind_counts_with_masks_is_the_same():
+    from ditpar.core.events import kind_masks
+
+    kinds = np.array(["compute", "comm", "other", "compute", "weird", "comm", "compute", None, "other"], dtype=object)
+    events = pd.DataFrame({"kind": pd.Series(kinds, dtype=object)})
+    want = {"compute": 3, "comm": 2, "other": 2, "weird": 1}
+    assert kind_counts(events) == want == kind_counts(events, kind_masks(events))
+    assert list(kind_counts(events, kind_masks(events))) == list(want)  # most rows first, ties by name
+    only = pd.DataFrame({"kind": pd.Series(["compute"] * 4, dtype=object)})
+    assert kind_counts(only, kind_masks(only)) == {"compute": 4}

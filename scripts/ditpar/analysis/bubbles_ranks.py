@@ -43,7 +43,7 @@ class RankGaps:
             return None
         masks = kind_masks(events)
         rank = int(events["rank"].iloc[0])
-        out = {"kinds": kind_counts(events),
+        out = {"kinds": kind_counts(events, masks),
                "present": sorted(set(events.loc[masks[1], "family"]) - {""}),
                "gaps": bu.rank_gaps(events, rank_steps(one.steps, rank), self.families or [], self.stream, masks),
                "lags": None, "common": None, "training": co.training_facts(events, masks)}

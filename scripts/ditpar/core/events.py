@@ -176,19 +176,30 @@ def identity_groups(values: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     values = np.ascontiguousarray(values)
     n = values.size
     addr = np.ctypeslib.as_array((ctypes.c_uint64 * n).from_address(values.ctypes.data))
-    slot = ((addr >> np.uint64(4)) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(64 - _IDENTITY_BITS)
-    where = np.zeros(1 << _IDENTITY_BITS, dtype=np.int64)
-    where[slot] = np.arange(n, dtype=np.int64)  # some position of each slot's object
+    slot = addr >> np.uint64(4)  # objects are 16-byte aligned; in place below: one temporary of n
+    slot *= np.uint64(0x9E3779B97F4A7C15)
+    slot >>= np.uint64(64 - _IDENTITY_BITS)
+    where = np.full(1 << _IDENTITY_BITS, -1, dtype=np.int64)
+    where[slot] = np.arange(n, dtype=np.int64)  # some position of each slot's object; -1: an empty slot
     if not np.array_equal(addr[where[slot]], addr):
         return None  # two objects share a slot (or too many distinct objects)
-    used = np.zeros(1 << _IDENTITY_BITS, dtype=bool)
-    used[slot] = True
+    used = where >= 0
     group_of_slot = np.cumsum(used, dtype=np.int64) - 1
     return group_of_slot[slot], where[used]
 
 
-def kind_counts(events: pd.DataFrame) -> dict[str, int]:
-    """{kind: rows}, most rows first: value_counts().to_dict() without its 1M-entry hash table (few_codes)."""
-    codes, kinds = few_codes(events["kind"].to_numpy())
-    counts = np.bincount(codes[codes >= 0], minlength=len(kinds))
+def kind_counts(events: pd.DataFrame, masks: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, int]:
+    """{kind: rows}, most rows first: value_counts().to_dict() without its 1M-entry hash table (few_codes).
+    ``masks`` (kind_masks of the table): only the rows of neither kind are looked at."""
+    if masks is None:
+        codes, kinds = few_codes(events["kind"].to_numpy())
+        counts = np.bincount(codes[codes >= 0], minlength=len(kinds))
+    else:
+        rest_codes, rest = few_codes(events["kind"].to_numpy()[~(masks[0] | masks[1])])
+        tally = dict(zip(rest, np.bincount(rest_codes[rest_codes >= 0], minlength=len(rest)).tolist(), strict=True))
+        for kind, mask in (("compute", masks[0]), ("comm", masks[1])):
+            if mask.any():
+                tally[kind] = int(mask.sum())
+        kinds = sorted(tally, key=lambda v: (type(v).__name__, v))  # few_codes' order
+        counts = np.array([tally[k] for k in kinds], dtype=np.int64)
     return {k: int(c) for c, k in sorted(zip(counts.tolist(), kinds, strict=True), key=lambda ck: -ck[0]) if c}
