@@ -222,8 +222,9 @@ def _from_summaries(parts: list[dict], maker: RankGaps, tolerance_us: float | No
     """analyse_ranks from GapSummary parts: the same figures, no gap table."""
     summaries = [p.pop("summary") for p in parts]
     results.clear()
-    cands = pd.concat([s.candidates[["rank", "lag_ns", "credit_ns", "family"]] for s in summaries],
-                      ignore_index=True)
+    # the tolerance and its sweep read the lags and credits only (the families of 8 ranks' candidates, concatenated,
+    # would be turned into one text column)
+    cands = pd.concat([s.candidates[["rank", "lag_ns", "credit_ns"]] for s in summaries], ignore_index=True)
     choice = _choice(cands["lag_ns"].to_numpy(np.int64), tolerance_us)
     tol_ns = choice["tolerance_ns"]
     report = bu.BubbleReport(ranks=[s.classify(tol_ns) for s in summaries], families=maker.families or [],
