@@ -158,3 +158,17 @@ def test_arrow_one_layout_takes_the_byte_matrix_path():
     assert got is not None and got.tolist() == [decimal_ns(t) for t in texts]
     assert _fixed_layout_ns(pa.chunked_array([pa.array(["1.5", "12.5"])])) is None  # two widths
     assert _fixed_layout_ns(pa.chunked_array([pa.array(["1.2345", "1.2346"])])) is None  # 4 decimals: rounding
+
+
+def test_arrow_widths_that_differ_only_in_whole_digits_are_padded():
+    """torch_npu's Duration column (3 decimals, 1 to 5 whole digits) is read as zero-padded fixed layout."""
+    import pyarrow as pa
+    from ditpar.timeparse import _padded_layout_ns
+
+    texts = ["100.250", "20.125", "5.000", "12345.678", "0.001"]
+    got = _padded_layout_ns(pa.chunked_array([pa.array(texts[:2]), pa.array([], pa.string()), pa.array(texts[2:])]))
+    assert got is not None and got.tolist() == [100250, 20125, 5000, 12345678, 1] == [decimal_ns(t) for t in texts]
+    assert _padded_layout_ns(pa.chunked_array([pa.array(["5\t", "15\t"])])).tolist() == [5000, 15000]
+    # a cell without a digit of its own would read as 0 once padded: refused here, named by the careful path
+    for cells in (["15.", "."], ["15", "\t"], ["1.0", ""], ["1.5", "-1.5"], ["1.5", "1.25"]):
+        assert _padded_layout_ns(pa.chunked_array([pa.array(cells)])) is None, cells

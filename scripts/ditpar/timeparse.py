@@ -72,6 +72,8 @@ def us_to_ns_arrow(array: object, where: str = "value", first_row: int = 0, row_
     if n == 0:
         return np.zeros(0, dtype=np.int64)
     fixed = _fixed_layout_ns(array)
+    if fixed is None:
+        fixed = _padded_layout_ns(array)
     if fixed is not None:
         return fixed
     long = pc.fill_null(pc.greater(pc.binary_length(array), _MAX_WIDTH), False).to_numpy(zero_copy_only=False)
@@ -153,6 +155,31 @@ def _fixed_layout_ns(array: object) -> np.ndarray | None:
     if int(ns.max()) > _MAX_WHOLE_US * 1000:
         return None
     return ns.view(np.int64)
+
+
+def _padded_layout_ns(array: object) -> np.ndarray | None:
+    """:func:`_fixed_layout_ns` for cells that differ only in their count of whole digits (torch_npu's
+    Duration: ``20.125``, ``100.250``): each cell padded on the left with zeros to the longest (the same
+    value), when every cell still has a digit of its own (an empty or blank cell never reads as 0); else None."""
+    import pyarrow.compute as pc
+
+    if array.null_count:
+        return None
+    span = pc.min_max(pc.binary_length(array)).as_py()
+    shortest, width = span["min"], span["max"]
+    if shortest is None or shortest == width or not 0 < width <= _MAX_WIDTH:
+        return None  # one width (the fixed layout said no) or nothing to pad
+    padded = pc.utf8_lpad(array, width, "0")  # counts characters: a multi-byte cell keeps another width
+    first = next(c for c in padded.chunks if len(c))[0].as_py().encode("utf-8", "replace")
+    kinds = "".join("d" if 48 <= b <= 57 else "." if b == 46 else "s" if _SPACE_LUT[b] else "x" for b in first)
+    m = _LAYOUT.fullmatch(kinds)
+    if m is None or len(first) != width:
+        return None
+    # the cell's own text must reach a digit: the point and its decimals, or (no decimals) a whole digit
+    own = width - m.end(1) + (0 if m.group(2) else 1)
+    if shortest < own:
+        return None
+    return _fixed_layout_ns(padded)
 
 
 def _row_blocks(parts: list[np.ndarray], width: int) -> Iterator[np.ndarray]:

@@ -139,19 +139,21 @@ def rank_rows(ps: ProfileSet) -> dict | None:
     training step is judged where the events are); None when it has no tasks."""
     if ps.events.empty:
         return None
-    return {"rows": _rows(ps), "training": training_facts(ps.events)}
+    masks = kind_masks(ps.events)  # once for both
+    return {"rows": _rows(ps, masks), "training": training_facts(ps.events, masks)}
 
 
 #: the event columns rank_rows reads: a reader running it per rank lets the others go first (load_profiles)
 rank_rows.columns = frozenset({"rank", "start_ns", "dur_ns", "kind", "name"})  # type: ignore[attr-defined]
 
 
-def _rows(ps: ProfileSet) -> list[dict]:
+def _rows(ps: ProfileSet, masks: tuple[np.ndarray, np.ndarray] | None = None) -> list[dict]:
+    """The rows of every rank; ``masks``: the kind masks of the whole table (used where one rank is all of it)."""
     rows: list[dict] = []
     for rank, events in by_rank(ps.events):
         windows = ps.steps[ps.steps["rank"] == rank]
         exact = any(p.suffix == ".db" for p in ps.sources.get(int(rank), []))  # the profiler's own ns
-        rows.extend(_rank_rows(int(rank), events, windows, exact))
+        rows.extend(_rank_rows(int(rank), events, windows, exact, masks if events is ps.events else None))
     return rows
 
 
@@ -163,11 +165,12 @@ def resolution_ns(start: np.ndarray, dur: np.ndarray) -> int:
     return 1
 
 
-def _rank_rows(rank: int, events: pd.DataFrame, windows: pd.DataFrame, exact_stamps: bool = False) -> list[dict]:
+def _rank_rows(rank: int, events: pd.DataFrame, windows: pd.DataFrame, exact_stamps: bool = False,
+               masks: tuple[np.ndarray, np.ndarray] | None = None) -> list[dict]:
     start = events["start_ns"].to_numpy(np.int64)
     end = start + events["dur_ns"].to_numpy(np.int64)
     stamp_error = 0 if exact_stamps else resolution_ns(start, events["dur_ns"].to_numpy(np.int64))
-    is_compute, is_comm = kind_masks(events)
+    is_compute, is_comm = masks if masks is not None else kind_masks(events)
     comp = Intervals.from_spans(start[is_compute], end[is_compute])
     comm = Intervals.from_spans(start[is_comm], end[is_comm])
     not_overlapped = comm - comp

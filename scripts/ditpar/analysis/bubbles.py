@@ -118,20 +118,22 @@ def _release_candidates(gs: np.ndarray, ge: np.ndarray, rel: pd.DataFrame):
     fam = np.full(n, "", dtype=object)
     cut = np.full(n, -1, dtype=np.int64)
     lag = np.full(n, -1, dtype=np.int64)
-    rel = rel[rel["dur_ns"].to_numpy() > 0]  # a 0-length collective covers no time and releases nothing
-    if rel.empty or n == 0:
+    timed = rel["dur_ns"].to_numpy() > 0  # a 0-length collective covers no time and releases nothing
+    if not timed.any() or n == 0:
         return fam, cut, lag
-    e = end_ns(rel)
+    # the three columns of the timed rows as arrays: no copy of the rest of the comm table
+    r_start = rel["start_ns"].to_numpy(np.int64)[timed]
+    e = r_start + rel["dur_ns"].to_numpy(np.int64)[timed]
     order = np.argsort(e, kind="stable")
     e_sorted = e[order]
-    families = rel["family"].to_numpy(object)[order]
+    families = rel["family"].to_numpy(object)[timed][order]
     idx = np.searchsorted(e_sorted, ge, side="right") - 1
     ok = idx >= 0
     last = np.where(ok, e_sorted[np.maximum(idx, 0)], np.iinfo(np.int64).min)
     ok &= last > gs
     if not ok.any():
         return fam, cut, lag
-    union = intervals_of(rel)
+    union = Intervals.from_spans(r_start, e)
     k = np.searchsorted(union.starts, last[ok], side="left") - 1  # union segment holding the release end
     fam[ok] = families[idx[ok]]
     cut[ok] = np.maximum(gs[ok], union.starts[k])
@@ -286,12 +288,16 @@ def _by_family(comm: pd.DataFrame, gap_iv: Intervals, gaps: pd.DataFrame) -> pd.
 def family_exposure(comm: pd.DataFrame, gap_iv: Intervals) -> list[dict]:
     """Per family (sorted): count, union and the part of the union inside the gaps (exposed), in ns."""
     rows = []
-    for family, sub in comm.groupby("family", sort=True):
-        iv = intervals_of(sub)
+    codes, names = few_codes(comm["family"].to_numpy())  # sorted, missing left out: groupby(sort=True)'s groups
+    start = comm["start_ns"].to_numpy(np.int64)
+    end = start + comm["dur_ns"].to_numpy(np.int64)
+    for k, family in enumerate(names):
+        at = codes == k  # a mask per family: no sub-table of the comm rows per family
+        iv = Intervals.from_spans(start[at], end[at])
         # |iv & gaps| by prefix sums over the gaps: the pieces themselves (a long collective holds thousands
         # of short gaps) are never built
         exposed = int(gap_iv.overlap_with_each(iv.starts, iv.ends).sum()) if len(iv) and len(gap_iv) else 0
-        rows.append({"family": family, "count": len(sub), "union_ns": iv.total, "exposed_ns": exposed})
+        rows.append({"family": family, "count": int(at.sum()), "union_ns": iv.total, "exposed_ns": exposed})
     return rows
 
 

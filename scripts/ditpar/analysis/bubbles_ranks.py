@@ -19,7 +19,7 @@ import pandas as pd
 from ditpar.analysis import bubbles as bu
 from ditpar.analysis import collectives as co
 from ditpar.analysis.steps import rank_steps
-from ditpar.core.events import kind_counts, kind_masks
+from ditpar.core.events import few_codes, kind_counts, kind_masks
 from ditpar.core.intervals import Intervals
 from ditpar.core.profile import ProfileSet
 from ditpar.errors import InputError
@@ -43,10 +43,10 @@ class RankGaps:
             return None
         masks = kind_masks(events)
         rank = int(events["rank"].iloc[0])
-        out = {"kinds": kind_counts(events),
+        out = {"kinds": kind_counts(events, masks),
                "present": sorted(set(events.loc[masks[1], "family"]) - {""}),
                "gaps": bu.rank_gaps(events, rank_steps(one.steps, rank), self.families or [], self.stream, masks),
-               "lags": None, "common": None, "training": co.training_facts(events)}
+               "lags": None, "common": None, "training": co.training_facts(events, masks)}
         if self.keep_gaps:
             # one family name per gap travels as small codes: unpickling a million strings would cost ~50 MB
             codes, uniques = pd.factorize(out["gaps"].fam, use_na_sentinel=False)
@@ -99,8 +99,12 @@ class GapSummary:
         rest[cand] = False
         totals = {"gaps_total_ns": rg.gap_iv.total, "windows_ns": rg.span.total, "busy_ns": rg.busy.total,
                   "running_ns": int(run_all[rest].sum()), "other_ns": int(other_all[rest].sum())}
+        # the family of each candidate as codes of its few names: a text column of 1M candidates would be
+        # converted to Arrow strings here and pickled string by string to the reading process
+        codes, names = few_codes(rg.fam[cand])
         candidates = pd.DataFrame({"rank": rg.rank, "lag_ns": rg.lag[cand], "credit_ns": ge[cand] - c_cut,
-                                   "family": rg.fam[cand], "running_ns": run_all[cand], "other_ns": other_all[cand],
+                                   "family": pd.Categorical.from_codes(codes, categories=names),
+                                   "running_ns": run_all[cand], "other_ns": other_all[cand],
                                    "running_before_ns": run_before, "other_before_ns": other_before})
         return cls(rg.rank, rg.stream, rg.windows, int(gs.size), totals, candidates,
                    bu.family_exposure(rg.comm, rg.gap_iv))
@@ -117,10 +121,9 @@ class GapSummary:
         totals = {"gaps_total_ns": total, "released_ns": released_ns, "running_ns": running, "other_ns": other,
                   "idle_ns": total - released_ns - running - other, "windows_ns": self.totals["windows_ns"],
                   "busy_ns": self.totals["busy_ns"]}
-        fam = c["family"].to_numpy(object)
         rows = []
         for row in self.exposure:
-            mine = released & (fam == row["family"])
+            mine = released & _is_family(c["family"], row["family"])
             releases = int(mine.sum())
             if row["family"] == "":  # the gap table marks an unreleased gap with family "" as well
                 releases += self.gap_count - int(released.sum())
@@ -129,6 +132,15 @@ class GapSummary:
                                                 "released_ns"])
         return bu.RankBubbles(rank=self.rank, stream=self.stream, windows=self.windows, gaps=None,
                               by_family=by_family, totals=totals, gap_count=self.gap_count)
+
+
+def _is_family(family: pd.Series, name: str) -> np.ndarray:
+    """Rows of that family: by the category codes where the column is categorical (GapSummary.of makes it so)."""
+    if isinstance(family.dtype, pd.CategoricalDtype):
+        names = list(family.cat.categories)
+        codes = family.cat.codes.to_numpy()
+        return codes == names.index(name) if name in names else np.zeros(codes.size, dtype=bool)
+    return family.to_numpy(object) == name
 
 
 def _running_other(rg: bu._RankGaps, iv: Intervals) -> tuple[np.ndarray, np.ndarray]:
@@ -210,8 +222,9 @@ def _from_summaries(parts: list[dict], maker: RankGaps, tolerance_us: float | No
     """analyse_ranks from GapSummary parts: the same figures, no gap table."""
     summaries = [p.pop("summary") for p in parts]
     results.clear()
-    cands = pd.concat([s.candidates[["rank", "lag_ns", "credit_ns", "family"]] for s in summaries],
-                      ignore_index=True)
+    # the tolerance and its sweep read the lags and credits only (the families of 8 ranks' candidates, concatenated,
+    # would be turned into one text column)
+    cands = pd.concat([s.candidates[["rank", "lag_ns", "credit_ns"]] for s in summaries], ignore_index=True)
     choice = _choice(cands["lag_ns"].to_numpy(np.int64), tolerance_us)
     tol_ns = choice["tolerance_ns"]
     report = bu.BubbleReport(ranks=[s.classify(tol_ns) for s in summaries], families=maker.families or [],

@@ -15,7 +15,7 @@ import pandas as pd
 
 from ditpar.analysis import global_ranks
 from ditpar.analysis.steps import assign_steps, has_steps, rank_steps
-from ditpar.core.events import by_rank, end_ns, few_codes, kind_counts
+from ditpar.core.events import by_rank, end_ns, few_codes, kind_counts, kind_masks
 from ditpar.core.intervals import Intervals
 from ditpar.core.profile import GroupInfo, ProfileSet
 from ditpar.errors import InputError
@@ -49,9 +49,10 @@ def training_evidence(events: pd.DataFrame) -> str | None:
     return training_line(*training_facts(events))
 
 
-def training_facts(events: pd.DataFrame) -> tuple[int, pd.Series]:
+def training_facts(events: pd.DataFrame, masks: Masks | None = None) -> tuple[int, pd.Series]:
     """(compute kernel count, count of each training-kernel name): what training_line judges, per rank."""
-    names = pd.Series(events["name"].to_numpy()[events["kind"].to_numpy() == "compute"], dtype=object)
+    is_compute = masks[0] if masks is not None else events["kind"].to_numpy() == "compute"
+    names = pd.Series(events["name"].to_numpy()[is_compute], dtype=object)
     if names.empty:
         return 0, pd.Series(dtype="int64")
     # the distinct names through a set: pd.unique's hash table for 1M rows costs about 60 MB
@@ -102,6 +103,16 @@ def intervals_of(frame: pd.DataFrame) -> Intervals:
     """Union of the [start, end) spans of an event frame."""
     starts = frame["start_ns"].to_numpy(np.int64)
     return Intervals.from_spans(starts, starts + frame["dur_ns"].to_numpy(np.int64))
+
+
+#: (compute rows, comm rows) of an event table (core.events.kind_masks), computed once by a caller that
+#: builds several tables from it
+Masks = tuple[np.ndarray, np.ndarray]
+
+
+def _masks_of(rows: pd.DataFrame, events: pd.DataFrame, masks: Masks | None) -> Masks:
+    """The kind masks of one rank's rows: the caller's when those rows are the whole table, else computed."""
+    return masks if masks is not None and rows is events else kind_masks(rows)
 
 
 def _spans(frame: pd.DataFrame, mask: np.ndarray) -> Intervals:
@@ -170,7 +181,7 @@ class CollectiveReport:
 
 
 def collective_table(events: pd.DataFrame, groups: dict[str, GroupInfo] | None = None,
-                     comm_ops: pd.DataFrame | None = None) -> pd.DataFrame:
+                     comm_ops: pd.DataFrame | None = None, masks: Masks | None = None) -> pd.DataFrame:
     """Per rank x (family, group): count, sum, union, union/sum, exposed, duration stats, bytes, bandwidth.
 
     The ``*_ns`` columns hold exact integers; the ``*_us`` columns are the same values in us.
@@ -178,17 +189,23 @@ def collective_table(events: pd.DataFrame, groups: dict[str, GroupInfo] | None =
     groups = groups or {}
     rows = []
     for rank, rev in by_rank(events):
-        kind = rev["kind"].to_numpy(object)
-        compute = _spans(rev, kind == "compute")
-        comm = rev[kind == "comm"]
-        for (family, group), sub in comm.groupby(["family", "group"], sort=True):
-            durs = sub["dur_ns"].to_numpy(np.int64)
-            iv = intervals_of(sub)
+        is_compute, is_comm = _masks_of(rev, events, masks)
+        compute = _spans(rev, is_compute)
+        # the comm rows' columns as arrays, grouped by row positions (no sub-table per family and group)
+        start = rev["start_ns"].to_numpy(np.int64)[is_comm]
+        dur = rev["dur_ns"].to_numpy(np.int64)[is_comm]
+        size = rev["bytes"].array[is_comm]
+        has_size = ~np.asarray(size.isna(), dtype=bool)
+        size = size.to_numpy(dtype=np.int64, na_value=0)
+        keys = _columns_at(rev, ["family", "group"], is_comm)
+        for (family, group), at in group_positions(keys, ["family", "group"]):  # groupby(sort=True)'s order
+            durs = dur[at]
+            iv = Intervals.from_spans(start[at], start[at] + durs)
             sum_ns = int(durs.sum())
             union_ns = iv.total
             exposed_ns = (iv - compute).total
-            sized = sub["bytes"].notna().to_numpy()
-            nbytes = int(sub["bytes"][sized].sum()) if sized.any() else None
+            sized = has_size[at]
+            nbytes = int(size[at][sized].sum()) if sized.any() else None
             sized_ns = int(durs[sized].sum()) if sized.any() else 0
             info = groups.get(str(group))
             rows.append({
@@ -205,7 +222,7 @@ def collective_table(events: pd.DataFrame, groups: dict[str, GroupInfo] | None =
                 "bandwidth_GBps": nbytes / sized_ns if nbytes is not None and sized_ns else float("nan"),
             })
     table = pd.DataFrame(rows, columns=[*TABLE_COLUMNS, "sum_ns", "union_ns", "exposed_ns", "sized_count"])
-    return _add_wait_split(table, comm_ops, events)
+    return _add_wait_split(table, comm_ops, events, masks)
 
 
 def _sum_all(values: pd.Series) -> float:
@@ -214,7 +231,7 @@ def _sum_all(values: pd.Series) -> float:
 
 
 def _add_wait_split(table: pd.DataFrame, comm_ops: pd.DataFrame | None,
-                    events: pd.DataFrame | None = None) -> pd.DataFrame:
+                    events: pd.DataFrame | None = None, masks: Masks | None = None) -> pd.DataFrame:
     """Join transit and wait time per (rank, family, group) where the profile splits them.
 
     Each communication.json op is placed by the comm event of the same rank and op name (so it
@@ -234,7 +251,8 @@ def _add_wait_split(table: pd.DataFrame, comm_ops: pd.DataFrame | None,
         ops["link_transit_us"] = float("nan")
     ops["group"] = ops["group"].astype(str)
     if events is not None and "name" in ops:
-        comm = events.loc[events["kind"] == "comm", ["rank", "name", "family", "group"]]
+        is_comm = masks[1] if masks is not None else (events["kind"] == "comm").to_numpy()
+        comm = events.loc[is_comm, ["rank", "name", "family", "group"]]
         placed = comm.drop_duplicates(["rank", "name"]).rename(columns={"family": "_f", "group": "_g"})
         ops = ops.merge(placed, on=["rank", "name"], how="left")
         hit = ops["_f"].notna()
@@ -343,16 +361,16 @@ def link_table(ps: ProfileSet, ranks: list[int] | None = None) -> pd.DataFrame:
     return out[cols].reset_index(drop=True)
 
 
-def rank_table(events: pd.DataFrame) -> pd.DataFrame:
+def rank_table(events: pd.DataFrame, masks: Masks | None = None) -> pd.DataFrame:
     """Per rank, whole capture, all families merged: comm union, exposed comm and overlap %.
 
     overlap_pct = |U(comm) & U(compute)| / |U(comm)| x 100; memcpy/memset are in neither set.
     """
     rows = []
     for rank, rev in by_rank(events):
-        kind = rev["kind"].to_numpy(object)
-        comm = _spans(rev, kind == "comm")
-        compute = _spans(rev, kind == "compute")
+        is_compute, is_comm = _masks_of(rev, events, masks)
+        comm = _spans(rev, is_comm)
+        compute = _spans(rev, is_compute)
         overlap_ns = (comm & compute).total
         exposed_ns = comm.total - overlap_ns
         ends = end_ns(rev)
@@ -367,6 +385,12 @@ def rank_table(events: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["rank", "comm_union_ns", "comm_exposed_ns", "overlap_ns", "compute_union_ns",
                                        "span_ns", "comm_union_us", "comm_exposed_us", "overlap_pct",
                                        "compute_union_us", "span_us"])
+
+
+def _columns_at(events: pd.DataFrame, columns: list[str], rows: np.ndarray) -> pd.DataFrame:
+    """Those columns at those rows, each kept as the array it is (object stays object: no text inference)."""
+    return pd.DataFrame({c: pd.Series(events[c].to_numpy()[rows], dtype=events[c].dtype, copy=False)
+                         for c in columns}, copy=False)
 
 
 def group_positions(events: pd.DataFrame, columns: list[str]) -> list[tuple[tuple, np.ndarray]]:
@@ -434,16 +458,14 @@ def check_comm_streams(events: pd.DataFrame) -> dict[str, str]:
     return comm_streams_check(*comm_streams_facts(events))
 
 
-def comm_streams_facts(events: pd.DataFrame) -> tuple[set, pd.Series]:
+def comm_streams_facts(events: pd.DataFrame, masks: Masks | None = None) -> tuple[set, pd.Series]:
     """((rank, stream) keys of real comm streams, count of each compute kernel name on them)."""
     # one comparison per distinct comm stream, on the columns alone (no copy of the comm or compute rows)
-    kind = events["kind"].to_numpy(object)
+    is_compute, is_comm = masks if masks is not None else kind_masks(events)
     stream = events["stream"].to_numpy(object)
     rank = events["rank"].to_numpy(np.int64)
-    is_comm = kind == "comm"
     real = sorted(s for s in set(stream[is_comm].tolist()) if s != "" and not str(s).startswith("comm:"))
     keys: set = set()
-    is_compute = kind == "compute"
     hit = np.zeros(len(events), dtype=bool)
     for name in real:
         on = stream == name
@@ -469,12 +491,17 @@ def comm_streams_check(keys: set, on_comm: pd.Series) -> dict[str, str]:
                      f"{int(on_comm.sum())} compute kernels on comm streams ({where}); e.g. {sample}")
 
 
-def overlap_matrix(events: pd.DataFrame) -> pd.DataFrame:
+def overlap_matrix(events: pd.DataFrame, masks: Masks | None = None) -> pd.DataFrame:
     """Per rank, each pair of (family, group) keys: |U(A) & U(B)| and its share of the smaller union."""
     rows = []
-    for rank, rev in events[events["kind"] == "comm"].groupby("rank", sort=True):
-        keyed = {f"{fam}@{grp}" if grp else fam: intervals_of(sub)
-                 for (fam, grp), sub in rev.groupby(["family", "group"], sort=True)}
+    is_comm = masks[1] if masks is not None else (events["kind"] == "comm").to_numpy()
+    start = events["start_ns"].to_numpy(np.int64)[is_comm]
+    end = start + events["dur_ns"].to_numpy(np.int64)[is_comm]
+    keys = _columns_at(events, ["rank", "family", "group"], is_comm)
+    per_rank: dict[int, dict[str, Intervals]] = {}
+    for (rank, fam, grp), at in group_positions(keys, ["rank", "family", "group"]):  # groupby(sort=True)'s order
+        per_rank.setdefault(rank, {})[f"{fam}@{grp}" if grp else fam] = Intervals.from_spans(start[at], end[at])
+    for rank, keyed in per_rank.items():
         names = list(keyed)
         for i, a in enumerate(names):
             for b in names[i + 1:]:

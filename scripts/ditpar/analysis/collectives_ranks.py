@@ -14,7 +14,7 @@ import pandas as pd
 
 from ditpar.analysis import collectives as co
 from ditpar.analysis import global_ranks
-from ditpar.core.events import kind_counts
+from ditpar.core.events import kind_counts, kind_masks
 from ditpar.core.profile import ProfileSet
 from ditpar.errors import InputError
 
@@ -30,15 +30,18 @@ class RankCollectives:
         events = one.events
         if events.empty:
             return None
-        comm = events["kind"] == "comm"
-        present = sorted(set(events.loc[comm, "family"]) - {""})
+        masks = kind_masks(events)  # once for every table below
+        comm = masks[1]
+        present = sorted(set(events["family"].to_numpy()[comm].tolist()) - {""})
         if self.families:
-            events = events[~comm | events["family"].isin(self.families)]
-        out = {"present": present, "kinds": kind_counts(events),
-               "table": co.collective_table(events, one.groups, one.comm_ops), "ranks": co.rank_table(events),
-               "streams": co.stream_table(events), "overlap": co.overlap_matrix(events),
-               "comm_streams": co.comm_streams_facts(events), "layers": None, "scope": None,
-               "training": co.training_facts(events)}   # a training step is flagged with or without --layers
+            keep = ~comm | events["family"].isin(self.families).to_numpy()
+            events, masks = events[keep], (masks[0][keep], comm[keep])
+        out = {"present": present, "kinds": kind_counts(events, masks),
+               "table": co.collective_table(events, one.groups, one.comm_ops, masks),
+               "ranks": co.rank_table(events, masks), "streams": co.stream_table(events),
+               "overlap": co.overlap_matrix(events, masks), "comm_streams": co.comm_streams_facts(events, masks),
+               "layers": None, "scope": None,
+               "training": co.training_facts(events, masks)}   # a training step is flagged with or without --layers
         if self.layers is not None:
             step_frame = one.steps if one.steps is not None and len(one.steps) else None
             out["layers"], out["scope"] = co.calls_per_layer(events, step_frame, self.layers, self.steps)

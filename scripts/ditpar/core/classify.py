@@ -65,6 +65,9 @@ class Classified:
     unclassified: Counter = field(default_factory=Counter)
     #: rows of kind "comm" (from the distinct decisions: no string compare over every row)
     comm: np.ndarray | None = None
+    #: each row's distinct decision (an index into ``distinct``) and those decisions (kind, family, group)
+    codes: np.ndarray | None = None
+    distinct: list[tuple[str, str, str]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.comm is None:
@@ -228,4 +231,5 @@ def _expand(codes: np.ndarray, decided: list[tuple[str, str, str]], labels: list
     for i, label in enumerate(labels):
         if label:
             unplaced[label] += int(counts[i])
-    return Classified(kinds[codes], fams[codes], grps[codes], unplaced, (kinds == "comm")[codes])
+    return Classified(kinds[codes], fams[codes], grps[codes], unplaced, (kinds == "comm")[codes], codes,
+                      [tuple(d) for d in decided])

@@ -109,6 +109,9 @@ def few_codes(values: np.ndarray, keep_missing: bool = False) -> tuple[np.ndarra
     """Codes of a column with few distinct values and those values (sorted), by one comparison per
     distinct value: pd.factorize's hash table for a 1M-row column costs about 60 MB, this about 17.
     Missing values (None, NaN) get -1, or with ``keep_missing`` a code of their own (value None)."""
+    quick = _int_codes(values) if values.dtype.kind in "iu" else _text_codes(values, keep_missing)
+    if quick is not None:
+        return quick
     missing = np.asarray(pd.isna(values), dtype=bool)
     distinct = sorted(set(values[~missing].tolist()), key=lambda v: (type(v).__name__, v))
     codes = np.full(values.size, -1, dtype=np.int64)
@@ -121,8 +124,82 @@ def few_codes(values: np.ndarray, keep_missing: bool = False) -> tuple[np.ndarra
     return codes, distinct
 
 
-def kind_counts(events: pd.DataFrame) -> dict[str, int]:
-    """{kind: rows}, most rows first: value_counts().to_dict() without its 1M-entry hash table (few_codes)."""
-    codes, kinds = few_codes(events["kind"].to_numpy())
-    counts = np.bincount(codes[codes >= 0], minlength=len(kinds))
+def _int_codes(values: np.ndarray) -> tuple[np.ndarray, list] | None:
+    """few_codes of an integer column spanning a small range (e.g. one rank's rank column), by a table over
+    the range; None for a wide one."""
+    if values.size == 0:
+        return None
+    lo, hi = int(values.min()), int(values.max())
+    if hi - lo >= 1 << 16:
+        return None
+    at = (values - lo).astype(np.int64) if lo else values.astype(np.int64, copy=False)
+    seen = np.bincount(at, minlength=hi - lo + 1) > 0
+    return (np.cumsum(seen, dtype=np.int64) - 1)[at], (np.flatnonzero(seen) + lo).tolist()
+
+
+def _text_codes(values: np.ndarray, keep_missing: bool) -> tuple[np.ndarray, list] | None:
+    """few_codes of an object column of strings (and missing values) that repeats a few string objects, as a
+    reader's columns do (built by indexing their distinct texts): grouped by identity, then the few objects by
+    value; no string is hashed or compared per row. None for any other column (few_codes compares values)."""
+    found = identity_groups(values)
+    if found is None:
+        return None
+    groups, where = found
+    objects = values[where]
+    missing = np.asarray(pd.isna(objects), dtype=bool)
+    if not all(type(o) is str for o in objects[~missing].tolist()):
+        return None  # 1 == 1.0 == True: other types go by value
+    distinct = sorted(set(objects[~missing].tolist()))
+    code_of = {text: k for k, text in enumerate(distinct)}
+    none = len(distinct) if keep_missing and missing.any() else -1
+    remap = np.array([none if gone else code_of[o] for o, gone in zip(objects.tolist(), missing.tolist(), strict=True)],
+                     dtype=np.int64)
+    if none >= 0:
+        distinct.append(None)
+    return remap[groups], distinct
+
+
+#: slots of the identity table (2**16: 512 KB); more distinct objects than it holds without a clash: None
+_IDENTITY_BITS = 16
+
+
+def identity_groups(values: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(group of each item, one position per group) of an object array by identity (items that are the same
+    Python object), when its distinct objects fit a small table without a clash; else None.
+
+    The addresses are read as integers (the array's own memory, no copy) and placed by a multiplicative hash;
+    every item is then checked against its slot's object, so a clash is detected, never merged."""
+    import ctypes
+
+    if values.dtype != object or values.ndim != 1 or values.size == 0:
+        return None
+    values = np.ascontiguousarray(values)
+    n = values.size
+    addr = np.ctypeslib.as_array((ctypes.c_uint64 * n).from_address(values.ctypes.data))
+    slot = addr >> np.uint64(4)  # objects are 16-byte aligned; in place below: one temporary of n
+    slot *= np.uint64(0x9E3779B97F4A7C15)
+    slot >>= np.uint64(64 - _IDENTITY_BITS)
+    where = np.full(1 << _IDENTITY_BITS, -1, dtype=np.int64)
+    where[slot] = np.arange(n, dtype=np.int64)  # some position of each slot's object; -1: an empty slot
+    if not np.array_equal(addr[where[slot]], addr):
+        return None  # two objects share a slot (or too many distinct objects)
+    used = where >= 0
+    group_of_slot = np.cumsum(used, dtype=np.int64) - 1
+    return group_of_slot[slot], where[used]
+
+
+def kind_counts(events: pd.DataFrame, masks: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, int]:
+    """{kind: rows}, most rows first: value_counts().to_dict() without its 1M-entry hash table (few_codes).
+    ``masks`` (kind_masks of the table): only the rows of neither kind are looked at."""
+    if masks is None:
+        codes, kinds = few_codes(events["kind"].to_numpy())
+        counts = np.bincount(codes[codes >= 0], minlength=len(kinds))
+    else:
+        rest_codes, rest = few_codes(events["kind"].to_numpy()[~(masks[0] | masks[1])])
+        tally = dict(zip(rest, np.bincount(rest_codes[rest_codes >= 0], minlength=len(rest)).tolist(), strict=True))
+        for kind, mask in (("compute", masks[0]), ("comm", masks[1])):
+            if mask.any():
+                tally[kind] = int(mask.sum())
+        kinds = sorted(tally, key=lambda v: (type(v).__name__, v))  # few_codes' order
+        counts = np.array([tally[k] for k in kinds], dtype=np.int64)
     return {k: int(c) for c, k in sorted(zip(counts.tolist(), kinds, strict=True), key=lambda ck: -ck[0]) if c}

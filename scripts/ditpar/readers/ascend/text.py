@@ -26,7 +26,7 @@ import pandas as pd
 
 from ditpar import files, limits
 from ditpar.core import classify
-from ditpar.core.events import make_events
+from ditpar.core.events import kind_masks, make_events
 from ditpar.core.profile import (
     BYTES_MESSAGE,
     BYTES_TRANSIT,
@@ -154,14 +154,14 @@ def read_rank(folder: Path) -> AscendRank:
         sources.append(matrix_path)
     # the CSV last: the JSON files' parse objects are gone before its columns arrive (a lower peak)
     kernels = _read_kernel_details(kernel_path)
-    events, unplaced = _events(kernels, trace, kernel_path)  # empties ``kernels`` as it goes
+    events, unplaced, comm_groups = _events(kernels, trace, kernel_path)  # empties ``kernels`` as it goes
     bytes_from = BYTES_MESSAGE if trace is not None and len(trace.comm) else ""
     if not bytes_from and comm_ops is not None and comm_ops["bytes"].notna().any():
         # without trace_view.json the only sizes are what each op moved over the links
         events = _transit_bytes(events, comm_ops)
         bytes_from = BYTES_TRANSIT
     steps = _steps(events, trace)
-    groups = _groups(events, comm_hashes, meta_groups, trace)
+    groups = _groups(events, comm_hashes, meta_groups, trace, comm_groups)
     return AscendRank(rank, rank_from, events, steps, step_trace, comm_ops, groups, unplaced, sources,
                       links, bytes_from if events["bytes"].notna().any() else "")
 
@@ -291,8 +291,10 @@ def _int_from_codes(codes: np.ndarray, texts: list[str], where: str, allow_empty
     if bad:
         row = int(np.flatnonzero(np.isin(codes, bad))[0])
         raise InputError(f"{where}: line {row + 2}: expected an integer, got {texts[codes[row]]!r}")
-    table = pd.array(parsed or [pd.NA], dtype="Int64")
-    return pd.Series(table[codes] if len(codes) else pd.array([], dtype="Int64"))
+    # values and mask taken by the codes as plain arrays (an Int64 array's own take costs 4x more)
+    values = np.array([0 if v is pd.NA else v for v in parsed] or [0], dtype=np.int64)
+    missing = np.array([v is pd.NA for v in parsed] or [True], dtype=bool)
+    return pd.Series(pd.arrays.IntegerArray(values[codes], missing[codes]), copy=False)
 
 
 def _csv_header(path: Path) -> list[str]:
@@ -325,8 +327,10 @@ def _int_column(values: pd.Series, where: str, allow_empty: bool) -> pd.Series:
     return _int_from_codes(np.asarray(codes, dtype=np.int64), [text_of(u) for u in uniques], where, allow_empty)
 
 
-def _events(kernels: dict[str, object], trace: _TraceView | None, path: Path) -> tuple[pd.DataFrame, dict]:
-    """The event table of kernel_details' columns; each Arrow column is let go once parsed (a lower peak)."""
+def _events(kernels: dict[str, object], trace: _TraceView | None,
+            path: Path) -> tuple[pd.DataFrame, dict, set[str] | None]:
+    """The event table of kernel_details' columns, its unplaced names and the groups of its comm rows (None:
+    read them from the table); each Arrow column is let go once parsed (a lower peak)."""
     n = int(kernels["__rows__"])
     where = f"{path}: column"
     start = us_to_ns_arrow(kernels.pop("Start Time(us)"), where=f"{where} 'Start Time(us)'", first_row=2,
@@ -359,9 +363,9 @@ def _events(kernels: dict[str, object], trace: _TraceView | None, path: Path) ->
     else:
         stream = np.full(n, "", dtype=object)
     is_comm = decided.comm
-    if is_comm.any():
-        g_codes, g_uniques = factorize(decided.group[is_comm])
-        stream[is_comm] = np.array([f"comm:{g}" for g in g_uniques], dtype=object)[g_codes]
+    if is_comm.any():  # one label per distinct decision, not one group lookup per row
+        labels = np.array([f"comm:{g}" if k == "comm" else "" for k, _, g in decided.distinct], dtype=object)
+        stream[is_comm] = labels[decided.codes[is_comm]]
     c_codes, c_texts = cores
     core = np.array(["" if t == "N/A" else t for t in c_texts] or [""], dtype=object)[c_codes]
     dup = _duplicate_rows(names[0], start, dur, c_codes, stream, step, path)
@@ -389,9 +393,12 @@ def _events(kernels: dict[str, object], trace: _TraceView | None, path: Path) ->
     if dup is not None:
         table = table.loc[~dup].reset_index(drop=True)
     unplaced = dict(decided.unclassified)
+    # the groups of the comm rows, from the distinct decisions (a row left out as a duplicate repeats a kept one)
+    comm_groups = {g for k, _, g in decided.distinct if k == "comm"}
     if trace is not None and len(trace.comm):
         table = _attach_trace_comm(table, trace)
-    return make_events(table), unplaced
+        comm_groups = None  # its ops may have been added: _groups reads them from the table
+    return make_events(table), unplaced, comm_groups
 
 
 def _duplicate_rows(name_codes: np.ndarray, start: np.ndarray, dur: np.ndarray, core_codes: np.ndarray,
@@ -526,9 +533,9 @@ def _steps(events: pd.DataFrame, trace: _TraceView | None) -> pd.DataFrame:
         end = int((events["start_ns"] + events["dur_ns"]).max())
         return pd.DataFrame({"rank": [0], "step": pd.array([pd.NA], dtype="Int64"),
                              "start_ns": [start], "end_ns": [end]})
-    sub = events.loc[has_step, ["step", "start_ns", "dur_ns"]]
-    sub = sub.assign(end_ns=sub["start_ns"] + sub["dur_ns"])
-    win = sub.groupby("step").agg(start_ns=("start_ns", "min"), end_ns=("end_ns", "max")).reset_index()
+    rows = has_step.to_numpy()
+    win = _step_windows(events["step"].to_numpy(np.int64, na_value=0)[rows],
+                        events["start_ns"].to_numpy(np.int64)[rows], events["dur_ns"].to_numpy(np.int64)[rows])
     if trace is not None and len(trace.host_steps):
         host_end = trace.host_steps.groupby("step")["end_ns"].max()
         ext = win["step"].astype("int64").map(host_end)
@@ -539,6 +546,22 @@ def _steps(events: pd.DataFrame, trace: _TraceView | None) -> pd.DataFrame:
     win["start_ns"] = win["start_ns"].astype(np.int64)
     win["end_ns"] = win["end_ns"].astype(np.int64)
     return win[list(STEP_COLUMNS)].reset_index(drop=True)
+
+
+def _step_windows(step: np.ndarray, start: np.ndarray, dur: np.ndarray) -> pd.DataFrame:
+    """step, start_ns (first start), end_ns (last end) of each step, in step order."""
+    end = start + dur
+    lo, hi = int(step.min()), int(step.max())
+    if hi - lo >= 4 * step.size + 4096:  # sparse step numbers: a table per number would be mostly empty
+        frame = pd.DataFrame({"step": step, "start_ns": start, "end_ns": end})
+        return frame.groupby("step").agg(start_ns=("start_ns", "min"), end_ns=("end_ns", "max")).reset_index()
+    at = step - lo
+    first = np.full(hi - lo + 1, np.iinfo(np.int64).max, dtype=np.int64)
+    last = np.full(hi - lo + 1, np.iinfo(np.int64).min, dtype=np.int64)
+    np.minimum.at(first, at, start)
+    np.maximum.at(last, at, end)
+    seen = np.flatnonzero(np.bincount(at, minlength=hi - lo + 1))
+    return pd.DataFrame({"step": seen + lo, "start_ns": first[seen], "end_ns": last[seen]})
 
 
 def read_text_table(path: Path, need: list[str]) -> pd.DataFrame:
@@ -707,8 +730,9 @@ def _parallel_groups(path: Path) -> dict[str, dict]:
 
 
 def _groups(events: pd.DataFrame, hashes: dict[str, str], meta: dict[str, dict],
-            trace: _TraceView | None) -> dict[str, GroupInfo]:
-    """Communicators: 3-digit id -> full hash (communication.json / double_hash) -> role."""
+            trace: _TraceView | None, comm_groups: set[str] | None = None) -> dict[str, GroupInfo]:
+    """Communicators: 3-digit id -> full hash (communication.json / double_hash) -> role. ``comm_groups``: the
+    groups of the table's comm rows when the caller knows them (else found here)."""
     out: dict[str, GroupInfo] = {}
     for key, val in meta.items():
         full = str(double_hash(key))
@@ -734,7 +758,10 @@ def _groups(events: pd.DataFrame, hashes: dict[str, str], meta: dict[str, dict],
             info = out.setdefault(short, GroupInfo(group=short))
             if not info.name and thread_group:
                 info.name = thread_group  # "0" in old data, "group_name_<N>" in newer data
-    for short in sorted(set(events.loc[events["kind"] == "comm", "group"])):
+    if comm_groups is None:
+        _, is_comm = kind_masks(events)
+        comm_groups = set(events["group"].to_numpy()[is_comm].tolist())
+    for short in sorted(comm_groups):
         if short and short not in out:
             out[short] = GroupInfo(group=short)
     return out
