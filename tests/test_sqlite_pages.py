@@ -7,7 +7,6 @@ import sqlite3
 
 import numpy as np
 import pytest
-
 from ditpar.readers.ascend import db as ascend_db
 from ditpar.readers.ascend import sqlite_pages as sp
 
