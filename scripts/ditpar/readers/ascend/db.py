@@ -231,9 +231,13 @@ class _Db:
         try:
             self.con = sqlite3.connect(self._uri(path, wal), uri=True, timeout=1.0)
             self.con.create_function("ditpar_num", 1, _num_text, deterministic=True)
-            self.tables = {name: self._columns(name) for (name,) in
-                           self.con.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
-                           if isinstance(name, str)}
+            self.tables: dict[str, tuple[str, ...]] = {}
+            # every table's columns in one query (a PRAGMA per table cost a millisecond per rank)
+            for name, column in self.con.execute(
+                    "SELECT m.name, p.name FROM sqlite_master AS m, pragma_table_info(m.name) AS p "
+                    "WHERE m.type = 'table' ORDER BY m.rowid, p.cid").fetchall():
+                if isinstance(name, str):
+                    self.tables[name] = (*self.tables.get(name, ()), column)
         except (sqlite3.Error, ValueError) as exc:  # ValueError: a name holding a NUL character
             raise InputError(f"{path}: cannot read as an SQLite database ({_reason(exc)})") from None
 
@@ -265,9 +269,6 @@ class _Db:
             self._snapshot.cleanup()
             raise InputError(f"{log}: cannot read its write-ahead log ({_reason(exc)})") from None
         return f"file:{quote(str(copy))}?mode=ro"
-
-    def _columns(self, table: str) -> tuple[str, ...]:
-        return tuple(row[1] for row in self.con.execute(f"PRAGMA table_info({ident(table)})").fetchall())
 
     def require(self, table: str, columns: tuple[str, ...], optional: bool = False) -> bool:
         """True when the table has the columns; absent and optional: False; otherwise an InputError."""
@@ -579,14 +580,12 @@ def read_tables(folder: Path) -> ascend.AscendRank:
         meta_groups = _metadata_groups(meta_path)
         sources.append(meta_path)
     have = _Db(analysis)
-    try:
-        tables = sorted(have.tables)
-    finally:
-        have.close()
+    tables = sorted(have.tables)
     if not any(t in tables for t in SUMMARY_TABLES):
+        have.close()
         raise InputError(f"{analysis}: none of the summary tables {list(SUMMARY_TABLES)}; have {tables}; "
                          "read the task rows instead (without --profiler-tables)")
-    step_trace, comm_ops, links, hashes = read_analysis(analysis, comm)
+    step_trace, comm_ops, links, hashes = read_analysis(analysis, comm, have)
     for group_name in sorted(set(comm["group_name"])) if comm is not None and len(comm) else []:
         if group_name:
             full = str(ascend.double_hash(group_name))
@@ -1092,10 +1091,11 @@ def _meta_groups(db: _Db, meta: dict[str, str]) -> dict[str, dict]:
     return {str(k): v for k, v in info.items() if isinstance(v, dict)}
 
 
-def read_analysis(path: Path, comm: pd.DataFrame | None = None
+def read_analysis(path: Path, comm: pd.DataFrame | None = None, opened: _Db | None = None
                   ) -> tuple[pd.DataFrame | None, pd.DataFrame | None, pd.DataFrame | None, dict[str, str]]:
-    """analysis.db: StepTraceTime, CommAnalyzerTime (+ Bandwidth bytes), CommAnalyzerMatrix totals."""
-    db = _Db(path)
+    """analysis.db: StepTraceTime, CommAnalyzerTime (+ Bandwidth bytes), CommAnalyzerMatrix totals.
+    ``opened``: the db already open at ``path`` (closed here)."""
+    db = opened if opened is not None else _Db(path)
     try:
         for table, cols in _ANALYSIS_TABLES.items():  # every cell read, against SCHEMA, before any is used
             if db.require(table, cols, optional=True):
@@ -1193,7 +1193,8 @@ def _comm_time(db: _Db, comm: pd.DataFrame | None) -> tuple[pd.DataFrame, dict[s
     names = [_text(v) for v in cols[0]]
     start_us = _us_column(cols[2], lambda i: where(i, "start_timestamp"), allow_none=False)
     times = [_us_column(col, where, allow_none=True) * 1000.0 for col in cols[3:8]]
-    steps = [_step_of_label(v) for v in cols[8]]
+    labels: dict[object, int | None] = {}  # a few distinct step labels: each parsed once
+    steps = [labels[v] if v in labels else labels.setdefault(v, _step_of_label(v)) for v in cols[8]]
     starts = [int(exact[n]) if n in exact else int(round(float(u) * 1000)) for n, u in zip(names, start_us.tolist(),
                                                                                            strict=True)]
     hashes: dict[str, str] = {}
@@ -1202,19 +1203,24 @@ def _comm_time(db: _Db, comm: pd.DataFrame | None) -> tuple[pd.DataFrame, dict[s
         hm = classify.HCOM_NAME.match(name)
         if hm and group:
             hashes.setdefault(hm.group("group"), group)
-    out = {"rank": [0] * len(rows), "step": steps, "name": names, "group_hash": groups, "start_ns": starts,
+    n = len(rows)
+    codes, texts = _codes_of(pd.Series(names, dtype=object))
+    decided = classify.classify_ascend_coded((codes, texts), (np.zeros(n, dtype=np.int64), [""]),
+                                             (np.zeros(n, dtype=np.int64), ["COMMUNICATION"]))
+    nbytes = [int(round(transit[n] * 1e6)) if n in transit else None for n in names]
+    out = {"rank": np.zeros(n, dtype=np.int64), "step": _int64_array(steps), "name": names,
+           "family": decided.family, "group": decided.group, "group_hash": groups,
+           "start_ns": np.array(starts, dtype=np.int64),
            **dict(zip(("elapse_us", "transit_us", "wait_us", "synchronization_us", "idle_us"), times, strict=True)),
-           "bytes": [int(round(transit[n] * 1e6)) if n in transit else None for n in names]}
-    frame = pd.DataFrame(out, columns=[c for c in COMM_OP_COLUMNS if c not in ("family", "group")])
-    frame["rank"] = frame["rank"].astype(np.int64)
-    decided = classify.classify_ascend(frame["name"], pd.Series([""] * len(frame)),
-                                       pd.Series(["COMMUNICATION"] * len(frame)))
-    frame["family"] = decided.family
-    frame["group"] = decided.group
-    frame["step"] = pd.array(frame["step"], dtype="Int64")
-    frame["bytes"] = pd.array(frame["bytes"], dtype="Int64")
-    frame["start_ns"] = frame["start_ns"].astype(np.int64)
-    return frame[list(COMM_OP_COLUMNS)], hashes
+           "bytes": _int64_array(nbytes)}
+    return pd.DataFrame(out, columns=list(COMM_OP_COLUMNS)), hashes
+
+
+def _int64_array(values: list[int | None]) -> pd.arrays.IntegerArray:
+    """A nullable Int64 array of Python ints and Nones (values + mask, no conversion per cell by pandas)."""
+    mask = np.fromiter((v is None for v in values), dtype=bool, count=len(values))
+    data = np.fromiter((0 if v is None else v for v in values), dtype=np.int64, count=len(values))
+    return pd.arrays.IntegerArray(data, mask)
 
 
 def _matrix(db: _Db) -> pd.DataFrame:
