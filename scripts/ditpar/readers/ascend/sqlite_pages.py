@@ -129,9 +129,10 @@ def _int64_at(buf: np.ndarray) -> np.ndarray:
 
 
 def _leaf_pages(buf: np.ndarray, root: int, page_size: int) -> np.ndarray:
-    """Byte offsets of the table's leaf pages, in key order (interior pages walked depth first)."""
+    """Byte offsets of the table's leaf pages, in key order (interior pages walked depth first; an
+    interior page whose children are all leaves hands them on in one step)."""
     pages = len(buf) // page_size
-    leaves: list[int] = []
+    leaves: list[np.ndarray] = []
     stack, seen = [root], set()
     while stack:
         page = stack.pop()
@@ -141,7 +142,7 @@ def _leaf_pages(buf: np.ndarray, root: int, page_size: int) -> np.ndarray:
         off = (page - 1) * page_size
         kind = int(buf[off])
         if kind == _LEAF:
-            leaves.append(off)
+            leaves.append(np.array([off], dtype=np.int64))
             continue
         if kind != _INTERIOR:
             raise NotPlain(f"page {page} of kind {kind}")
@@ -150,10 +151,18 @@ def _leaf_pages(buf: np.ndarray, root: int, page_size: int) -> np.ndarray:
         ptrs = off + (ptrs[0::2] << 8 | ptrs[1::2])
         if len(ptrs) != n or (ptrs > off + page_size - 4).any():
             raise NotPlain(f"page {page}: cell pointers")
-        kids = _be(buf, ptrs, 4).tolist()
-        right = int(_be(buf, np.array([off + 8]), 4)[0])
-        stack.extend(reversed([*kids, right]))
-    return np.array(leaves, dtype=np.int64)
+        kids = np.append(_be(buf, ptrs, 4), _be(buf, np.array([off + 8]), 4))
+        if ((kids < 2) | (kids > pages)).any():
+            raise NotPlain(f"page {page}: a child outside the file")
+        offsets = (kids - 1) * page_size
+        if (buf[offsets] == _LEAF).all():
+            leaves.append(offsets)
+        else:
+            stack.extend(reversed(kids.tolist()))
+    out = np.concatenate(leaves) if leaves else np.zeros(0, dtype=np.int64)
+    if len(np.unique(out)) != len(out):  # a leaf reached twice: damage
+        raise NotPlain("a leaf page twice")
+    return out
 
 
 def _cells(buf: np.ndarray, leaves: np.ndarray, page_size: int, usable: int) -> tuple[np.ndarray, np.ndarray]:
