@@ -386,6 +386,12 @@ def _fits(read: sqlite_pages.Table, schema: dict[str, Col], rows: np.ndarray | N
         value, kind = read.value[name], read.kind[name]
         if rows is not None:
             value, kind = value[rows], kind[rows]
+        if not len(value):
+            continue
+        if (kind == sqlite_pages.INTEGER).all():  # the usual case: two reductions, no mask of the rows
+            if value.min() < col.lo or value.max() > col.hi:
+                return False
+            continue
         ok = (kind == sqlite_pages.INTEGER) & (value >= col.lo) & (value <= col.hi)
         if col.null:
             ok |= kind == sqlite_pages.NULL
@@ -936,12 +942,9 @@ def _step_windows(db: _Db, compute: pd.DataFrame, comm: pd.DataFrame, spans: tup
         lo = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
         hi = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
         sel = np.flatnonzero(t_span >= 0)
-        if sel.size:  # per span min and max in one sort (reduceat over runs of the same span)
-            by = sel[np.argsort(t_span[sel], kind="stable")]
-            sp = t_span[by]
-            runs = np.flatnonzero(np.r_[True, sp[1:] != sp[:-1]])
-            lo[sp[runs]] = np.minimum.reduceat(t_start[by], runs)
-            hi[sp[runs]] = np.maximum.reduceat(t_end[by], runs)
+        if sel.size:  # per span min and max (unbuffered ufunc.at: no sort of the tasks)
+            np.minimum.at(lo, t_span[sel], t_start[sel])
+            np.maximum.at(hi, t_span[sel], t_end[sel])
         none = lo > hi  # no task launched in the span: the host span itself
         lo[none], hi[none] = h_start[none], h_end[none]
         hi = np.maximum(hi, h_end)

@@ -53,7 +53,7 @@ def read_table(buf: np.ndarray, root: int, positions: dict[str, int], alias: str
     leaves = _leaf_pages(buf, root, page_size)
     cells, page_end = _cells(buf, leaves, page_size, usable)
     length, n = _varint(buf, cells)
-    rowid, n2 = _varint(buf, cells + n)
+    n2 = _varint_length(buf, cells + n)  # the rowids' values are read below, for the rows kept
     payload = cells + n + n2
     if (length > usable - 35).any() or (length < 0).any():  # the record spills onto overflow pages
         raise NotPlain("overflow page")
@@ -66,7 +66,8 @@ def read_table(buf: np.ndarray, root: int, positions: dict[str, int], alias: str
         pos = positions[where[0]]
         value, kind = _values(buf, body[:, pos], stypes[:, pos])
         rows = np.flatnonzero((kind == INTEGER) & (value == where[1]))
-        stypes, body, rowid, end = stypes[rows], body[rows], rowid[rows], end[rows]
+        stypes, body, cells, n, end = stypes[rows], body[rows], cells[rows], n[rows], end[rows]
+    rowid = _varint(buf, cells + n)[0]
     out = Table(rowid, {}, {})
     for name, pos in positions.items():
         stype, at = stypes[:, pos], body[:, pos]
@@ -208,6 +209,22 @@ def _varint(buf: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         value = np.where(more, value << 7 | (byte & 0x7F), value)
         more &= byte >= 0x80
     return value, length
+
+
+def _varint_length(buf: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """The lengths in bytes of the varints at ``at`` (1 to 9), without their values."""
+    if len(at) and (at.min() < 0 or at.max() >= len(buf)):
+        raise NotPlain("a varint outside the file")
+    last = len(buf) - 1
+    length = np.ones(len(at), dtype=np.int64)
+    more = buf[at] >= 0x80
+    for k in range(1, 9):
+        if not more.any():
+            break
+        length += more
+        if k < 8:
+            more &= buf[np.minimum(at + k, last)] >= 0x80
+    return length
 
 
 #: bytes of the integer serial types 0..9 (0: NULL, 1-6: integers, 7: a float, 8 and 9: the constants 0 and 1)
