@@ -246,6 +246,12 @@ def _values(buf: np.ndarray, at: np.ndarray, stype: np.ndarray) -> tuple[np.ndar
     """Each cell as (int64 value, kind): two's-complement big-endian integers of 1-8 bytes and the
     constants 0 and 1; REAL, TEXT and BLOB cells get 0 and their kind. The integer cells lie inside
     their record (read_table checked each one's end)."""
+    if len(stype) and stype.min() == stype.max():  # one serial type for the whole column (the usual case)
+        st = int(stype[0])
+        kind = np.full(len(stype), _KIND_13[min(st, 12)], dtype=np.uint8)
+        if 1 <= st <= 6:
+            return _integers(buf, at, st), kind
+        return np.full(len(stype), 1 if st == 9 else 0, dtype=np.int64), kind
     small = np.minimum(stype, 12)
     kind = np.take(_KIND_13, small)
     value = (stype == 9).astype(np.int64)
@@ -254,17 +260,21 @@ def _values(buf: np.ndarray, at: np.ndarray, stype: np.ndarray) -> tuple[np.ndar
         return value, kind
     types = stype[rows]
     widths = np.flatnonzero(np.bincount(types, minlength=7)).tolist()
-    for st in widths:  # one gather per byte of each width present
+    for st in widths:  # one read per serial type present
         these = rows if len(widths) == 1 else rows[types == st]
-        pos, width = at[these], int(_SIZES[st])
-        if width >= 4:  # eight bytes in one gather (unaligned int64 at every byte), shifted to the width
-            near = np.minimum(pos, len(buf) - 8)
-            raw = _int64_at(buf)[near].byteswap().astype(np.int64)  # big-endian, as a native int64
-            value[these] = (raw << (8 * (pos - near))) >> (64 - 8 * width)
-            continue
-        raw = buf[pos].astype(np.int64)
-        for k in range(1, width):
-            raw = raw << 8 | buf[pos + k]
-        top = 1 << (8 * width - 1)
-        value[these] = np.where(raw >= top, raw - 2 * top, raw)
+        value[these] = _integers(buf, at[these], st)
     return value, kind
+
+
+def _integers(buf: np.ndarray, pos: np.ndarray, stype: int) -> np.ndarray:
+    """The big-endian two's-complement integers of serial type ``stype`` (1-6) at ``pos``."""
+    width = int(_SIZES[stype])
+    if width >= 4:  # eight bytes in one gather (unaligned int64 at every byte), shifted to the width
+        near = np.minimum(pos, len(buf) - 8)
+        raw = _int64_at(buf)[near].byteswap().astype(np.int64)  # big-endian, as a native int64
+        return (raw << (8 * (pos - near))) >> (64 - 8 * width)
+    raw = buf[pos].astype(np.int64)
+    for k in range(1, width):
+        raw = raw << 8 | buf[pos + k]
+    top = 1 << (8 * width - 1)
+    return np.where(raw >= top, raw - 2 * top, raw)
