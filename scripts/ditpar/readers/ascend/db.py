@@ -1177,8 +1177,10 @@ def _comm_time(db: _Db, comm: pd.DataFrame | None) -> tuple[pd.DataFrame, dict[s
             # one row per packet-size bucket, each repeating its transport's total: count it once
             if str(transport) in ascend._TRANSPORTS and (op, transport) not in seen:
                 seen.add((op, transport))
-                transit[str(op)] = transit.get(str(op), 0.0) + _us_value(size, f"{db.path}: table "
-                                                                         f"CommAnalyzerBandwidth op {op!r} transit_size")
+                # a finite number >= 0 as it is; anything else through _us_value, which names it
+                mb = float(size) if type(size) in (int, float) and 0 <= size < math.inf else _us_value(
+                    size, f"{db.path}: table CommAnalyzerBandwidth op {op!r} transit_size")
+                transit[str(op)] = transit.get(str(op), 0.0) + mb
     over = next((op for op, mb in transit.items() if mb * 1e6 >= LIMIT), None)
     if over is not None:
         raise InputError(f"{db.path}: table CommAnalyzerBandwidth op {over!r}: transit_size total {transit[over]!r} MB "
