@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ditpar.core.events import COLUMNS, make_events, validate_events
+from ditpar.core.events import COLUMNS, empty_events, validate_events
 from ditpar.core.profile import (
     COMM_OP_COLUMNS,
     COMM_OP_OPTIONAL,
@@ -250,7 +250,7 @@ def _read_one(fmt: str, loc: Path, per_rank: Callable[[ProfileSet], object] | No
             one.events = one.events[[c for c in one.events.columns if c in needed]]
             _return_freed_memory()
         result.rank_result = per_rank(one)
-        result.events = _no_events()
+        result.events = empty_events()
         ops = getattr(result, "comm_ops", None)
         if ops is not None and len(ops) and getattr(result, "evidence", None) is None:
             # used here, where the rank was read: only that it had ops travels (ProfileSet.comm_ops_used_ranks);
@@ -262,17 +262,6 @@ def _read_one(fmt: str, loc: Path, per_rank: Callable[[ProfileSet], object] | No
         # and faulting the pages in again cost 64 db ranks of 100,000 rows 0.8 s of system time
         _return_freed_memory(trim=result.rows_read >= TRIM_MIN_ROWS)
     return result
-
-
-def _no_events() -> pd.DataFrame:
-    """An empty event table (a copy of one built once: building it column by column costs a few ms a rank)."""
-    global _EMPTY_EVENTS
-    if _EMPTY_EVENTS is None:
-        _EMPTY_EVENTS = make_events({"rank": [], "start_ns": [], "dur_ns": []})
-    return _EMPTY_EVENTS.copy()
-
-
-_EMPTY_EVENTS: pd.DataFrame | None = None
 
 
 def _return_freed_memory(trim: bool = False) -> None:
@@ -511,7 +500,7 @@ def _stack_events(reads: list, ranks: list[int]) -> pd.DataFrame:
                 values = rd.events[col].array
                 out[col][0][here] = values.to_numpy(dtype=np.int64, na_value=0)
                 out[col][1][here] = values.isna()
-        rd.events, rd.packed = _no_events(), None  # copied: free it
+        rd.events, rd.packed = empty_events(), None  # copied: free it
         lo += n
     columns = {}
     for col, dtype in COLUMNS.items():
@@ -599,7 +588,7 @@ def _combine(fmt: str, reads: list, locations: list[Path]) -> ProfileSet:
             _merge_group(groups, key, info, conflicted)
         unplaced.update(rd.unclassified)
         sources[rank] = list(rd.sources)
-    all_events = _stack_events(reads, ranks) if reads else make_events({"rank": [], "start_ns": [], "dur_ns": []})
+    all_events = _stack_events(reads, ranks) if reads else empty_events()
     all_events = _sorted_by_rank_and_start(all_events)
     validate_events(all_events, check_kinds=False)  # every kind came from the classifier
     step_frame = (pd.concat(steps, ignore_index=True) if steps else pd.DataFrame(columns=list(STEP_COLUMNS)))

@@ -36,7 +36,7 @@ import pandas as pd
 
 from ditpar import files, formats, limits
 from ditpar.core import classify
-from ditpar.core.events import make_events
+from ditpar.core.events import empty_events, make_events
 from ditpar.core.profile import (
     BYTES_MESSAGE,
     COMM_OP_COLUMNS,
@@ -445,6 +445,9 @@ def _strings(db: _Db, required: bool = True) -> dict[int, str]:
     if not rows and required:
         raise InputError(f"{db.path}: table STRING_IDS has no rows; expected the kernel and op names the other "
                          "tables refer to (an export cut before its strings were written?)")
+    ids = [i for _, i, _ in rows]
+    if len(set(ids)) == len(ids):  # each id once (as torch_npu writes it): no text to compare
+        return dict(zip(ids, [v if type(v) is str else "" if v is None else str(v) for _, _, v in rows], strict=True))
     out: dict[int, str] = {}
     first: dict[int, int] = {}
     for n, (_, i, v) in enumerate(rows, 1):
@@ -596,7 +599,7 @@ def read_tables(folder: Path) -> ascend.AscendRank:
         if group_name:
             full = str(ascend.double_hash(group_name))
             hashes.setdefault(full[-3:], full)
-    events = make_events({"rank": [], "start_ns": [], "dur_ns": []})
+    events = empty_events()
     groups = ascend._groups(events, hashes, meta_groups, None)
     read = ascend.AscendRank(rank, rank_from, events, pd.DataFrame(columns=list(STEP_COLUMNS)), step_trace,
                              comm_ops, groups, {}, sources, links, "transit" if comm_ops is not None else "")
