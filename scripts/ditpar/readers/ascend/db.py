@@ -1,6 +1,8 @@
 """Reader of torch_npu ``export_type`` db output: ``ascend_pytorch_profiler_<R>.db`` and ``analysis.db``.
 
-The same AscendRank the text reader builds, from SQLite through the standard library. Times stay the
+The same AscendRank the text reader builds, from SQLite through the standard library (the three large
+tables, TASK, COMPUTE_TASK_INFO and CANN_API, straight from the file's pages where the layout is the plain
+one: sqlite_pages, checked as SQL checks them; anything else through SQLite). Times stay the
 profiler's own integer nanoseconds (TASK.startNs/endNs, COMMUNICATION_OP.startNs/endNs): no float
 round trip. Table and column names are the ones torch_npu writes and msprof-analyze reads:
 
