@@ -21,7 +21,7 @@ def _read(path, table: str, where=None):
     alias = keys[0][1] if len(keys) == 1 and keys[0][2].upper() == "INTEGER" else None
     con.close()
     buf = np.fromfile(path, dtype=np.uint8)
-    return sp.read_table(buf, root, {r[1]: r[0] for r in info}, alias, where), [r[1] for r in info]
+    return sp.read_table(buf, root, {r[1]: r[0] for r in info}, len(info), alias, where), [r[1] for r in info]
 
 
 def _same(path, table: str) -> int:
@@ -121,3 +121,42 @@ def test_the_db_reader_takes_the_pages_only_where_they_hold_what_sqlite_would_re
         assert db.pages("I", col) is None
     finally:
         db.close()
+
+
+def test_damaged_bytes_are_read_as_sqlite_reads_them_or_refused(tmp_path):
+    """Bytes changed at random (seeded) in the table's pages: each read either is NotPlain or gives exactly
+    the rows SQLite gives; never a value SQLite would refuse as a malformed record."""
+    path = tmp_path / "t.db"
+    con = sqlite3.connect(path)
+    con.execute("PRAGMA page_size = 512")
+    con.execute("CREATE TABLE T (a INTEGER, b INTEGER, c INTEGER)")
+    con.executemany("INSERT INTO T VALUES (?, ?, ?)", [(i * 7919, -i, i % 3) for i in range(1500)])
+    con.commit()
+    root = con.execute("SELECT rootpage FROM sqlite_master WHERE name = 'T'").fetchone()[0]
+    con.close()
+    good = np.fromfile(path, dtype=np.uint8)
+    rng = np.random.default_rng(3)
+    outcomes = {"refused": 0, "same": 0}
+    for trial in range(300):
+        buf = good.copy()
+        at = rng.integers(512, len(buf), 2)  # past page 1 (the schema, which SQLite reads before any table)
+        buf[at] = rng.integers(0, 256, 2)
+        try:
+            got = sp.read_table(buf, root, {"a": 0, "b": 1, "c": 2}, 3)
+        except sp.NotPlain:
+            outcomes["refused"] += 1
+            continue
+        damaged = tmp_path / f"d{trial}.db"
+        buf.tofile(damaged)
+        con = sqlite3.connect(f"file:{damaged}?mode=ro", uri=True)
+        try:
+            rows = con.execute("SELECT rowid, a, b, c FROM T").fetchall()
+        except sqlite3.DatabaseError as exc:
+            pytest.fail(f"trial {trial}: read from the pages, but SQLite says {exc}")
+        finally:
+            con.close()
+        assert got.rowid.tolist() == [r[0] for r in rows]
+        for j, name in enumerate("abc", 1):
+            assert got.value[name].tolist() == [r[j] if type(r[j]) is int else 0 for r in rows]
+        outcomes["same"] += 1
+    assert outcomes["refused"] > 30 and outcomes["same"] > 30, outcomes

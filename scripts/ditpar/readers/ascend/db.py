@@ -369,8 +369,9 @@ class _Db:
             if self._buf is None:
                 with open(self.path, "rb") as fh:
                     self._buf = np.frombuffer(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ), dtype=np.uint8)
-            read = sqlite_pages.read_table(self._buf, found[0][0], {c: declared[c][0] for c in schema}, alias, where)
-        except (OSError, ValueError, sqlite_pages.NotPlain):
+            read = sqlite_pages.read_table(self._buf, found[0][0], {c: declared[c][0] for c in schema}, len(declared),
+                                           alias, where)
+        except (OSError, ValueError, IndexError, sqlite_pages.NotPlain):  # IndexError: a damaged page; SQLite names it
             return None
         return read
 

@@ -43,12 +43,16 @@ def page_geometry(buf: np.ndarray) -> tuple[int, int]:
     return size, usable
 
 
-def read_table(buf: np.ndarray, root: int, positions: dict[str, int], alias: str | None = None,
+def read_table(buf: np.ndarray, root: int, positions: dict[str, int], columns: int, alias: str | None = None,
                where: tuple[str, int] | None = None) -> Table:
     """The columns named in ``positions`` (name -> index in the record) of the table whose b-tree starts at
-    page ``root``. ``alias``: the INTEGER PRIMARY KEY column, which the record stores as NULL and the
-    rowid holds. ``where`` (column, value): only the rows whose cell there is that INTEGER (SQL's
-    ``column = value`` on a column of INTEGER affinity), the other columns read for those rows alone."""
+    page ``root`` and has ``columns`` columns. Each record's header is read as far as SQLite's would be for
+    the same columns; where that is the whole record (the last column asked for), its header must list
+    exactly ``columns`` types and its cells fill it to its last byte, as SQLite requires (a record that does
+    not is NotPlain: SQLite then names the damage). ``alias``: the INTEGER PRIMARY KEY column,
+    which the record stores as NULL and the rowid holds. ``where`` (column, value): only the rows whose cell
+    there is that INTEGER (SQL's ``column = value`` on a column of INTEGER affinity), the other columns read
+    for those rows alone."""
     page_size, usable = page_geometry(buf)
     leaves = _leaf_pages(buf, root, page_size)
     cells, page_end = _cells(buf, leaves, page_size, usable)
@@ -61,7 +65,9 @@ def read_table(buf: np.ndarray, root: int, positions: dict[str, int], alias: str
     if (end > page_end).any():
         raise NotPlain("a record runs past its page")
     width = max(positions.values(), default=-1) + 1
-    stypes, body = _header(buf, payload, width)
+    if width > columns:
+        raise NotPlain("a column past the table's width")
+    stypes, body = _header(buf, payload, width, end if width == columns else None)
     if where is not None:
         pos = positions[where[0]]
         value, kind = _values(buf, body[:, pos], stypes[:, pos])
@@ -82,10 +88,12 @@ def read_table(buf: np.ndarray, root: int, positions: dict[str, int], alias: str
     return out
 
 
-def _header(buf: np.ndarray, payload: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """The serial types of the first ``width`` columns of each record and the byte offset of each of
-    those cells, as (rows, width) arrays. A header of one-byte varints (every integer, NULL and short
-    text) is read in one gather; any other is read varint by varint."""
+def _header(buf: np.ndarray, payload: np.ndarray, width: int, end: np.ndarray | None
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """The serial types of the first ``width`` columns of each record and the byte offset of each of those
+    cells, as (rows, width) arrays. With ``end`` (the records' ends; ``width`` is then every column), each
+    header holds exactly ``width`` types and the cells end where the record ends. A header of one-byte
+    varints (every integer, NULL and short text) is read in one gather; any other varint by varint."""
     n = len(payload)
     if not n or not width:
         return np.zeros((n, width), dtype=np.int64), np.zeros((n, width), dtype=np.int64)
@@ -95,7 +103,8 @@ def _header(buf: np.ndarray, payload: np.ndarray, width: int) -> tuple[np.ndarra
     for col in range(width + 1):  # one gather per byte: the header's first bytes of every record
         head[col] = buf[payload + col]
     hsize = head[0].astype(np.int64)
-    if not (head >= 0x80).any() and (hsize >= width + 1).all():
+    fits = hsize == width + 1 if end is not None else hsize >= width + 1
+    if not (head >= 0x80).any() and fits.all():
         stypes = head[1:].astype(np.int64)
         sizes = np.take(_SIZE_128, stypes)
         if (sizes < 0).any():
@@ -105,6 +114,8 @@ def _header(buf: np.ndarray, payload: np.ndarray, width: int) -> tuple[np.ndarra
         for col in range(width):  # a running sum across the columns (numpy's cumsum along axis 0 is slow)
             body[col] = at
             at = at + sizes[col]
+        if end is not None and (at != end).any():
+            raise NotPlain("a record's cells do not fill it")
         return stypes.T, body.T
     hsize, n1 = _varint(buf, payload)
     cursor, header_end = payload + n1, payload + hsize
@@ -118,8 +129,8 @@ def _header(buf: np.ndarray, payload: np.ndarray, width: int) -> tuple[np.ndarra
         cursor = cursor + k
         stypes[:, col], offsets[:, col] = stype, body
         body = body + _serial_size(stype, 1 << 16)
-    if (cursor > header_end).any():
-        raise NotPlain("a record's header runs past its end")
+    if (cursor > header_end).any() or (end is not None and ((cursor != header_end).any() or (body != end).any())):
+        raise NotPlain("a record's header or cells do not fill it")
     return stypes, offsets
 
 
@@ -171,6 +182,8 @@ def _cells(buf: np.ndarray, leaves: np.ndarray, page_size: int, usable: int) -> 
     if not len(leaves):
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     counts = _be(buf, leaves + 3, 2)
+    if (8 + 2 * counts > usable).any():
+        raise NotPlain("a leaf page's cell count past its end")
     total = int(counts.sum())
     first = np.repeat(np.cumsum(counts) - counts, counts)
     page = np.repeat(leaves, counts)
@@ -183,6 +196,8 @@ def _cells(buf: np.ndarray, leaves: np.ndarray, page_size: int, usable: int) -> 
 
 def _be(buf: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
     """Unsigned big-endian integers of ``width`` bytes at byte offsets ``at`` (int64)."""
+    if len(at) and (at.min() < 0 or at.max() + width > len(buf)):
+        raise NotPlain("bytes past the file's end")
     out = np.zeros(len(at), dtype=np.int64)
     for k in range(width):
         out = out << 8 | buf[at + k]
