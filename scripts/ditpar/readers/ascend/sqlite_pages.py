@@ -64,8 +64,9 @@ def read_table(buf: np.ndarray, root: int, positions: dict[str, int], columns: i
     end = payload + length
     if (end > page_end).any():
         raise NotPlain("a record runs past its page")
-    width = max(positions.values(), default=-1) + 1
-    if width > columns:
+    # the rowid alias is never read from the record (SQLite returns the rowid for it, whatever is stored)
+    width = max((pos for name, pos in positions.items() if name != alias), default=-1) + 1
+    if max(positions.values(), default=-1) >= columns:
         raise NotPlain("a column past the table's width")
     stypes, body = _header(buf, payload, width, end if width == columns else None)
     if where is not None:
@@ -76,12 +77,10 @@ def read_table(buf: np.ndarray, root: int, positions: dict[str, int], columns: i
     rowid = _varint(buf, cells + n)[0]
     out = Table(rowid, {}, {})
     for name, pos in positions.items():
-        stype, at = stypes[:, pos], body[:, pos]
-        if name == alias:  # stored as NULL: the rowid is its value
-            if (stype != 0).any():
-                raise NotPlain(f"column {name}: a value stored beside its rowid")
+        if name == alias:  # the rowid is its value
             out.value[name], out.kind[name] = rowid, np.full(len(rowid), INTEGER, dtype=np.uint8)
         else:
+            stype, at = stypes[:, pos], body[:, pos]
             if len(at) and ((at + _SIZES[np.minimum(stype, 9)] > end) & (stype < 12)).any():
                 raise NotPlain("a record's header and body disagree")
             out.value[name], out.kind[name] = _values(buf, at, stype)
