@@ -26,7 +26,8 @@ ALLOWED = {
     ("readers/ascend/text.py", "pacsv.read_csv"): "kernel_details.csv streamed by Arrow, after files.regular_input",
     ("readers/ascend/text.py", "pd.read_csv"): "a profiler CSV, after files.regular_input in _csv_header",
     ("readers/ascend/db.py", "sqlite3.connect"): "SQLite opens the db by name, after files.regular_input",
-    ("readers/ascend/db.py", "open"): "the db's 100-byte header, after files.regular_input (a saved file)",
+    ("readers/ascend/db.py", "open"): "the db's 100-byte header and its pages (mapped read-only for "
+                                      "sqlite_pages), after files.regular_input (a saved file)",
 }
 
 OPENERS = {"open", "os.open", "gzip.open", "bz2.open", "lzma.open", "io.open", "sqlite3.connect",

@@ -1,6 +1,8 @@
 """Reader of torch_npu ``export_type`` db output: ``ascend_pytorch_profiler_<R>.db`` and ``analysis.db``.
 
-The same AscendRank the text reader builds, from SQLite through the standard library. Times stay the
+The same AscendRank the text reader builds, from SQLite through the standard library (the three large
+tables, TASK, COMPUTE_TASK_INFO and CANN_API, straight from the file's pages where the layout is the plain
+one: sqlite_pages, checked as SQL checks them; anything else through SQLite). Times stay the
 profiler's own integer nanoseconds (TASK.startNs/endNs, COMMUNICATION_OP.startNs/endNs): no float
 round trip. Table and column names are the ones torch_npu writes and msprof-analyze reads:
 
@@ -21,6 +23,7 @@ round trip. Table and column names are the ones torch_npu writes and msprof-anal
 from __future__ import annotations
 
 import math
+import mmap
 import os
 import re
 import sqlite3
@@ -35,7 +38,7 @@ import pandas as pd
 
 from ditpar import files, formats, limits
 from ditpar.core import classify
-from ditpar.core.events import make_events
+from ditpar.core.events import empty_events, make_events
 from ditpar.core.profile import (
     BYTES_MESSAGE,
     COMM_OP_COLUMNS,
@@ -44,6 +47,7 @@ from ditpar.core.profile import (
     STEP_TRACE_COLUMNS,
 )
 from ditpar.errors import InputError
+from ditpar.readers.ascend import sqlite_pages
 from ditpar.readers.ascend import text as ascend
 from ditpar.readers.common import LIMIT, check_times, duplicate_mask
 
@@ -224,13 +228,18 @@ class _Db:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._snapshot = None
+        self._buf: np.ndarray | None = None  # the file's bytes, mapped once for pages()
         wal = _check_header(path)
         try:
             self.con = sqlite3.connect(self._uri(path, wal), uri=True, timeout=1.0)
             self.con.create_function("ditpar_num", 1, _num_text, deterministic=True)
-            self.tables = {name: self._columns(name) for (name,) in
-                           self.con.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
-                           if isinstance(name, str)}
+            self.tables: dict[str, tuple[str, ...]] = {}
+            # every table's columns in one query (a PRAGMA per table cost a millisecond per rank)
+            for name, column in self.con.execute(
+                    "SELECT m.name, p.name FROM sqlite_master AS m, pragma_table_info(m.name) AS p "
+                    "WHERE m.type = 'table' ORDER BY m.rowid, p.cid").fetchall():
+                if isinstance(name, str):
+                    self.tables[name] = (*self.tables.get(name, ()), column)
         except (sqlite3.Error, ValueError) as exc:  # ValueError: a name holding a NUL character
             raise InputError(f"{path}: cannot read as an SQLite database ({_reason(exc)})") from None
 
@@ -262,9 +271,6 @@ class _Db:
             self._snapshot.cleanup()
             raise InputError(f"{log}: cannot read its write-ahead log ({_reason(exc)})") from None
         return f"file:{quote(str(copy))}?mode=ro"
-
-    def _columns(self, table: str) -> tuple[str, ...]:
-        return tuple(row[1] for row in self.con.execute(f"PRAGMA table_info({ident(table)})").fetchall())
 
     def require(self, table: str, columns: tuple[str, ...], optional: bool = False) -> bool:
         """True when the table has the columns; absent and optional: False; otherwise an InputError."""
@@ -334,10 +340,67 @@ class _Db:
             raise InputError(f"{self.path}: table {table}: cannot read ({_reason(exc)})") from None
         return np.concatenate(blocks) if blocks else np.zeros((0, width), dtype=np.int64)
 
+    def pages(self, table: str, schema: dict[str, Col], where: tuple[str, int] | None = None
+              ) -> sqlite_pages.Table | None:
+        """The ``schema`` columns of ``table`` read straight from the file's pages (sqlite_pages), with each
+        cell's kind for _fits; None where that read does not apply (a private WAL copy, a rollback journal
+        beside the file, a column without INTEGER affinity, a layout sqlite_pages does not know): the
+        caller then reads through SQLite. Several times faster than fetching the rows through SQLite.
+        ``where`` (column, value): only the rows holding that INTEGER there (SQL ``column = value``)."""
+        if self._snapshot is not None or os.path.lexists(f"{self.path}-journal"):
+            return None
+        try:
+            found = self.con.execute("SELECT rootpage, sql FROM sqlite_master WHERE type = 'table' AND name = ?",
+                                     (table,)).fetchall()
+            info = self.con.execute(f"PRAGMA table_xinfo({ident(table)})").fetchall()
+        except sqlite3.Error:
+            return None
+        if len(found) != 1 or type(found[0][0]) is not int or not isinstance(found[0][1], str):
+            return None
+        sql = found[0][1].upper()
+        declared = {row[1]: (row[0], str(row[2] or "").upper(), row[5], row[6] if len(row) > 6 else 0) for row in info}
+        if "WITHOUT" in sql or "DESC" in sql or any(d[3] for d in declared.values()):
+            return None  # WITHOUT ROWID, an INTEGER PRIMARY KEY DESC (no rowid alias) or a generated column
+        if any(c not in declared or "INT" not in declared[c][1] or col.kind != "int" for c, col in schema.items()):
+            return None
+        keys = [name for name, d in declared.items() if d[2]]
+        alias = keys[0] if len(keys) == 1 and declared[keys[0]][1] == "INTEGER" else None
+        try:
+            if self._buf is None:
+                with open(self.path, "rb") as fh:
+                    self._buf = np.frombuffer(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ), dtype=np.uint8)
+            read = sqlite_pages.read_table(self._buf, found[0][0], {c: declared[c][0] for c in schema}, len(declared),
+                                           alias, where)
+        except (OSError, ValueError, IndexError, sqlite_pages.NotPlain):  # IndexError: a damaged page; SQLite names it
+            return None
+        return read
+
     def close(self) -> None:
+        self._buf = None
         self.con.close()
         if self._snapshot is not None:
             self._snapshot.cleanup()
+
+
+def _fits(read: sqlite_pages.Table, schema: dict[str, Col], rows: np.ndarray | None = None) -> bool:
+    """Every cell of ``read`` (or of its ``rows``) holds what :meth:`_Db.check` asks of an "int" column:
+    a stored INTEGER within the column's range, or NULL where the column allows it."""
+    for name, col in schema.items():
+        value, kind = read.value[name], read.kind[name]
+        if rows is not None:
+            value, kind = value[rows], kind[rows]
+        if not len(value):
+            continue
+        if (kind == sqlite_pages.INTEGER).all():  # the usual case: two reductions, no mask of the rows
+            if value.min() < col.lo or value.max() > col.hi:
+                return False
+            continue
+        ok = (kind == sqlite_pages.INTEGER) & (value >= col.lo) & (value <= col.hi)
+        if col.null:
+            ok |= kind == sqlite_pages.NULL
+        if not ok.all():
+            return False
+    return True
 
 
 def _reason(exc: BaseException) -> str:
@@ -385,6 +448,9 @@ def _strings(db: _Db, required: bool = True) -> dict[int, str]:
     if not rows and required:
         raise InputError(f"{db.path}: table STRING_IDS has no rows; expected the kernel and op names the other "
                          "tables refer to (an export cut before its strings were written?)")
+    ids = [i for _, i, _ in rows]
+    if len(set(ids)) == len(ids):  # each id once (as torch_npu writes it): no text to compare
+        return dict(zip(ids, [v if type(v) is str else "" if v is None else str(v) for _, _, v in rows], strict=True))
     out: dict[int, str] = {}
     first: dict[int, int] = {}
     for n, (_, i, v) in enumerate(rows, 1):
@@ -448,9 +514,11 @@ def read_rank(folder: Path) -> ascend.AscendRank:
         for table, cols in _NEED.items():
             db.require(table, cols)
         meta = _check_schema(db)
-        db.check("TASK")
-        db.check("COMPUTE_TASK_INFO")
-        if db.empty("TASK"):
+        tasks = _task_pages(db)
+        if tasks is None:  # read through SQLite: checked there, each bad cell named
+            db.check("TASK")
+            db.check("COMPUTE_TASK_INFO")
+        if len(tasks.task.rowid) == 0 if tasks is not None else db.empty("TASK"):
             raise InputError(f"{path}: table TASK has no rows; expected the device tasks of the capture "
                              "(an export cut before the device data was written?)")
         strings = _strings(db)
@@ -458,9 +526,9 @@ def read_rank(folder: Path) -> ascend.AscendRank:
         if rank is None:
             rank, rank_from = _db_rank(db, path)
         spans = _host_spans(db)
-        compute, coded = _compute_tasks(db, strings)
+        compute, coded = _compute_tasks(db, strings, tasks)
         comm = _comm_ops(db, strings)
-        windows = _step_windows(db, compute, comm, spans)
+        windows = _step_windows(db, compute, comm, spans, tasks)
         events, unplaced = _events(compute, comm, windows, _device(db, compute), coded)
         meta_groups = _meta_groups(db, meta)
     finally:
@@ -524,19 +592,17 @@ def read_tables(folder: Path) -> ascend.AscendRank:
         meta_groups = _metadata_groups(meta_path)
         sources.append(meta_path)
     have = _Db(analysis)
-    try:
-        tables = sorted(have.tables)
-    finally:
-        have.close()
+    tables = sorted(have.tables)
     if not any(t in tables for t in SUMMARY_TABLES):
+        have.close()
         raise InputError(f"{analysis}: none of the summary tables {list(SUMMARY_TABLES)}; have {tables}; "
                          "read the task rows instead (without --profiler-tables)")
-    step_trace, comm_ops, links, hashes = read_analysis(analysis, comm)
+    step_trace, comm_ops, links, hashes = read_analysis(analysis, comm, have)
     for group_name in sorted(set(comm["group_name"])) if comm is not None and len(comm) else []:
         if group_name:
             full = str(ascend.double_hash(group_name))
             hashes.setdefault(full[-3:], full)
-    events = make_events({"rank": [], "start_ns": [], "dur_ns": []})
+    events = empty_events()
     groups = ascend._groups(events, hashes, meta_groups, None)
     read = ascend.AscendRank(rank, rank_from, events, pd.DataFrame(columns=list(STEP_COLUMNS)), step_trace,
                              comm_ops, groups, {}, sources, links, "transit" if comm_ops is not None else "")
@@ -571,10 +637,55 @@ def _device(db: _Db, compute: pd.DataFrame) -> int | None:
     return None
 
 
-def _compute_tasks(db: _Db, strings: dict[int, str]
-                   ) -> tuple[pd.DataFrame, dict[str, tuple[np.ndarray, list[str]]]]:
-    """TASK rows of compute kernels (COMPUTE_TASK_INFO), in start order, with their connection ids.
-    A task read twice (TASK or COMPUTE_TASK_INFO repeating a globalTaskId) is refused: see _no_repeated_task."""
+@dataclass
+class _Tasks:
+    """TASK and COMPUTE_TASK_INFO read from the file's pages and checked (_task_pages); ``compute``: the TASK
+    rows that have a COMPUTE_TASK_INFO row, ``info``: that row for each of them."""
+
+    task: sqlite_pages.Table
+    compute: np.ndarray
+    info: np.ndarray
+    cti: sqlite_pages.Table
+
+
+def _task_pages(db: _Db) -> _Tasks | None:
+    """TASK and COMPUTE_TASK_INFO from the file's pages, every cell as SCHEMA asks, joined on globalTaskId
+    in numpy (what the SQL JOIN of _compute_tasks gives); None where the pages cannot be read, a cell
+    does not fit (db.check then names it) or COMPUTE_TASK_INFO repeats a globalTaskId (read through
+    SQLite, as before, so the repeated task is named there)."""
+    task = db.pages("TASK", SCHEMA["TASK"])
+    cti = db.pages("COMPUTE_TASK_INFO", SCHEMA["COMPUTE_TASK_INFO"]) if task is not None else None
+    if cti is None or not (_fits(task, SCHEMA["TASK"]) and _fits(cti, SCHEMA["COMPUTE_TASK_INFO"])):
+        return None
+    c_gid = cti.value["globalTaskId"]
+    order = np.argsort(c_gid, kind="stable")
+    keys = c_gid[order]
+    if len(keys) > 1 and not bool((keys[1:] != keys[:-1]).all()):
+        return None
+    t_gid = task.value["globalTaskId"]
+    at = np.minimum(np.searchsorted(keys, t_gid), max(len(keys) - 1, 0))
+    hit = keys[at] == t_gid if len(keys) else np.zeros(len(t_gid), dtype=bool)
+    compute = np.flatnonzero(hit)
+    return _Tasks(task, compute, order[at[compute]], cti)
+
+
+def _or_null(read: sqlite_pages.Table, column: str, rows: np.ndarray, fill: int) -> np.ndarray:
+    """A column's values at ``rows`` with ``fill`` where the cell is NULL (SQL's COALESCE)."""
+    value = read.value[column][rows]
+    value[read.kind[column][rows] == sqlite_pages.NULL] = fill
+    return value
+
+
+def _compute_rows(db: _Db, tasks: _Tasks | None) -> np.ndarray:
+    """The compute kernels as an (n, 9) int64 array ordered by start then globalTaskId: start, end,
+    device (-1: NULL), stream (-1), connection (-2), globalTaskId, name, opType, taskType ids (-1)."""
+    if tasks is not None:
+        t, c, rows, info = tasks.task, tasks.cti, tasks.compute, tasks.info
+        cols = np.column_stack([t.value["startNs"][rows], t.value["endNs"][rows], _or_null(t, "deviceId", rows, -1),
+                                _or_null(t, "streamId", rows, -1), _or_null(t, "connectionId", rows, -2),
+                                t.value["globalTaskId"][rows], _or_null(c, "name", info, -1),
+                                _or_null(c, "opType", info, -1), _or_null(c, "taskType", info, -1)])
+        return cols[np.lexsort((cols[:, 5], cols[:, 0]))]
     join = "FROM TASK T JOIN COMPUTE_TASK_INFO C ON C.globalTaskId = T.globalTaskId"
     head = ("SELECT T.startNs, T.endNs, COALESCE(T.deviceId, -1), COALESCE(T.streamId, -1), "
             "COALESCE(T.connectionId, -2), T.globalTaskId, ")
@@ -595,6 +706,14 @@ def _compute_tasks(db: _Db, strings: dict[int, str]
         del packed
         cols = db.ints("TASK", f"{head}COALESCE(C.name, -1), COALESCE(C.opType, -1), COALESCE(C.taskType, -1) "
                                f"{join} ORDER BY T.startNs, T.globalTaskId", 9)
+    return cols
+
+
+def _compute_tasks(db: _Db, strings: dict[int, str], tasks: _Tasks | None = None
+                   ) -> tuple[pd.DataFrame, dict[str, tuple[np.ndarray, list[str]]]]:
+    """TASK rows of compute kernels (COMPUTE_TASK_INFO), in start order, with their connection ids.
+    A task read twice (TASK or COMPUTE_TASK_INFO repeating a globalTaskId) is refused: see _no_repeated_task."""
+    cols = _compute_rows(db, tasks)
     where = f"{db.path}: table TASK"
     start, end = cols[:, 0].copy(), cols[:, 1].copy()
     if (end < start).any():
@@ -765,7 +884,35 @@ def _span_of(h_start: np.ndarray, h_end: np.ndarray, a_start: np.ndarray, a_end:
     return np.where(ok, i, -1)
 
 
-def _step_windows(db: _Db, compute: pd.DataFrame, comm: pd.DataFrame, spans: tuple | None) -> pd.DataFrame:
+def _launches(db: _Db) -> np.ndarray:
+    """CANN_API node launches (type NODE_API_TYPE) as an (n, 4) int64 array: start, end, connection id (-1:
+    NULL), rowid, in storage order; every cell of those rows checked against SCHEMA (the file's pages where
+    they can be read, else SQLite; a bad cell is named by db.check either way)."""
+    node = f"type = {NODE_API_TYPE}"
+    read = db.pages("CANN_API", SCHEMA["CANN_API"], ("type", NODE_API_TYPE))
+    if read is not None and _fits(read, SCHEMA["CANN_API"]):
+        rows = np.arange(len(read.rowid))
+        return np.column_stack([read.value["startNs"], read.value["endNs"], _or_null(read, "connectionId", rows, -1),
+                                read.rowid])
+    db.check("CANN_API", where=node)
+    return db.ints("CANN_API", f"SELECT startNs, endNs, COALESCE(connectionId, -1), rowid FROM CANN_API WHERE {node}", 4)
+
+
+def _other_tasks(db: _Db, tasks: _Tasks | None) -> np.ndarray:
+    """The TASK rows that are not compute kernels, as (connection id (-2: NULL), start, end) rows: from the
+    pages each row, else one row per connection id with its first start and last end (aggregated in
+    SQLite: the same min and max per step, a third of the rows)."""
+    if tasks is not None:
+        t = tasks.task
+        rows = np.setdiff1d(np.arange(len(t.rowid)), tasks.compute, assume_unique=True)
+        return np.column_stack([_or_null(t, "connectionId", rows, -2), t.value["startNs"][rows], t.value["endNs"][rows]])
+    return db.ints("TASK", "SELECT COALESCE(T.connectionId, -2), MIN(T.startNs), MAX(T.endNs) FROM TASK T "
+                           "LEFT JOIN COMPUTE_TASK_INFO C ON C.globalTaskId = T.globalTaskId "
+                           "WHERE C.globalTaskId IS NULL GROUP BY T.connectionId", 3)
+
+
+def _step_windows(db: _Db, compute: pd.DataFrame, comm: pd.DataFrame, spans: tuple | None,
+                  tasks: _Tasks | None = None) -> pd.DataFrame:
     """Step windows and, per compute task, the index of its step (column ``step_of`` of ``compute``).
 
     A task belongs to the span that holds its launch (CANN_API node row with its connectionId); the
@@ -774,9 +921,7 @@ def _step_windows(db: _Db, compute: pd.DataFrame, comm: pd.DataFrame, spans: tup
     out = []
     if spans is not None:
         ids, h_start, h_end = spans
-        node = f"type = {NODE_API_TYPE}"
-        db.check("CANN_API", where=node)
-        api = db.ints("CANN_API", f"SELECT startNs, endNs, COALESCE(connectionId, -1), rowid FROM CANN_API WHERE {node}", 4)
+        api = _launches(db)
         span = _span_of(h_start, h_end, api[:, 0], api[:, 1])
         keep = (span >= 0) & (api[:, 2] >= 0)
         l_conn, l_span, l_row = api[keep, 2], span[keep], api[keep, 3]
@@ -788,12 +933,8 @@ def _step_windows(db: _Db, compute: pd.DataFrame, comm: pd.DataFrame, spans: tup
             rows = " and ".join(db.row_of("CANN_API", int(r)).removeprefix("row ") for r in l_row[k:k + 2])
             raise InputError(f"{db.path}: table CANN_API rows {rows}: connectionId {int(l_conn[k])} launched twice; "
                              "expected one launch per connection id")
-        # every TASK row launched in a step counts for its window, not only the compute kernels: the
-        # compute rows (read already) and, for the other TASK rows, one row per connection id with their
-        # first start and last end (aggregated in SQLite: the same min and max, a third of the rows)
-        other = db.ints("TASK", "SELECT COALESCE(T.connectionId, -2), MIN(T.startNs), MAX(T.endNs) FROM TASK T "
-                                "LEFT JOIN COMPUTE_TASK_INFO C ON C.globalTaskId = T.globalTaskId "
-                                "WHERE C.globalTaskId IS NULL GROUP BY T.connectionId", 3)
+        # every TASK row launched in a step counts for its window, not only the compute kernels
+        other = _other_tasks(db, tasks)
         c_conn = compute["connection"].to_numpy(np.int64)
         t_conn = np.concatenate([c_conn, other[:, 0]])
         t_start = np.concatenate([compute["start_ns"].to_numpy(np.int64), other[:, 1]])
@@ -807,12 +948,9 @@ def _step_windows(db: _Db, compute: pd.DataFrame, comm: pd.DataFrame, spans: tup
         lo = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
         hi = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
         sel = np.flatnonzero(t_span >= 0)
-        if sel.size:  # per span min and max in one sort (reduceat over runs of the same span)
-            by = sel[np.argsort(t_span[sel], kind="stable")]
-            sp = t_span[by]
-            runs = np.flatnonzero(np.r_[True, sp[1:] != sp[:-1]])
-            lo[sp[runs]] = np.minimum.reduceat(t_start[by], runs)
-            hi[sp[runs]] = np.maximum.reduceat(t_end[by], runs)
+        if sel.size:  # per span min and max (unbuffered ufunc.at: no sort of the tasks)
+            np.minimum.at(lo, t_span[sel], t_start[sel])
+            np.maximum.at(hi, t_span[sel], t_end[sel])
         none = lo > hi  # no task launched in the span: the host span itself
         lo[none], hi[none] = h_start[none], h_end[none]
         hi = np.maximum(hi, h_end)
@@ -962,10 +1100,11 @@ def _meta_groups(db: _Db, meta: dict[str, str]) -> dict[str, dict]:
     return {str(k): v for k, v in info.items() if isinstance(v, dict)}
 
 
-def read_analysis(path: Path, comm: pd.DataFrame | None = None
+def read_analysis(path: Path, comm: pd.DataFrame | None = None, opened: _Db | None = None
                   ) -> tuple[pd.DataFrame | None, pd.DataFrame | None, pd.DataFrame | None, dict[str, str]]:
-    """analysis.db: StepTraceTime, CommAnalyzerTime (+ Bandwidth bytes), CommAnalyzerMatrix totals."""
-    db = _Db(path)
+    """analysis.db: StepTraceTime, CommAnalyzerTime (+ Bandwidth bytes), CommAnalyzerMatrix totals.
+    ``opened``: the db already open at ``path`` (closed here)."""
+    db = opened if opened is not None else _Db(path)
     try:
         for table, cols in _ANALYSIS_TABLES.items():  # every cell read, against SCHEMA, before any is used
             if db.require(table, cols, optional=True):
@@ -1044,8 +1183,10 @@ def _comm_time(db: _Db, comm: pd.DataFrame | None) -> tuple[pd.DataFrame, dict[s
             # one row per packet-size bucket, each repeating its transport's total: count it once
             if str(transport) in ascend._TRANSPORTS and (op, transport) not in seen:
                 seen.add((op, transport))
-                transit[str(op)] = transit.get(str(op), 0.0) + _us_value(size, f"{db.path}: table "
-                                                                         f"CommAnalyzerBandwidth op {op!r} transit_size")
+                # a finite number >= 0 as it is; anything else through _us_value, which names it
+                mb = float(size) if type(size) in (int, float) and 0 <= size < math.inf else _us_value(
+                    size, f"{db.path}: table CommAnalyzerBandwidth op {op!r} transit_size")
+                transit[str(op)] = transit.get(str(op), 0.0) + mb
     over = next((op for op, mb in transit.items() if mb * 1e6 >= LIMIT), None)
     if over is not None:
         raise InputError(f"{db.path}: table CommAnalyzerBandwidth op {over!r}: transit_size total {transit[over]!r} MB "
@@ -1063,7 +1204,8 @@ def _comm_time(db: _Db, comm: pd.DataFrame | None) -> tuple[pd.DataFrame, dict[s
     names = [_text(v) for v in cols[0]]
     start_us = _us_column(cols[2], lambda i: where(i, "start_timestamp"), allow_none=False)
     times = [_us_column(col, where, allow_none=True) * 1000.0 for col in cols[3:8]]
-    steps = [_step_of_label(v) for v in cols[8]]
+    labels: dict[object, int | None] = {}  # a few distinct step labels: each parsed once
+    steps = [labels[v] if v in labels else labels.setdefault(v, _step_of_label(v)) for v in cols[8]]
     starts = [int(exact[n]) if n in exact else int(round(float(u) * 1000)) for n, u in zip(names, start_us.tolist(),
                                                                                            strict=True)]
     hashes: dict[str, str] = {}
@@ -1072,19 +1214,24 @@ def _comm_time(db: _Db, comm: pd.DataFrame | None) -> tuple[pd.DataFrame, dict[s
         hm = classify.HCOM_NAME.match(name)
         if hm and group:
             hashes.setdefault(hm.group("group"), group)
-    out = {"rank": [0] * len(rows), "step": steps, "name": names, "group_hash": groups, "start_ns": starts,
+    n = len(rows)
+    codes, texts = _codes_of(pd.Series(names, dtype=object))
+    decided = classify.classify_ascend_coded((codes, texts), (np.zeros(n, dtype=np.int64), [""]),
+                                             (np.zeros(n, dtype=np.int64), ["COMMUNICATION"]))
+    nbytes = [int(round(transit[n] * 1e6)) if n in transit else None for n in names]
+    out = {"rank": np.zeros(n, dtype=np.int64), "step": _int64_array(steps), "name": names,
+           "family": decided.family, "group": decided.group, "group_hash": groups,
+           "start_ns": np.array(starts, dtype=np.int64),
            **dict(zip(("elapse_us", "transit_us", "wait_us", "synchronization_us", "idle_us"), times, strict=True)),
-           "bytes": [int(round(transit[n] * 1e6)) if n in transit else None for n in names]}
-    frame = pd.DataFrame(out, columns=[c for c in COMM_OP_COLUMNS if c not in ("family", "group")])
-    frame["rank"] = frame["rank"].astype(np.int64)
-    decided = classify.classify_ascend(frame["name"], pd.Series([""] * len(frame)),
-                                       pd.Series(["COMMUNICATION"] * len(frame)))
-    frame["family"] = decided.family
-    frame["group"] = decided.group
-    frame["step"] = pd.array(frame["step"], dtype="Int64")
-    frame["bytes"] = pd.array(frame["bytes"], dtype="Int64")
-    frame["start_ns"] = frame["start_ns"].astype(np.int64)
-    return frame[list(COMM_OP_COLUMNS)], hashes
+           "bytes": _int64_array(nbytes)}
+    return pd.DataFrame(out, columns=list(COMM_OP_COLUMNS)), hashes
+
+
+def _int64_array(values: list[int | None]) -> pd.arrays.IntegerArray:
+    """A nullable Int64 array of Python ints and Nones (values + mask, no conversion per cell by pandas)."""
+    mask = np.fromiter((v is None for v in values), dtype=bool, count=len(values))
+    data = np.fromiter((0 if v is None else v for v in values), dtype=np.int64, count=len(values))
+    return pd.arrays.IntegerArray(data, mask)
 
 
 def _matrix(db: _Db) -> pd.DataFrame:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ditpar.core.events import make_events
+from ditpar.core.events import empty_events
 from ditpar.core.profile import STEP_COLUMNS
 from ditpar.readers.ascend import text as ascend
 
@@ -61,7 +61,7 @@ def read_rank(folder: Path) -> ascend.AscendRank:
     if (rank_dir / "profiler_metadata.json").is_file():
         meta_groups = ascend._parallel_groups(rank_dir / "profiler_metadata.json")
         sources.append(rank_dir / "profiler_metadata.json")
-    events = make_events({"rank": [], "start_ns": [], "dur_ns": []})
+    events = empty_events()
     groups = ascend._groups(events, hashes, meta_groups, None)
     read = ascend.AscendRank(rank, rank_from, events, pd.DataFrame(columns=list(STEP_COLUMNS)), step_trace,
                              comm_ops, groups, {}, sources, links, "transit" if comm_ops is not None else "")
