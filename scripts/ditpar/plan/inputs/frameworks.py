@@ -294,8 +294,6 @@ def model_family(model) -> str:
     return _FAMILY.get((model,), None, family_of, model)
 
 
-
-
 def exactness(plan: Plan) -> tuple[bool, str]:
     """(exact, reason): exact = same result as one device up to the order of floating-point reductions."""
     stale = [APPROXIMATE[f] for f in APPROXIMATE if plan.degree(f) > 1]
