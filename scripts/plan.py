@@ -451,6 +451,11 @@ def _run_plan(args) -> int:
     calibrated.extend_payload(payload, results, extra, box)
     given_machine = any(r["provenance"] == "given" for r in given if r["figure"] in ("mfu", "peak TFLOPS (bf16)"))
     payload["serial_stages"] = report.serial_record(stages, results, model, hw, given_machine)
+    from ditpar.plan.decide import evidence_speedups
+
+    single = report.single_device_s(results)
+    evidence_speedups.judge(ev, payload["serial_stages"]["end_to_end_speedup"], shape,
+                            None if single is None or stages is None else single + stages.total_s)
     payload["model_fields"] = model_config.fields(model)
     payload["half_devices"] = half
     payload["objective"] = args.objective

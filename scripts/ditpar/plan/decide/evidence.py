@@ -179,6 +179,7 @@ def find(given: list[str] | None, model, hw, devices: int, results) -> dict:
         out["runs"].append({"file": Path(key[0]).name, "source": f"{row['source_repo']}:{row['source_path']}",
                             "framework": str(row["source_repo"]), "date": _when(row),
                             "settings": key[4], "shape": f"{key[2]}, {key[3] or '?'} steps",
+                            "resolution": key[2], "steps": key[3],
                             "one_device_s": one[0] if one else None, "plans": plans})
     out["runs"].sort(key=lambda r: (-len(r["plans"]), r["file"]))
     out["measured_order"] = measured_order(out["runs"])
@@ -237,16 +238,31 @@ def render(ev: dict, model, hw, devices: int) -> str:
     lines = [f"evidence first: measured {model.name} on {hw.accelerator} {hw.interconnect} at {n} cards "
              f"({ev['source']}; ranked by measurement; the prediction below is for your request)"
              + (f"; {ev['note']}" if ev["note"] else "")]
+    from ditpar.plan.decide import evidence_speedups
+
     for r in ev["runs"]:
         one = f"; one device {r['one_device_s']:.4g} s" if r["one_device_s"] else ""
         settings = r["settings"] if len(r["settings"]) <= 90 else r["settings"][:87] + "..."
-        lines.append(f"  {r['framework']} ({r['source']}, {r['date']}): {r['shape']}; {settings or '-'}{one}")
+        judged = "" if "same_shape" not in r else (
+            " [steps not stated: its speedups are not compared]" if not str(r["steps"]).strip() else
+            " [another shape than your request: its speedups are not compared]" if not r["same_shape"] else
+            " [torch.compile: the prediction prices eager; not judged]" if r["compiled"] else "")
+        lines.append(f"  {r['framework']} ({r['source']}, {r['date']}): {r['shape']}; {settings or '-'}{one}{judged}")
         for i, p in enumerate(r["plans"], 1):
             sp = f"{p['measured_speedup']:.2f}x" if p["measured_speedup"] else "-"
             pr = f"#{p['predicted_rank']}" if p["predicted_rank"] else "not ranked"
+            if p.get("predicted_speedup") is not None:
+                pr += (f", {p['predicted_speedup']:.2f}x (range {p['range_low']:.2f}-{p['range_high']:.2f}x)"
+                       + ("" if p["inside_range"] is None else ": inside" if p["inside_range"] else
+                          ": outside"))
             lines.append(f"    {i:>2} {p['name']:<12} measured {p['measured_s']:>8.4g} s  speedup {sp:>6}  "
                          f"predicted {pr}")
+        od = evidence_speedups.one_device_line(r)
+        if od and od not in lines:   # runs of one document share their one-device row: said once
+            lines.append(od)
     lines.append(f"  {ev['verdict']}")
+    if ev.get("speedup_verdict"):
+        lines.append(f"  {ev['speedup_verdict']}")
     if ev["measured_order"]:
         lines.append(f"  measured order (best measured speedup first): {', '.join(ev['measured_order'])}; a measurement "
                      "on this box class outranks the prediction")
