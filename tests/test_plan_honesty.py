@@ -230,3 +230,22 @@ def test_shipped_range_is_the_fit_on_the_unseen_rounds():
         assert (round(got["coverage"], 2), got["n"]) == (cov, held), stratum
     for key, values in uncertainty.COLLECTION.items():
         assert values <= set(rep["collection"][key]), key
+
+
+def test_round_resampled_interval_by_hand():
+    # round A: ten rows at 0.1; round B: ten at 1.0 (one stratum, under 20 rows: the pooled q). One round out: A is
+    # covered by B's q (1.0), B not by A's (0.1): 0.5. A draw of A twice or B twice has no other round to hold out
+    # against, so only the draws holding both say anything, and each says 0.5.
+    recs = [{"round": rnd, "stratum": "all in collection", "residual": e} for rnd, e in (("A", 0.1), ("B", 1.0))
+            for _ in range(10)]
+    assert conformal.loro_coverage(recs, 0.8)["pooled"]["coverage"] == 0.5
+    spread = conformal.round_resampled(recs, 0.8)["pooled"]
+    assert spread["low"] == spread["high"] == 0.5
+    assert 0 < spread["draws"] < conformal.RESAMPLE_DRAWS   # about half the draws hold both rounds
+    # identical rounds: every draw gives the one-round-out figure itself
+    same = [{"round": rnd, "stratum": "all in collection", "residual": e} for rnd in "ABC" for e in (0.1, 0.2, 0.3)]
+    fixed = conformal.loro_coverage(same, 0.5)["pooled"]["coverage"]
+    got = conformal.round_resampled(same, 0.5)["pooled"]
+    assert got["low"] == got["high"] == fixed
+    # a draw of one round three times (3 of 27 draws' worth) has nothing to hold it out against
+    assert conformal.RESAMPLE_DRAWS * 0.8 < got["draws"] < conformal.RESAMPLE_DRAWS

@@ -27,6 +27,7 @@ MIN_N = 20   # a stratum with fewer rows takes the pooled q at the same level (`
 # moves a question out of (the newest part wins: a new family stays a new family).
 WIDENED = {"new or borrowed machine": ("all in collection", "new framework")}
 WITHIN = 0.05   # the claim: held-out coverage within this of the stated level (per stratum with n >= MIN_N)
+RESAMPLE_DRAWS = 200   # resamplings of the rounds behind each coverage figure's round-resampled interval
 
 
 def family(model_name: str) -> str:
@@ -157,6 +158,28 @@ def loro_coverage(recs: list[dict], level: float) -> dict:
     return out
 
 
+def round_resampled(recs: list[dict], level: float, draws: int = RESAMPLE_DRAWS, mass: float = 0.9) -> dict:
+    """Per stratum: the (low, high) `mass` interval of the leave-one-round-out coverage over `draws` resamplings of
+    the rounds with replacement (all copies of a round held out together): how far the coverage figure itself can
+    move when rows come in rounds (the binomial interval takes them as independent). Seeded: the same every run."""
+    import random
+
+    rng = random.Random(0)
+    rounds = sorted({r["round"] for r in recs})
+    by_round = {k: [r for r in recs if r["round"] == k] for k in rounds}
+    seen: dict[str, list[float]] = {}
+    for _ in range(draws):
+        sample = [r for k in (rng.choice(rounds) for _ in rounds) for r in by_round[k]]
+        for key, h in loro_coverage(sample, level).items():
+            seen.setdefault(key, []).append(h["coverage"])
+    out = {}
+    for key, v in seen.items():
+        v.sort()
+        lo, hi = v[int((1 - mass) / 2 * len(v))], v[min(len(v) - 1, math.ceil((1 + mass) / 2 * len(v)) - 1)]
+        out[key] = {"low": lo, "high": hi, "draws": len(v)}
+    return out
+
+
 def prechange_sample(path: Path, strata: dict[str, str]) -> list[dict]:
     """The pre-change residuals (one row per speedup row: round, table, scored_at_commit, abs_log2_speedup_error),
     each given the stratum its table has today (`strata`, table -> stratum); tables not in `strata` are left out."""
@@ -182,7 +205,8 @@ def prechange_sample(path: Path, strata: dict[str, str]) -> list[dict]:
 
 
 def _levels(recs: list[dict], levels) -> dict:
-    return {f"{lv:g}": {"q": quantile_table(recs, lv), "held_out": loro_coverage(recs, lv)} for lv in levels}
+    return {f"{lv:g}": {"q": quantile_table(recs, lv), "held_out": loro_coverage(recs, lv),
+                        "round_resampled": round_resampled(recs, lv)} for lv in levels}
 
 
 def report(frames: dict, tun, levels: tuple[float, ...] = (0.5, 0.8, 0.9), prechange: Path | None = PRECHANGE) -> dict:
@@ -225,7 +249,7 @@ def _render_levels(levels: dict) -> list[str]:
     lines = []
     for lv, d in levels.items():
         lines.append(f"level {lv}: stratum                   n rounds  q (ln)  {'range':<35}held-out coverage (n)  "
-                     f"90% sampling interval  within {WITHIN:.2f}  median width")
+                     f"90% sampling interval  rounds resampled 90%  within {WITHIN:.2f}  median width")
         for key in ("pooled", *STRATA, "all strata"):
             q = d["q"].get(key)
             h = d["held_out"].get(key)
@@ -239,7 +263,10 @@ def _render_levels(levels: dict) -> list[str]:
                 rng += "" if q["own"] else " (pooled q, widened)" if key in WIDENED else " (pooled q)"
             cov = "-" if h is None else f"{h['coverage']:.2f} ({h['n']})"
             si = "-" if h is None else f"{h['sampling_interval'][0]:.2f}..{h['sampling_interval'][1]:.2f}"
+            b = d.get("round_resampled", {}).get(key)
+            rs = "-" if b is None else f"{b['low']:.2f}..{b['high']:.2f}"
             ok = "-" if h is None else (f"n<{MIN_N}" if h["n"] < MIN_N else "yes" if h["within"] else "no")
             wid = "-" if h is None else f"x{h['median_width']:.2f}"
-            lines.append(f"  {key:<33}{n:>4}{rounds:>7} {qtext:>7}  {rng:<35}{cov:>12}  {si:>21}  {ok:>11}  {wid:>12}")
+            lines.append(f"  {key:<33}{n:>4}{rounds:>7} {qtext:>7}  {rng:<35}{cov:>12}  {si:>21}  {rs:>20}  {ok:>11}  "
+                         f"{wid:>12}")
     return lines
