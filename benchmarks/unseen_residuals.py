@@ -42,6 +42,8 @@ ROUNDS = {
                                                      "sglang_ci_h100_perf_baselines.csv")}),
     "round 7 (2026-12-07)": ("7244ebf", ("trtllm_pr13821_wan22_gb200.csv", "vllmomni_pr851_longcat_cfg_h800.csv",
                                          "cachedit_ascend_zimage_800ia2.csv"), {}),
+    "round 8 (2026-12-08)": ("81d7923", ("trtllm_visualgen_flux_b200.csv", "sglang_pr27826_flux_tp_h200.csv",
+                                         "fastvideo_issue175_hunyuan_h100.csv"), {}),
 }
 # Run inside the exported tree: the held-out |log2(pred / measured speedup)| per table, from that tree's own code.
 SNIPPET = r'''

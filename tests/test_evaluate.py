@@ -94,7 +94,7 @@ def test_evaluate_cli(tmp_path):
 
 
 def test_published_tables_outside_shared_are_read_whole():
-    """benchmarks/published: 443 rows from other public docs; every row is scored or says why not."""
+    """benchmarks/published: 455 rows from other public docs; every row is scored or says why not."""
     from conftest import ROOT
 
     frames = ev.load_tables(ROOT / "benchmarks" / "published")
@@ -114,8 +114,11 @@ def test_published_tables_outside_shared_are_read_whole():
     # baselines (8)
     # + the seventh round (2026-12-07): TensorRT-LLM VisualGen's Wan2.2 table on GB200 (8), vLLM-Omni PR 851's
     # LongCat-Image CFG rows on H800 (4), cache-dit's Z-Image-Turbo rows on Atlas 800I A2 (2)
+    # + the eighth round (2026-12-08): TensorRT-LLM VisualGen's FLUX.1-dev report on 8 x B200 (7), SGLang PR 27826's
+    # FLUX.1 TP rows on H200 (2), FastVideo issue 175's HunyuanVideo rows on H100 (3)
     assert sum(len(f) for f in frames.values()) == (153 + 13 + 16 + 12 + 12 + 28 + 18 + 4 + 9 + 7 + 4 + 2
-                                                    + 16 + 28 + 42 + 7 + 3 + 4 + 28 + 4 + 4 + 3 + 4 + 8 + 8 + 4 + 2)
+                                                    + 16 + 28 + 42 + 7 + 3 + 4 + 28 + 4 + 4 + 3 + 4 + 8 + 8 + 4 + 2
+                                                    + 7 + 2 + 3)
     for name, frame in frames.items():
         scored = ev.score_table(frame)
         for _, row in scored.iterrows():
@@ -146,8 +149,10 @@ def test_published_tables_outside_shared_are_read_whole():
     # count in both, so no pair and no top-1 scenario
     # + the seventh round: all 14 rows (8 GB200, 4 LongCat-Image, 2 Z-Image-Turbo); one plan per card count (and per
     # compile mode for LongCat-Image), so no pair and no top-1 scenario
+    # + the eighth round: all 12 rows; B200's Ulysses and ring rows name different attention backends (VANILLA, CUTEDSL)
+    # and FastVideo's two 8-GPU rows split the VAE differently, so every scenario holds one plan: no pair, no top-1
     assert (s["rows_scored"], s["pairs"], s["top1_scenarios"]) == (87 + 29 + 12 + 58 + 9 + 13 + 16 + 26 + 42 + 7 + 36
-                                                                   + 4 + 7 + 14,
+                                                                   + 4 + 7 + 14 + 12,
                                                                    25 + 28 + 12 + 49 + 9 + 12 + 16 + 4,
                                                                    9 + 5 + 3 + 9 + 3 + 1 + 2 + 2)
     # the sixth round's speedups by hand from the printed latencies: H800 112.5 / 65.2, / 39.6, / 30.8; SGLang
@@ -158,6 +163,16 @@ def test_published_tables_outside_shared_are_read_whole():
     assert got6 == sorted([("U2", round(112.5 / 65.2, 4)), ("U4", round(112.5 / 39.6, 4)), ("U8", round(112.5 / 30.8, 4)),
                            ("R2", round(12770.15 / 10192.48, 4)), ("U2", round(906.14 / 752.84, 4)),
                            ("T2", round(23139.56 / 13216.13, 4))])
+    # the eighth round's speedups by hand from the printed latencies: B200 1.81 / 1.42, / 0.93, / 1.50 (Ulysses), / 1.49,
+    # / 2.15, / 3.37 (ring, against the Ulysses table's one-GPU row: the file's only one); H200 6.38 / 4.01 (TP-2);
+    # H100 202.163 / 70.179 and / 46.445 (Ulysses-8, VAE on one GPU and split over 8)
+    eight = ev.evaluate_tables({n: frames[n] for n in ("trtllm_visualgen_flux_b200.csv", "sglang_pr27826_flux_tp_h200.csv",
+                                                       "fastvideo_issue175_hunyuan_h100.csv")})
+    got8 = sorted((r["config"], round(r["measured_speedup"], 4)) for r in eight["speedups"])
+    assert got8 == sorted([("U2", round(1.81 / 1.42, 4)), ("U4", round(1.81 / 0.93, 4)), ("U8", round(1.81 / 1.50, 4)),
+                           ("R2", round(1.81 / 1.49, 4)), ("R4", round(1.81 / 2.15, 4)), ("R8", round(1.81 / 3.37, 4)),
+                           ("T2", round(6.38 / 4.01, 4)), ("U8", round(202.163 / 70.179, 4)),
+                           ("U8", round(202.163 / 46.445, 4))])
     os2 = ev.evaluate_tables({"opensora2_comp_effic.csv": frames["opensora2_comp_effic.csv"]})["summary"]
     assert (os2["rows_scored"], os2["pairs"], os2["top1_scenarios"]) == (7, 0, 0)
     flux2 = ev.evaluate_tables({"cachedit_flux2_hybrid_l20.csv": frames["cachedit_flux2_hybrid_l20.csv"]})["summary"]

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-# benchmarks/VALIDATION.md sections 6, 7.0, 7.5, 7.6, 7.9, 7.11, 7.12, 7.14, 7.16, 7.27: the tables of each round.
+# benchmarks/VALIDATION.md sections 6, 7.0, 7.5, 7.6, 7.9, 7.11, 7.12, 7.14, 7.16, 7.27, 7.29: the tables of each round.
 # xdit_cogvideox_l40.csv was seen by the issue's author before the second round was scored and is kept out (7.6).
 UNSEEN_ROUNDS = {
     "round 1 (2026-12-04)": ("xdit_cogvideox15_l20.csv", "xdit_cogvideox15_l40.csv"),
@@ -19,6 +19,8 @@ UNSEEN_ROUNDS = {
     "round 6 (2026-12-07)": ("vllmomni_qwen_image_ulysses_h800.csv", "sglang_ci_h100_perf_baselines.csv"),
     "round 7 (2026-12-07)": ("trtllm_pr13821_wan22_gb200.csv", "vllmomni_pr851_longcat_cfg_h800.csv",
                              "cachedit_ascend_zimage_800ia2.csv"),
+    "round 8 (2026-12-08)": ("trtllm_visualgen_flux_b200.csv", "sglang_pr27826_flux_tp_h200.csv",
+                             "fastvideo_issue175_hunyuan_h100.csv"),
 }
 
 
