@@ -6,6 +6,11 @@ For each round the repository is exported at the commit that scored it (its tabl
 later), and that commit's own code scores the round's tables held out (leave one source out; round 1's commit
 predates the held-out speedup figures, and its shipped constants were chosen without the round, so its in-sample
 speedup rows are held out for it). Needs a git checkout. Run: python benchmarks/unseen_residuals.py [--out FILE]
+
+Each row also records its stratum as it stood when the round was scored: how new the question was to the published
+tables of that commit (its own round's left out), by today's rule (ditpar.plan.judge.conformal.stratum). A later
+table of the same framework or machine does not relabel an error measured before it existed.
+`--strata-only` recomputes that column of the existing file and keeps its residuals as they are.
 """
 
 from __future__ import annotations
@@ -88,22 +93,73 @@ def score_round(commit: str, tables: tuple[str, ...], added: dict[str, str], cal
     return json.loads(got)
 
 
+def tables_at(commit: str) -> set[str]:
+    """The published tables (file names) of `commit`."""
+    names = subprocess.run(["git", "-C", str(ROOT), "ls-tree", "--name-only", commit, "benchmarks/published/"],
+                           check=True, capture_output=True, text=True).stdout.split()
+    return {n.rsplit("/", 1)[-1] for n in names if n.endswith(".csv")}
+
+
+def strata_at_scoring() -> dict[tuple[str, str], str]:
+    """{(round, table): stratum} with the collection of the round's scoring commit (its own tables left out); each
+    table's rows read from today's tree, where its model, machine and framework are as they were."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from ditpar.plan.judge import conformal
+    from ditpar.plan.judge.evaluate import load_tables
+    from ditpar.plan.judge.heldout import collect_rows
+
+    today = ROOT / "benchmarks" / "published"
+    rows = collect_rows(load_tables(today))
+    out = {}
+    for name, (commit, tables, _) in ROUNDS.items():
+        present = tables_at(commit) - set(tables)
+        gone = sorted(t for t in present if not (today / t).is_file())
+        old = []
+        if gone:   # tables published then and moved out since: read as they were at the commit
+            with tempfile.TemporaryDirectory() as tmp:
+                for t in gone:
+                    (Path(tmp) / t).write_bytes(subprocess.run(
+                        ["git", "-C", str(ROOT), "show", f"{commit}:benchmarks/published/{t}"], check=True,
+                        capture_output=True).stdout)
+                old = collect_rows(load_tables(tmp))
+        coll = conformal.collection_of([r for r in rows if r.source in present] + old)
+        for r in rows:
+            if r.source in tables:
+                out.setdefault((name, r.source), conformal.stratum(
+                    r.model.name, r.hw.accelerator, conformal._framework(r), conformal.borrowed_machine(r.hw), coll))
+    return out
+
+
+HEADER = ["round", "table", "scored_at_commit", "abs_log2_speedup_error", "stratum_at_scoring"]
+
+
+def write(path: str, rows: list[list[str]]) -> None:
+    strata = strata_at_scoring()
+    with open(path, "w", newline="") as f:   # a result file of this benchmark, not a user's input
+        w = csv.writer(f)
+        w.writerow(HEADER)
+        w.writerows([*r[:4], strata[(r[0], r[1])]] for r in rows)
+    print(f"{len(rows)} rows -> {path}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "unseen_residuals.csv"))
     ap.add_argument("--calibration", default=str(ROOT.parent / "shared" / "calibration"),
                     help="the developers' calibration tables scored beside the published ones (default ../shared)")
+    ap.add_argument("--strata-only", action="store_true",
+                    help="recompute the stratum_at_scoring column of the existing --out file; keep its residuals")
     args = ap.parse_args()
+    if args.strata_only:
+        with open(args.out, newline="") as f:
+            write(args.out, [r[:4] for r in list(csv.reader(f))[1:]])
+        return
     rows = []
     for name, (commit, tables, added) in ROUNDS.items():
         for table, errs in score_round(commit, tables, added, Path(args.calibration)).items():
             rows += [[name, table, commit, f"{e:.4f}"] for e in errs]
         print(f"{name}: scored at {commit}", file=sys.stderr)
-    with open(args.out, "w", newline="") as f:   # a result file of this benchmark, not a user's input
-        w = csv.writer(f)
-        w.writerow(["round", "table", "scored_at_commit", "abs_log2_speedup_error"])
-        w.writerows(rows)
-    print(f"{len(rows)} rows -> {args.out}")
+    write(args.out, rows)
 
 
 if __name__ == "__main__":

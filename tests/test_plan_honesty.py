@@ -249,3 +249,41 @@ def test_round_resampled_interval_by_hand():
     assert got["low"] == got["high"] == fixed
     # a draw of one round three times (3 of 27 draws' worth) has nothing to hold it out against
     assert conformal.RESAMPLE_DRAWS * 0.8 < got["draws"] < conformal.RESAMPLE_DRAWS
+
+
+def test_a_row_keeps_the_stratum_it_was_scored_in():
+    # SGLang's CI baselines (round 6) were scored at 578f4ec, when no published table ran SGLang: a new framework. The
+    # eighth round added an SGLang table, so today's collection holds the framework; the row keeps its label.
+    import csv
+
+    from conftest import ROOT
+    from ditpar.plan.cost import Tunables
+    from ditpar.plan.judge import evaluate
+
+    with open(ROOT / "benchmarks" / "unseen_residuals.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    by_table = {}
+    for r in rows:
+        by_table.setdefault(r["table"], set()).add(r["stratum_at_scoring"])
+    assert by_table["sglang_ci_h100_perf_baselines.csv"] == {"new framework"}
+    # round 1's CogVideoX1.5 tables: the one CogVideoX table then published (xdit_cogvideo.csv) states no card count,
+    # so no row of the family was scored: a new model family
+    assert by_table["xdit_cogvideox15_l20.csv"] == by_table["xdit_cogvideox15_l40.csv"] == {"new model family"}
+    now, _ = conformal.sample(evaluate.load_tables(ROOT / "benchmarks" / "published"), Tunables())
+    assert {r["stratum"] for r in now if r["table"] == "sglang_ci_h100_perf_baselines.csv"} == {"all in collection"}
+    recs = conformal.prechange_sample(conformal.PRECHANGE, {r["table"]: r["stratum"] for r in now})
+    assert {r["stratum"] for r in recs if r["table"] == "sglang_ci_h100_perf_baselines.csv"} == {"new framework"}
+
+
+def test_residual_file_without_or_with_a_bad_stratum_is_refused(tmp_path):
+    from ditpar.errors import InputError
+
+    head = "round,table,scored_at_commit,abs_log2_speedup_error"
+    old = tmp_path / "old.csv"
+    old.write_text(head + "\nr1,t.csv,abc,0.1\n")
+    with pytest.raises(InputError, match="stratum_at_scoring"):
+        conformal.prechange_sample(old, {"t.csv": "new framework"})
+    bad = tmp_path / "bad.csv"
+    bad.write_text(head + ",stratum_at_scoring\nr1,t.csv,abc,0.1,brand new\n")
+    with pytest.raises(InputError, match=r"line 2: stratum_at_scoring 'brand new': expected one of all in collection"):
+        conformal.prechange_sample(bad, {"t.csv": "new framework"})

@@ -242,7 +242,9 @@ def speedup_range(speedup: float, log2_range: tuple[float, float] = SPEEDUP_RANG
 # The end-to-end speedup range plan.py prints: x e^-q .. x e^q around the prediction, q the split-conformal quantile
 # (the ceil((n + 1) 0.8)-th smallest) of |ln(measured / predicted speedup)| over the rows of the unseen rounds as each
 # round was scored before any cost term changed for it (benchmarks/unseen_residuals.csv; benchmarks/VALIDATION.md
-# sections 4, 7.17 and 7.24), by stratum (how new the question is to the published tables). A stratum with fewer
+# sections 4, 7.17 and 7.24), by stratum (how new the question is to the published tables; a row's stratum is the one
+# it had when its round was scored, against the tables of that commit: benchmarks/unseen_residuals.csv
+# stratum_at_scoring, VALIDATION section 7.30). A stratum with fewer
 # than 20 rows takes the pooled q at the same level, except the machine stratum: a given or borrowed figure widens a
 # range, so it takes the pooled q at 0.9, never below the in-collection and new-framework ones. Fitted by `plan.py
 # evaluate --tables benchmarks/published --coverage` (judge/conformal.py), which also prints each stratum's coverage
@@ -253,10 +255,10 @@ RANGE_SAMPLE = ("184 speedup rows of published tables, each as scored before the
 # stratum -> (q, rows of the stratum in the sample, its own q (else the pooled one), the stratum's held-out coverage,
 # n, rounds the stratum's rows come from)
 RANGE_Q = {
-    "all in collection": (0.326, 52, True, 0.81, 52, 7),
-    "new framework": (0.163, 70, True, 0.87, 70, 3),
-    "new or borrowed machine": (0.445, 16, False, 0.88, 16, 3),
-    "new model family": (0.439, 46, True, 0.74, 46, 4),
+    "all in collection": (0.232, 17, False, 0.94, 17, 5),
+    "new framework": (0.172, 62, True, 0.87, 62, 3),
+    "new or borrowed machine": (0.445, 18, False, 0.89, 18, 4),
+    "new model family": (0.384, 87, True, 0.78, 87, 6),
 }
 # what the published tables hold (benchmarks/published, rows scored): the strata are decided against these
 COLLECTION = {
@@ -298,8 +300,11 @@ def range_note(stratum: str) -> str:
     if own:
         return (f"stratum '{stratum}': {n} of the {RANGE_SAMPLE}, from {rounds} rounds; held-out coverage {cov:.2f} "
                 f"of {held}, one round out at a time")
-    return (f"stratum '{stratum}': only {n} of the {RANGE_SAMPLE} (< 20), so the pooled figure widened to its 0.9 "
-            f"quantile (a given or borrowed figure widens a range); held-out coverage {cov:.2f} of these {held}")
+    if stratum == "new or borrowed machine":
+        return (f"stratum '{stratum}': only {n} of the {RANGE_SAMPLE} (< 20), so the pooled figure widened to its "
+                f"0.9 quantile (a given or borrowed figure widens a range); held-out coverage {cov:.2f} of these {held}")
+    return (f"stratum '{stratum}': only {n} of the {RANGE_SAMPLE} (< 20), so the pooled figure of all of them; "
+            f"held-out coverage {cov:.2f} of these {held}, one round out at a time")
 
 
 def amdahl_cap(single_dit_s: float, serial_s: float, cards: int) -> float:

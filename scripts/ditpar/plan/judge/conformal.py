@@ -181,8 +181,9 @@ def round_resampled(recs: list[dict], level: float, draws: int = RESAMPLE_DRAWS,
 
 
 def prechange_sample(path: Path, strata: dict[str, str]) -> list[dict]:
-    """The pre-change residuals (one row per speedup row: round, table, scored_at_commit, abs_log2_speedup_error),
-    each given the stratum its table has today (`strata`, table -> stratum); tables not in `strata` are left out."""
+    """The pre-change residuals (one row per speedup row: round, table, scored_at_commit, abs_log2_speedup_error,
+    stratum_at_scoring), each in the stratum it had when scored (how new the question was to the tables of that
+    commit: a later table does not relabel it); tables not in `strata` (the tables read today) are left out."""
     import csv
     import io
 
@@ -191,7 +192,7 @@ def prechange_sample(path: Path, strata: dict[str, str]) -> list[dict]:
 
     text = files.read_input_text(path)
     rows = list(csv.DictReader(io.StringIO(text, newline="")))
-    want = ("round", "table", "scored_at_commit", "abs_log2_speedup_error")
+    want = ("round", "table", "scored_at_commit", "abs_log2_speedup_error", "stratum_at_scoring")
     if not rows or any(c not in rows[0] for c in want):
         raise InputError(f"{path}: expected the columns {', '.join(want)}")
     out = []
@@ -199,8 +200,11 @@ def prechange_sample(path: Path, strata: dict[str, str]) -> list[dict]:
         if r["table"] not in strata:
             continue
         e = limits.number(r["abs_log2_speedup_error"], f"{path}: line {i}: abs_log2_speedup_error", 0.0, 64.0)
+        if r["stratum_at_scoring"] not in STRATA:
+            raise InputError(f"{path}: line {i}: stratum_at_scoring {r['stratum_at_scoring']!r}: expected one of "
+                             f"{', '.join(STRATA)}")
         out.append({"round": r["round"], "table": r["table"], "scored_at": r["scored_at_commit"],
-                    "stratum": strata[r["table"]], "residual": e * math.log(2)})
+                    "stratum": r["stratum_at_scoring"], "residual": e * math.log(2)})
     return out
 
 
