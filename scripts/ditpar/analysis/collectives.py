@@ -412,7 +412,11 @@ def group_positions(events: pd.DataFrame, columns: list[str]) -> list[tuple[tupl
     del present
     keys = combined[rows]
     del combined
-    order = np.argsort(keys, kind="stable")
+    top = int(keys.max()) if keys.size else 0
+    # few combinations: a stable sort of 8- or 16-bit keys is numpy's radix sort (4x faster than int64's)
+    narrow = keys.astype(np.uint8) if top < 1 << 8 else keys.astype(np.uint16) if top < 1 << 16 else keys
+    order = np.argsort(narrow, kind="stable")
+    del narrow
     rows, keys = rows[order], keys[order]
     del order
     cuts = np.flatnonzero(keys[1:] != keys[:-1]) + 1
