@@ -362,7 +362,7 @@ def _events(kernels: dict[str, object], trace: _TraceView | None, path: Path,
     names = _coded(kernels.pop("Name"))
     types = _coded(kernels.pop("Type")) if "Type" in kernels else (np.zeros(n, dtype=np.int32), [""])
     cores = _coded(kernels.pop("Accelerator Core"))
-    decided = classify.classify_ascend_coded(names, types, cores)
+    decided = classify.classify_ascend_coded(names, types, cores, per_row_names=bool({"family", "group"} & keep))
     del types
     step = (_int_from_codes(*_coded(kernels.pop("Step Id")), f"{path}: column 'Step Id'")
             if "Step Id" in kernels else pd.Series(pd.NA, index=range(n), dtype="Int64"))
@@ -417,7 +417,7 @@ def _events(kernels: dict[str, object], trace: _TraceView | None, path: Path,
         "kind": lambda: obj(decided.kind),
         "core": lambda: obj(core),
         "name": lambda: obj(np.array(names[1] or [""], dtype=object)[names[0]]),
-        "family": lambda: obj(decided.family),
+        "family": lambda: obj(decided.family),  # built when kept (per_row_names above)
         "group": lambda: obj(decided.group),
         "start_ns": lambda: start,
         "dur_ns": lambda: dur,
