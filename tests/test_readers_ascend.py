@@ -164,3 +164,27 @@ def test_missing_kernel_details_lists_what_is_there(tmp_path):
 def test_relative_paths(monkeypatch):
     monkeypatch.chdir(ROOT)
     assert load_profiles([Path("tests/data/ascend_cann83")]).ranks == [0, 2]
+
+
+def test_rank_read_for_some_columns_keeps_their_values_and_checks_every_cell(tmp_path):
+    """A per-rank analysis that reads a few event columns gets those columns with the full read's values; a
+    damaged cell of a column it does not read is still named (the Device_id of line 4)."""
+    from ditpar.readers.ascend.text import read_rank
+
+    dst = tmp_path / "rank0_ascend_pt"
+    shutil.copytree(RANK0_83, dst)
+    (dst / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").unlink()  # its comm ops would need every column
+    wanted = frozenset({"rank", "start_ns", "dur_ns", "kind", "name"})
+    some, full = read_rank(dst, wanted).events, read_rank(dst).events
+    # the reader's own columns (steps, message bytes) stay; device, stream, core, family and group are not built
+    assert list(some.columns) == ["rank", "kind", "name", "start_ns", "dur_ns", "step", "bytes"]
+    assert len(some) == len(full) == 13
+    for col in some.columns:
+        assert some[col].tolist() == full[col].tolist(), col
+    kd = dst / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+    lines = kd.read_bytes().decode("utf-8").split("\r\n")
+    lines[3] = lines[3].replace("3,0,", "3,x,", 1)  # Step Id 3, Device_id "x"
+    kd.write_bytes("\r\n".join(lines).encode("utf-8"))
+    for columns in (wanted, None):
+        with pytest.raises(InputError, match=r"column 'Device_id': line 4: expected an integer, got 'x'"):
+            read_rank(dst, columns)

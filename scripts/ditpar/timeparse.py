@@ -142,19 +142,45 @@ def _fixed_layout_ns(array: object) -> np.ndarray | None:
     for block in _row_blocks(parts, width):
         if any(bool((block[:, col] != first[col]).any()) for col in fixed):
             return None
-        value = np.zeros(len(block), dtype=np.uint64)
-        for col in digits:
-            digit = block[:, col] - np.uint8(48)  # anything but a digit wraps above 9
-            if int(digit.max()) > 9:
-                return None
-            np.multiply(value, np.uint64(10), out=value)
-            np.add(value, digit, out=value)
+        value = _digits_value(block, digits)
+        if value is None:
+            return None
         ns[lo:lo + len(block)] = value
         lo += len(block)
     np.multiply(ns, np.uint64(10 ** (3 - decimals)), out=ns)
     if int(ns.max()) > _MAX_WHOLE_US * 1000:
         return None
     return ns.view(np.int64)
+
+
+#: SWAR steps turning 8 ASCII digits read as one little-endian uint64 (less 0x30 in every byte) into their value:
+#: adjacent digits, then pairs, then quads are joined by one multiply each (every lane stays within its bits)
+_SWAR = ((0x0F0F0F0F0F0F0F0F, 10 * 2**8 + 1, 8), (0x00FF00FF00FF00FF, 100 * 2**16 + 1, 16),
+         (0x0000FFFF0000FFFF, 10000 * 2**32 + 1, 32))
+
+
+def _digits_value(block: np.ndarray, digits: list[int]) -> np.ndarray | None:
+    """The integer the ``digits`` columns of a byte matrix spell in each row (at most 19 digits: exact in
+    uint64), or None when one of those bytes is not a digit. Eight digits at a time (_SWAR)."""
+    rows, nd = len(block), len(digits)
+    words = -(-nd // 8)
+    padded = np.full((rows, words * 8), 48, dtype=np.uint8)  # leading '0's: the same value
+    padded[:, words * 8 - nd:] = block[:, digits]
+    padded -= np.uint8(48)  # anything but a digit wraps above 9
+    if int(padded.max()) > 9:
+        return None
+    x = padded.view(np.uint64)  # (rows, words); little-endian: the first digit in the lowest byte
+    if not np.little_endian:
+        x = x.byteswap()
+    for mask, mul, shift in _SWAR:
+        np.bitwise_and(x, np.uint64(mask), out=x)
+        np.multiply(x, np.uint64(mul), out=x)
+        np.right_shift(x, np.uint64(shift), out=x)
+    value = x[:, 0].copy()
+    for k in range(1, words):
+        np.multiply(value, np.uint64(10**8), out=value)
+        np.add(value, x[:, k], out=value)
+    return value
 
 
 def _padded_layout_ns(array: object) -> np.ndarray | None:

@@ -36,9 +36,10 @@ class RankCollectives:
         if self.families:
             keep = ~comm | events["family"].isin(self.families).to_numpy()
             events, masks = events[keep], (masks[0][keep], comm[keep])
+        compute = co.compute_spans(events, masks)  # once for both tables
         out = {"present": present, "kinds": kind_counts(events, masks),
-               "table": co.collective_table(events, one.groups, one.comm_ops, masks),
-               "ranks": co.rank_table(events, masks), "streams": co.stream_table(events),
+               "table": co.collective_table(events, one.groups, one.comm_ops, masks, compute),
+               "ranks": co.rank_table(events, masks, compute), "streams": co.stream_table(events),
                "overlap": co.overlap_matrix(events, masks), "comm_streams": co.comm_streams_facts(events, masks),
                "layers": None, "scope": None,
                "training": co.training_facts(events, masks)}   # a training step is flagged with or without --layers

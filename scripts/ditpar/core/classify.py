@@ -60,8 +60,9 @@ class Classified:
     """Per-row decisions plus the count of rows whose name could not be placed."""
 
     kind: np.ndarray
-    family: np.ndarray
-    group: np.ndarray
+    #: None where the caller asked for the kinds only (classify_ascend_coded(per_row_names=False))
+    family: np.ndarray | None
+    group: np.ndarray | None
     unclassified: Counter = field(default_factory=Counter)
     #: rows of kind "comm" (from the distinct decisions: no string compare over every row)
     comm: np.ndarray | None = None
@@ -158,8 +159,9 @@ def classify_ascend(names: pd.Series, types: pd.Series, cores: pd.Series) -> Cla
 
 
 def classify_ascend_coded(names: tuple[np.ndarray, list[str]], types: tuple[np.ndarray, list[str]],
-                          cores: tuple[np.ndarray, list[str]]) -> Classified:
-    """classify_ascend on columns given as (codes, distinct texts): one decision per distinct triple."""
+                          cores: tuple[np.ndarray, list[str]], per_row_names: bool = True) -> Classified:
+    """classify_ascend on columns given as (codes, distinct texts): one decision per distinct triple.
+    ``per_row_names=False``: family and group are left None (each row's decision is in ``codes``)."""
     n = len(names[0])
     if n == 0:
         return _expand(np.zeros(0, dtype=np.int64), [], [])
@@ -170,7 +172,7 @@ def classify_ascend_coded(names: tuple[np.ndarray, list[str]], types: tuple[np.n
         keys, combined = _unique_inverse(combined * width + codes)
         rows = [(*rows[k // width], texts[k % width]) for k in keys.tolist()]
     decided = [ascend_one(nm, t, c) for nm, t, c in rows]
-    return _expand(combined, [(k, f, g) for k, f, g, _ in decided], [d[3] for d in decided])
+    return _expand(combined, [(k, f, g) for k, f, g, _ in decided], [d[3] for d in decided], per_row_names)
 
 
 def classify_kineto(names: pd.Series, cats: pd.Series, collectives: pd.Series,
@@ -218,7 +220,8 @@ def _unique_inverse(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.flatnonzero(present), rank[keys]
 
 
-def _expand(codes: np.ndarray, decided: list[tuple[str, str, str]], labels: list[str | None]) -> Classified:
+def _expand(codes: np.ndarray, decided: list[tuple[str, str, str]], labels: list[str | None],
+            per_row_names: bool = True) -> Classified:
     n_uniq = len(decided)
     kinds = np.array([d[0] for d in decided] or [""], dtype=object)
     unknown = sorted({str(k) for k in kinds.tolist()} - set(KINDS) - {""})
@@ -231,5 +234,5 @@ def _expand(codes: np.ndarray, decided: list[tuple[str, str, str]], labels: list
     for i, label in enumerate(labels):
         if label:
             unplaced[label] += int(counts[i])
-    return Classified(kinds[codes], fams[codes], grps[codes], unplaced, (kinds == "comm")[codes], codes,
-                      [tuple(d) for d in decided])
+    return Classified(kinds[codes], fams[codes] if per_row_names else None, grps[codes] if per_row_names else None,
+                      unplaced, (kinds == "comm")[codes], codes, [tuple(d) for d in decided])

@@ -26,7 +26,7 @@ import pandas as pd
 
 from ditpar import files, limits
 from ditpar.core import classify
-from ditpar.core.events import kind_masks, make_events
+from ditpar.core.events import COLUMNS, kind_masks, make_events
 from ditpar.core.profile import (
     BYTES_MESSAGE,
     BYTES_TRANSIT,
@@ -115,8 +115,9 @@ def find_output_dir(folder: Path) -> Path:
     return folder
 
 
-def read_rank(folder: Path) -> AscendRank:
-    """Read one rank: ``folder`` is the ``*_ascend_pt`` folder or its ASCEND_PROFILER_OUTPUT."""
+def read_rank(folder: Path, columns: frozenset[str] | None = None) -> AscendRank:
+    """Read one rank: ``folder`` is the ``*_ascend_pt`` folder or its ASCEND_PROFILER_OUTPUT. ``columns``: the
+    event columns the caller reads (None: all); the others may be left out of the table (never checked less)."""
     out_dir = find_output_dir(folder)
     rank_dir = out_dir.parent if out_dir.name == OUTPUT_DIR else out_dir
     kernel_path = out_dir / KERNEL_FILE
@@ -154,7 +155,7 @@ def read_rank(folder: Path) -> AscendRank:
         sources.append(matrix_path)
     # the CSV last: the JSON files' parse objects are gone before its columns arrive (a lower peak)
     kernels = _read_kernel_details(kernel_path)
-    events, unplaced, comm_groups = _events(kernels, trace, kernel_path)  # empties ``kernels`` as it goes
+    events, unplaced, comm_groups = _events(kernels, trace, kernel_path, columns)  # empties ``kernels`` as it goes
     bytes_from = BYTES_MESSAGE if trace is not None and len(trace.comm) else ""
     if not bytes_from and comm_ops is not None and comm_ops["bytes"].notna().any():
         # without trace_view.json the only sizes are what each op moved over the links
@@ -279,6 +280,15 @@ def _coded(array: object) -> tuple[np.ndarray, list[str]]:
 
 def _int_from_codes(codes: np.ndarray, texts: list[str], where: str, allow_empty: bool = True) -> pd.Series:
     """Integer column from codes and distinct texts; empty and N/A cells become NA when allowed."""
+    parsed = _int_texts(codes, texts, where, allow_empty)
+    # values and mask taken by the codes as plain arrays (an Int64 array's own take costs 4x more)
+    values = np.array([0 if v is pd.NA else v for v in parsed] or [0], dtype=np.int64)
+    missing = np.array([v is pd.NA for v in parsed] or [True], dtype=bool)
+    return pd.Series(pd.arrays.IntegerArray(values[codes], missing[codes]), copy=False)
+
+
+def _int_texts(codes: np.ndarray, texts: list[str], where: str, allow_empty: bool = True) -> list[object]:
+    """The integer (or NA) of each distinct text; the first row of a text that is neither is named."""
     parsed: list[object] = []
     for text in texts:
         if text in _EMPTY and allow_empty:
@@ -291,10 +301,7 @@ def _int_from_codes(codes: np.ndarray, texts: list[str], where: str, allow_empty
     if bad:
         row = int(np.flatnonzero(np.isin(codes, bad))[0])
         raise InputError(f"{where}: line {row + 2}: expected an integer, got {texts[codes[row]]!r}")
-    # values and mask taken by the codes as plain arrays (an Int64 array's own take costs 4x more)
-    values = np.array([0 if v is pd.NA else v for v in parsed] or [0], dtype=np.int64)
-    missing = np.array([v is pd.NA for v in parsed] or [True], dtype=bool)
-    return pd.Series(pd.arrays.IntegerArray(values[codes], missing[codes]), copy=False)
+    return parsed
 
 
 def _csv_header(path: Path) -> list[str]:
@@ -327,11 +334,19 @@ def _int_column(values: pd.Series, where: str, allow_empty: bool) -> pd.Series:
     return _int_from_codes(np.asarray(codes, dtype=np.int64), [text_of(u) for u in uniques], where, allow_empty)
 
 
-def _events(kernels: dict[str, object], trace: _TraceView | None,
-            path: Path) -> tuple[pd.DataFrame, dict, set[str] | None]:
+#: event columns read_rank itself reads after _events (steps, message bytes): always in its table
+_READER_COLUMNS = frozenset({"rank", "start_ns", "dur_ns", "step", "kind", "name", "bytes"})
+
+
+def _events(kernels: dict[str, object], trace: _TraceView | None, path: Path,
+            columns: frozenset[str] | None = None) -> tuple[pd.DataFrame, dict, set[str] | None]:
     """The event table of kernel_details' columns, its unplaced names and the groups of its comm rows (None:
-    read them from the table); each Arrow column is let go once parsed (a lower peak)."""
+    read them from the table); each Arrow column is let go once parsed (a lower peak). ``columns``: the event
+    columns wanted (None: all); every cell is checked either way, columns not wanted are not built."""
     n = int(kernels["__rows__"])
+    if trace is not None and len(trace.comm):
+        columns = None  # its comm ops may join the table (_attach_trace_comm): every column
+    keep = COLUMNS.keys() if columns is None else _READER_COLUMNS | columns
     where = f"{path}: column"
     start = us_to_ns_arrow(kernels.pop("Start Time(us)"), where=f"{where} 'Start Time(us)'", first_row=2,
                            row_label="line")
@@ -347,49 +362,70 @@ def _events(kernels: dict[str, object], trace: _TraceView | None,
     names = _coded(kernels.pop("Name"))
     types = _coded(kernels.pop("Type")) if "Type" in kernels else (np.zeros(n, dtype=np.int32), [""])
     cores = _coded(kernels.pop("Accelerator Core"))
-    decided = classify.classify_ascend_coded(names, types, cores)
+    decided = classify.classify_ascend_coded(names, types, cores, per_row_names=bool({"family", "group"} & keep))
     del types
     step = (_int_from_codes(*_coded(kernels.pop("Step Id")), f"{path}: column 'Step Id'")
             if "Step Id" in kernels else pd.Series(pd.NA, index=range(n), dtype="Int64"))
-    device = (_int_from_codes(*_coded(kernels.pop("Device_id")), f"{path}: column 'Device_id'")
-              if "Device_id" in kernels else None)
-    if device is None:
+    device = None
+    if "Device_id" in kernels:
+        d_codes, d_texts = _coded(kernels.pop("Device_id"))
+        if "device" in keep:
+            device = _int_from_codes(d_codes, d_texts, f"{path}: column 'Device_id'")
+        else:  # checked, not built
+            _int_texts(d_codes, d_texts, f"{path}: column 'Device_id'")
+        del d_codes
+    elif "device" in keep:
         device = (pd.Series(trace.device, index=range(n), dtype="Int64") if trace is not None and
                   trace.device is not None else pd.Series(pd.NA, index=range(n), dtype="Int64"))
     if "Stream ID" in kernels:
         s_codes, s_texts = _coded(kernels.pop("Stream ID"))
-        stream = np.array(["" if t == "N/A" else t for t in s_texts] or [""], dtype=object)[s_codes]
-        del s_codes
+        s_values = np.array(["" if t == "N/A" else t for t in s_texts] or [""], dtype=object)
     else:
-        stream = np.full(n, "", dtype=object)
+        s_codes, s_values = None, np.array([""], dtype=object)
     is_comm = decided.comm
-    if is_comm.any():  # one label per distinct decision, not one group lookup per row
-        labels = np.array([f"comm:{g}" if k == "comm" else "" for k, _, g in decided.distinct], dtype=object)
-        stream[is_comm] = labels[decided.codes[is_comm]]
+    # a comm row's stream is its communicator (one label per distinct decision, not one group lookup per row)
+    labels = (np.array([f"comm:{g}" if k == "comm" else "" for k, _, g in decided.distinct], dtype=object)
+              if is_comm.any() else None)
+
+    def stream_at(rows: np.ndarray | None = None) -> np.ndarray:
+        """The stream column (at ``rows``; None: every row)."""
+        at = slice(None) if rows is None else rows
+        out = s_values[s_codes[at]] if s_codes is not None else np.full(n if rows is None else len(rows), "",
+                                                                          dtype=object)
+        if labels is not None:
+            comm = is_comm[at]
+            out[comm] = labels[decided.codes[at][comm]]
+        return out
+
+    stream = stream_at() if "stream" in keep else None
     c_codes, c_texts = cores
-    core = np.array(["" if t == "N/A" else t for t in c_texts] or [""], dtype=object)[c_codes]
-    dup = _duplicate_rows(names[0], start, dur, c_codes, stream, step, path)
+    core = (np.array(["" if t == "N/A" else t for t in c_texts] or [""], dtype=object)[c_codes]
+            if "core" in keep else None)
+    dup = _duplicate_rows(names[0], start, dur, c_codes, stream_at if stream is None else stream, step, path)
     del cores, c_codes
+    s_codes = None  # stream_at is done with: the codes go
     kernels.clear()  # the CSV columns are no longer needed: free them before the table is built
     _release_arrow_memory()
 
     def obj(values: np.ndarray) -> pd.Series:  # plain object columns (no string-dtype inference)
         return pd.Series(values, dtype=object, copy=False)
 
-    table = pd.DataFrame({
-        "rank": np.zeros(n, dtype=np.int64),
-        "device": device,
-        "stream": obj(stream),
-        "kind": obj(decided.kind),
-        "core": obj(core),
-        "name": obj(np.array(names[1] or [""], dtype=object)[names[0]]),
-        "family": obj(decided.family),
-        "group": obj(decided.group),
-        "start_ns": start,
-        "dur_ns": dur,
-        "step": step,
-        "bytes": pd.Series(pd.NA, index=range(n), dtype="Int64"),
-    }, copy=False)  # the columns are fresh: no consolidating copy
+    built = {
+        "rank": lambda: np.zeros(n, dtype=np.int64),
+        "device": lambda: device,
+        "stream": lambda: obj(stream),
+        "kind": lambda: obj(decided.kind),
+        "core": lambda: obj(core),
+        "name": lambda: obj(np.array(names[1] or [""], dtype=object)[names[0]]),
+        "family": lambda: obj(decided.family),  # built when kept (per_row_names above)
+        "group": lambda: obj(decided.group),
+        "start_ns": lambda: start,
+        "dur_ns": lambda: dur,
+        "step": lambda: step,
+        "bytes": lambda: pd.Series(pd.NA, index=range(n), dtype="Int64"),
+    }
+    # in the event table's order; the columns are fresh: no consolidating copy
+    table = pd.DataFrame({c: built[c]() for c in COLUMNS if c in keep}, copy=False)
     if dup is not None:
         table = table.loc[~dup].reset_index(drop=True)
     unplaced = dict(decided.unclassified)
@@ -398,14 +434,17 @@ def _events(kernels: dict[str, object], trace: _TraceView | None,
     if trace is not None and len(trace.comm):
         table = _attach_trace_comm(table, trace)
         comm_groups = None  # its ops may have been added: _groups reads them from the table
-    return make_events(table), unplaced, comm_groups
+    return (make_events(table) if columns is None else table), unplaced, comm_groups
 
 
 def _duplicate_rows(name_codes: np.ndarray, start: np.ndarray, dur: np.ndarray, core_codes: np.ndarray,
-                    stream: np.ndarray, step: pd.Series, path: Path) -> np.ndarray | None:
-    """Mask of rows identical to an earlier one in every column read (warned once), else None."""
+                    stream: np.ndarray | Callable[[np.ndarray], np.ndarray], step: pd.Series,
+                    path: Path) -> np.ndarray | None:
+    """Mask of rows identical to an earlier one in every column read (warned once), else None. ``stream``: the
+    column, or what gives it at some rows."""
     dup = duplicate_mask(start, lambda rows: {
-        "name": name_codes[rows], "dur": dur[rows], "core": core_codes[rows], "stream": stream[rows],
+        "name": name_codes[rows], "dur": dur[rows], "core": core_codes[rows],
+        "stream": stream(rows) if callable(stream) else stream[rows],
         "step": step.iloc[rows].fillna(-1).to_numpy(dtype=np.int64)})
     if dup is not None:
         warn_duplicates(path, int(dup.sum()), f"line {int(np.flatnonzero(dup)[0]) + 2}")
