@@ -179,7 +179,7 @@ def find(given: list[str] | None, model, hw, devices: int, results) -> dict:
         out["runs"].append({"file": Path(key[0]).name, "source": f"{row['source_repo']}:{row['source_path']}",
                             "framework": str(row["source_repo"]), "date": _when(row),
                             "settings": key[4], "shape": f"{key[2]}, {key[3] or '?'} steps",
-                            "resolution": key[2], "steps": key[3],
+                            "resolution": key[2], "steps": key[3], "compiled": _compiled(key[4]),
                             "one_device_s": one[0] if one else None, "plans": plans})
     out["runs"].sort(key=lambda r: (-len(r["plans"]), r["file"]))
     out["measured_order"] = measured_order(out["runs"])

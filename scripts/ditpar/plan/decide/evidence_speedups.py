@@ -30,15 +30,12 @@ def same_shape(run: dict, shape) -> bool:
 
 def judge(ev: dict, ranges: dict[str, dict], shape, one_device_e2e_s: float | None) -> None:
     """Annotate `ev` in place: per measured plan the predicted end-to-end speedup, its range and `inside_range`;
-    per run `same_shape`, `compiled` and the predicted one-device seconds; `speedups_agree` and `speedup_verdict`
+    per run `same_shape` and the predicted one-device seconds (`compiled` is the run's own, from evidence.find); `speedups_agree` and `speedup_verdict`
     over the eager runs of the request's shape (other runs are shown, not judged)."""
-    from ditpar.plan.decide.evidence import _compiled
-
     judged: list[tuple[dict, dict]] = []
     shown = 0
     for run in ev.get("runs", []):
         run["same_shape"] = same_shape(run, shape)
-        run["compiled"] = _compiled(run["settings"])
         comparable = run["same_shape"] and not run["compiled"]
         run["one_device_predicted_s"] = one_device_e2e_s if run["same_shape"] else None
         for p in run["plans"]:
