@@ -49,6 +49,7 @@ ROUNDS = {
                                          "cachedit_ascend_zimage_800ia2.csv"), {}),
     "round 8 (2026-12-08)": ("81d7923", ("trtllm_visualgen_flux_b200.csv", "sglang_pr27826_flux_tp_h200.csv",
                                          "fastvideo_issue175_hunyuan_h100.csv"), {}),
+    "round 9 (2026-12-08)": ("eb1ae78", ("teacache_xdit_a800.csv",), {}),
 }
 # Run inside the exported tree: the held-out |log2(pred / measured speedup)| per table, from that tree's own code.
 SNIPPET = r'''

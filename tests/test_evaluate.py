@@ -94,7 +94,7 @@ def test_evaluate_cli(tmp_path):
 
 
 def test_published_tables_outside_shared_are_read_whole():
-    """benchmarks/published: 455 rows from other public docs; every row is scored or says why not."""
+    """benchmarks/published: 471 rows from other public docs; every row is scored or says why not."""
     from conftest import ROOT
 
     frames = ev.load_tables(ROOT / "benchmarks" / "published")
@@ -116,9 +116,10 @@ def test_published_tables_outside_shared_are_read_whole():
     # LongCat-Image CFG rows on H800 (4), cache-dit's Z-Image-Turbo rows on Atlas 800I A2 (2)
     # + the eighth round (2026-12-08): TensorRT-LLM VisualGen's FLUX.1-dev report on 8 x B200 (7), SGLang PR 27826's
     # FLUX.1 TP rows on H200 (2), FastVideo issue 175's HunyuanVideo rows on H100 (3)
+    # + the ninth round (2026-12-08): Teacache-xDiT's USP baselines on A800 (16: four models at four card counts)
     assert sum(len(f) for f in frames.values()) == (153 + 13 + 16 + 12 + 12 + 28 + 18 + 4 + 9 + 7 + 4 + 2
                                                     + 16 + 28 + 42 + 7 + 3 + 4 + 28 + 4 + 4 + 3 + 4 + 8 + 8 + 4 + 2
-                                                    + 7 + 2 + 3)
+                                                    + 7 + 2 + 3 + 16)
     for name, frame in frames.items():
         scored = ev.score_table(frame)
         for _, row in scored.iterrows():
@@ -151,8 +152,9 @@ def test_published_tables_outside_shared_are_read_whole():
     # compile mode for LongCat-Image), so no pair and no top-1 scenario
     # + the eighth round: all 12 rows; B200's Ulysses and ring rows name different attention backends (VANILLA, CUTEDSL)
     # and FastVideo's two 8-GPU rows split the VAE differently, so every scenario holds one plan: no pair, no top-1
+    # + the ninth round: all 16 Teacache-xDiT rows; Ulysses only, one plan per card count: no pair, no top-1
     assert (s["rows_scored"], s["pairs"], s["top1_scenarios"]) == (87 + 29 + 12 + 58 + 9 + 13 + 16 + 26 + 42 + 7 + 36
-                                                                   + 4 + 7 + 14 + 12,
+                                                                   + 4 + 7 + 14 + 12 + 16,
                                                                    25 + 28 + 12 + 49 + 9 + 12 + 16 + 4,
                                                                    9 + 5 + 3 + 9 + 3 + 1 + 2 + 2)
     # the sixth round's speedups by hand from the printed latencies: H800 112.5 / 65.2, / 39.6, / 30.8; SGLang
@@ -173,6 +175,14 @@ def test_published_tables_outside_shared_are_read_whole():
                            ("R2", round(1.81 / 1.49, 4)), ("R4", round(1.81 / 2.15, 4)), ("R8", round(1.81 / 3.37, 4)),
                            ("T2", round(6.38 / 4.01, 4)), ("U8", round(202.163 / 70.179, 4)),
                            ("U8", round(202.163 / 46.445, 4))])
+    # the ninth round's speedups by hand from the printed A800 latencies (README 'Ulysses' rows): CogVideoX1.5-5B
+    # 133.5 / 77.7, / 59.41, / 36.68; HunyuanVideo 3086.5 / 1624.4, / 856.6, / 480.4; FLUX.1-dev 12.9 / 7.91, / 4.4,
+    # / 3.61; ConsisID 218.64 / 123.84, / 88.6, / 54.09 (2, 3 and 6 GPUs)
+    nine = ev.evaluate_tables({"teacache_xdit_a800.csv": frames["teacache_xdit_a800.csv"]})
+    got9 = sorted((r["config"], round(r["measured_speedup"], 4)) for r in nine["speedups"])
+    assert got9 == sorted([(f"U{n}", round(one / t, 4)) for one, runs in (
+        (133.5, ((2, 77.7), (4, 59.41), (8, 36.68))), (3086.5, ((2, 1624.4), (4, 856.6), (8, 480.4))),
+        (12.9, ((2, 7.91), (4, 4.4), (8, 3.61))), (218.64, ((2, 123.84), (3, 88.6), (6, 54.09)))) for n, t in runs])
     os2 = ev.evaluate_tables({"opensora2_comp_effic.csv": frames["opensora2_comp_effic.csv"]})["summary"]
     assert (os2["rows_scored"], os2["pairs"], os2["top1_scenarios"]) == (7, 0, 0)
     flux2 = ev.evaluate_tables({"cachedit_flux2_hybrid_l20.csv": frames["cachedit_flux2_hybrid_l20.csv"]})["summary"]

@@ -21,6 +21,7 @@ UNSEEN_ROUNDS = {
                              "cachedit_ascend_zimage_800ia2.csv"),
     "round 8 (2026-12-08)": ("trtllm_visualgen_flux_b200.csv", "sglang_pr27826_flux_tp_h200.csv",
                              "fastvideo_issue175_hunyuan_h100.csv"),
+    "round 9 (2026-12-08)": ("teacache_xdit_a800.csv",),
 }
 
 
