@@ -96,3 +96,19 @@ def test_the_one_device_row_against_the_prediction(tmp_path):
     text = run_script("plan.py", *L20, "--evidence", _own_table(tmp_path, 6.0), check=0).stdout
     assert f"one device: measured 20 s against {run['one_device_predicted_s']:.4g} s predicted end to end" in text
     assert "--ref-latency 20 prices every plan from it" in text
+
+
+def test_a_compiled_run_of_the_shape_is_shown_without_a_verdict(tmp_path):
+    table = tmp_path / "compiled.csv"
+    rows = ["me/bench,run.md,FLUX.1-dev,L20,PCIe,1,1024x1024,28,1,1,1,1,1,torch.compile,10,one card",
+            "me/bench,run.md,FLUX.1-dev,L20,PCIe,4,1024x1024,28,4,1,1,1,1,torch.compile,1,ulysses"]
+    table.write_text(HEADER + "\n" + "\n".join(rows) + "\n")
+    ev = plan_json(*L20, "--evidence", str(table))["evidence"]
+    (run,) = ev["runs"]
+    (p,) = run["plans"]
+    # 10x on 4 cards is far outside any range, yet a compiled run is not judged against an eager prediction
+    assert run["compiled"] and p["measured_speedup"] == pytest.approx(10.0) and p["inside_range"] is None
+    assert ev["speedups_agree"] is None and "1 measured speedup(s) of a compiled run are not judged" in ev["speedup_verdict"]
+    text = run_script("plan.py", *L20, "--evidence", str(table), check=0).stdout
+    assert "[torch.compile: the prediction prices eager; not judged]" in text
+    assert ": outside" not in text and ": inside" not in text

@@ -284,7 +284,8 @@ def test_band_half_width_all_sources_fit_and_the_shipped_value():
     res = heldout.evaluate_heldout(frames, Tunables(), fixed_launch=True)
     assert uncertainty.MODEL_HALF_WIDTH == 0.025
     assert res["band_half_width_all_sources"] == uncertainty.MODEL_HALF_WIDTH
-    # the speedup range plan.py prints is the all-sources fit, which claims 80 % (held-out coverage 0.78, 0.78, 0.80 by source, hardware class, framework)
+    # the speedup range plan.py prints without a model is the all-sources fit, which claims 80 % (its held-out coverage:
+    # `plan.py evaluate`'s speedup range coverage line)
     assert res["all_sources"]["speedup_range_log2"] == list(uncertainty.SPEEDUP_RANGE_LOG2)
     # by hand on the FLUX.2-dev table: U4 TP2 (measured fastest, 15.21 s) is predicted second (20.40 s) behind U2 TP4
     # (19.48 s, measured third). Its Ulysses-4 groups span both sockets, so no all-to-all table entry prices them

@@ -29,9 +29,9 @@ def same_shape(run: dict, shape) -> bool:
 
 
 def judge(ev: dict, ranges: dict[str, dict], shape, one_device_e2e_s: float | None) -> None:
-    """Annotate `ev` in place: per measured plan the predicted end-to-end speedup, its range and `inside_range`;
-    per run `same_shape` and the predicted one-device seconds (`compiled` is the run's own, from evidence.find); `speedups_agree` and `speedup_verdict`
-    over the eager runs of the request's shape (other runs are shown, not judged)."""
+    """Annotate `ev` in place: per run `same_shape` and the predicted one-device seconds; per measured plan of a run
+    of the request's shape the predicted end-to-end speedup and its range, and `inside_range` for an eager run (a
+    compiled one, `compiled` from evidence.find, is shown, not judged); `speedups_agree` and `speedup_verdict`."""
     judged: list[tuple[dict, dict]] = []
     shown = 0
     for run in ev.get("runs", []):
@@ -43,14 +43,14 @@ def judge(ev: dict, ranges: dict[str, dict], shape, one_device_e2e_s: float | No
             p["predicted_speedup"] = e["speedup"] if e else None
             p["range_low"], p["range_high"] = (e["low"], e["high"]) if e else (None, None)
             ms = p["measured_speedup"]
-            p["inside_range"] = (None if e is None or not ms else
-                                 e["low"] * (1 - SLACK) <= ms <= e["high"] * (1 + SLACK))
-            if p["inside_range"] is None:
+            p["inside_range"] = None
+            if e is None or not ms:
                 continue
-            if comparable:
-                judged.append((run, p))
-            else:
+            if not comparable:
                 shown += 1
+                continue
+            p["inside_range"] = e["low"] * (1 - SLACK) <= ms <= e["high"] * (1 + SLACK)
+            judged.append((run, p))
     ev["speedups_agree"], ev["speedup_verdict"] = _verdict(judged, shown, shape, ev.get("runs", []))
 
 
