@@ -112,3 +112,13 @@ def test_a_compiled_run_of_the_shape_is_shown_without_a_verdict(tmp_path):
     text = run_script("plan.py", *L20, "--evidence", str(table), check=0).stdout
     assert "[torch.compile: the prediction prices eager; not judged]" in text
     assert ": outside" not in text and ": inside" not in text
+
+
+def test_a_run_outside_the_request_bounds_is_never_a_shape_to_ask_for():
+    # plan.py refuses a side above 16,384 px, more than 10,000 frames or steps: the evidence block neither matches such
+    # a run nor suggests its flags
+    huge = {"resolution": "99999999999999999999x3", "steps": "50"}
+    assert evidence_speedups.ask_for(huge) == "" and not evidence_speedups.same_shape(huge, shape())
+    frames = {"resolution": "1024x1024x20000 frames", "steps": "28"}
+    assert evidence_speedups.ask_for(frames) == ""
+    assert evidence_speedups.ask_for({"resolution": "1024x1024", "steps": "1e9"}) == "--resolution 1024x1024"

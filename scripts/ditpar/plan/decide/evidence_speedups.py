@@ -11,15 +11,23 @@ SLACK = 1e-9   # a measured speedup equal to a printed bound (to its digits) is 
 
 
 def _shape_of(run: dict) -> tuple[tuple[int, int, int], int | None] | None:
-    """((width, height, frames), steps) of an evidence run, None when its resolution cannot be read."""
+    """((width, height, frames), steps) of an evidence run within the bounds plan.py takes for a request (steps None
+    when not stated or out of them); None when its resolution cannot be read or is out of them."""
+    from ditpar import limits
     from ditpar.plan.cost.shape import parse_resolution
 
     try:
         w, h, f = parse_resolution(run["resolution"])
+        for side in (w, h):
+            limits.integer(side, "resolution", 1, limits.MAX_PIXELS_SIDE)
+        frames = limits.integer(f or 1, "frames", 1, limits.MAX_FRAMES)
     except InputError:
         return None
-    steps = str(run["steps"]).strip()
-    return (w, h, f or 1), (int(float(steps)) if steps.replace(".", "", 1).isdigit() else None)
+    try:
+        steps = limits.integer(str(run["steps"]).strip(), "steps", 1, limits.MAX_STEPS)
+    except InputError:
+        steps = None
+    return (w, h, frames), steps
 
 
 def same_shape(run: dict, shape) -> bool:
